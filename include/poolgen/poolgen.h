@@ -1,0 +1,67 @@
+/* poolgen C API: the C++ API (poolgen.hpp) behind plain structs and status codes. Never throws.
+ * Arrays are in PyTorch order; unused trailing entries are ignored. */
+#ifndef POOLGEN_H
+#define POOLGEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { POOLGEN_F32 = 0, POOLGEN_I64 = 1 };
+enum {
+  POOLGEN_OK = 0,
+  POOLGEN_INVALID_ARGUMENT = 1,
+  POOLGEN_INDEX_OUT_OF_RANGE = 2,
+  POOLGEN_UNSUPPORTED = 3,
+  POOLGEN_INTERNAL = 4
+};
+
+typedef struct poolgen_tensor {
+  void* data;
+  int32_t dtype; /* POOLGEN_F32, POOLGEN_I64 */
+  int32_t rank;  /* 2..5 */
+  int64_t shape[5];
+  int64_t strides[5]; /* in elements; all zero means contiguous */
+} poolgen_tensor;
+
+typedef struct poolgen_pool_options {
+  int64_t kernel_size[3];
+  int64_t stride[3]; /* all zero: kernel_size */
+  int64_t padding[3];
+  int64_t dilation[3]; /* all zero: 1 */
+  int32_t ceil_mode;
+} poolgen_pool_options;
+
+typedef struct poolgen_unpool_options {
+  int64_t kernel_size[3];
+  int64_t stride[3]; /* all zero: kernel_size */
+  int64_t padding[3];
+  int32_t output_size_len; /* 0, nd or nd + 2 */
+  int64_t output_size[5];
+} poolgen_unpool_options;
+
+/* Each returns a POOLGEN_* code; on failure the message (NUL-terminated, truncated to
+ * message_size) says which argument, what was expected and what was given. message may be
+ * NULL. Output shapes are written to out_shape (nd + 2 or nd + 1 entries, as the input). */
+int32_t poolgen_max_pool_output_shape(int32_t nd, int32_t rank, const int64_t* input_shape,
+                                      const poolgen_pool_options* options, int64_t* out_shape,
+                                      char* message, size_t message_size);
+int32_t poolgen_max_pool(int32_t nd, const poolgen_tensor* input, const poolgen_tensor* values,
+                         const poolgen_tensor* indices, const poolgen_pool_options* options,
+                         char* message, size_t message_size);
+int32_t poolgen_max_unpool_output_shape(int32_t nd, int32_t rank, const int64_t* input_shape,
+                                        const poolgen_unpool_options* options,
+                                        int64_t* out_shape, char* message, size_t message_size);
+int32_t poolgen_max_unpool(int32_t nd, const poolgen_tensor* values,
+                           const poolgen_tensor* indices, const poolgen_tensor* output,
+                           const poolgen_unpool_options* options, char* message,
+                           size_t message_size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* POOLGEN_H */
