@@ -60,6 +60,8 @@ int32_t poolgen_max_unpool(int32_t nd, const poolgen_tensor* values,
                            const poolgen_unpool_options* options, char* message,
                            size_t message_size);
 
+void poolgen_set_num_threads(int32_t threads);
+
 #ifdef __cplusplus
 }
 #endif

@@ -110,6 +110,10 @@ struct KernelInfo {
 };
 std::vector<KernelInfo> compiled_kernels();
 
+// Threads the kernels may use (process-wide; 0 restores the default: one per core, or the
+// HL_NUM_THREADS environment variable).
+void set_num_threads(int threads);
+
 inline Status max_pool1d(const TensorView& in, const TensorView& values, const TensorView& indices,
                          const PoolOptions& o) {
   return max_pool(1, in, values, indices, o);
