@@ -1,0 +1,96 @@
+// Max pooling with indices: what is computed (../shared/SEMANTICS.md), never how; the schedule
+// lives in schedules/.
+#include "Halide.h"
+#include "window.h"
+#include "cpu_schedules.h"
+
+namespace poolgen {
+namespace {
+
+using namespace Halide;
+
+class MaxPool : public Generator<MaxPool> {
+ public:
+  GeneratorParam<int> rank{"rank", 2, 1, 3};
+  GeneratorParam<Type> value_type{"value_type", Float(32)};
+  GeneratorParam<Type> index_type{"index_type", Int(64)};
+  // A window fixed at compile time (kernel = fixed_kernel, stride = fixed_stride, padding =
+  // fixed_padding, dilation 1, every dimension); fixed_kernel = 0 keeps the window a runtime
+  // input. The window inputs exist either way, so every kernel has the same signature.
+  GeneratorParam<int> fixed_kernel{"fixed_kernel", 0};
+  GeneratorParam<int> fixed_stride{"fixed_stride", 0};
+  GeneratorParam<int> fixed_padding{"fixed_padding", 0};
+
+  CpuPoolSchedule schedule_knobs;
+
+  void configure() {
+    input_ = add_input<Buffer<>>("input", value_type, rank + 2);
+    for (auto* list : {&kernel_, &stride_, &padding_, &dilation_}) list->clear();
+    for (int i = 0; i < rank; ++i) {
+      // Suffix 0 is the innermost (width) dimension, as Halide orders them.
+      kernel_.push_back(add_input<int32_t>("kernel_" + std::to_string(i)));
+      stride_.push_back(add_input<int32_t>("stride_" + std::to_string(i)));
+      padding_.push_back(add_input<int32_t>("padding_" + std::to_string(i)));
+      dilation_.push_back(add_input<int32_t>("dilation_" + std::to_string(i)));
+    }
+    result_ = add_output<Func>("result", {value_type, index_type}, rank + 2);
+  }
+
+  void generate() {
+    const int nd = rank;
+    const Func in = *input_;
+    std::vector<Window1D> window(nd);
+    Region spatial_bounds;
+    std::vector<Expr> in_extent(nd);
+    for (int i = 0; i < nd; ++i) {
+      window[i] = fixed_kernel > 0
+                      ? Window1D{Expr(int(fixed_kernel)), Expr(int(fixed_stride)), Expr(int(fixed_padding)), 1}
+                      : Window1D{*kernel_[i], *stride_[i], *padding_[i], *dilation_[i]};
+      in_extent[i] = input_->dim(i).extent();
+      spatial_bounds.push_back({input_->dim(i).min(), in_extent[i]});
+    }
+    // Taps outside the plane read as the lowest value, which never replaces the running max:
+    // padding is never selected, and bounds checks vanish from the interior.
+    spatial_bounds.push_back({Expr(), Expr()});
+    spatial_bounds.push_back({Expr(), Expr()});
+    Func padded = BoundaryConditions::constant_exterior(in, lowest(value_type), spatial_bounds);
+
+    std::vector<Var> out_vars(nd);
+    std::vector<Expr> out_pos(out_vars.begin(), out_vars.end());
+    std::vector<Expr> taps(nd), first(nd);
+    Region kernel_extent;
+    for (int i = 0; i < nd; ++i) kernel_extent.push_back({0, window[i].kernel});
+    RDom r(kernel_extent, "tap");  // r[0] innermost: taps scan in row-major order
+    for (int i = 0; i < nd; ++i) {
+      taps[i] = window[i].start(out_pos[i]) + r[i] * window[i].dilation;
+      first[i] = window[i].first_in_bounds(out_pos[i]);
+    }
+    const std::vector<Expr> at = tensor_args(out_pos, c_, n_);
+
+    // The running (index, max) starts at the first in-bounds tap, before any comparison.
+    // The index comes first in the tuple: Halide 21 with strict_float stores tuple elements one
+    // by one and lets later ones read earlier ones' new values, so the max must be stored last.
+    Func scan("scan");
+    scan(at) = Tuple(flat_offset(first, in_extent, index_type), lowest(value_type));
+    Expr v = padded(tensor_args(taps, c_, n_));
+    Expr replaces = v > scan(at)[1];
+    if (Type(value_type).is_float()) replaces = replaces || is_nan(v);
+    scan(at) = select(replaces, Tuple(flat_offset(taps, in_extent, index_type), v), scan(at));
+
+    (*result_)(at) = Tuple(scan(at)[1], scan(at)[0]);
+
+    schedule_knobs.apply(PoolStages{*result_, scan, out_vars, c_, n_, r, fixed_kernel > 0},
+                         get_target());
+  }
+
+ private:
+  Input<Buffer<>>* input_ = nullptr;
+  std::vector<Input<int32_t>*> kernel_, stride_, padding_, dilation_;
+  Output<Func>* result_ = nullptr;
+  Var c_{"c"}, n_{"n"};
+};
+
+}  // namespace
+}  // namespace poolgen
+
+HALIDE_REGISTER_GENERATOR(poolgen::MaxPool, max_pool)

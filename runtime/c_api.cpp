@@ -1,0 +1,153 @@
+// The C API: plain structs in, codes and messages out; nothing is thrown across it.
+#include "poolgen/poolgen.h"
+#include "poolgen/poolgen.hpp"
+#include "shapes.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+
+namespace {
+
+using namespace poolgen;
+
+Ints list(const int64_t* values, int nd) { return Ints(values, values + nd); }
+
+// Empty when every entry is zero: the C structs' way of saying "use the default".
+Ints list_or_default(const int64_t* values, int nd) {
+  return std::all_of(values, values + nd, [](int64_t v) { return v == 0; }) ? Ints{}
+                                                                             : list(values, nd);
+}
+
+int32_t report(const Status& status, char* message, size_t size) {
+  if (message && size > 0) {
+    const size_t n = std::min(size - 1, status.message().size());
+    std::memcpy(message, status.message().data(), n);
+    message[n] = '\0';
+  }
+  return static_cast<int32_t>(status.code());
+}
+
+Status tensor(const char* argument, const poolgen_tensor* t, TensorView* out) {
+  if (!t) return Status(Code::invalid_argument, std::string(argument) + ": tensor is null");
+  if (t->rank < 2 || t->rank > 5) {
+    return Status(Code::invalid_argument, std::string(argument) +
+                                              ": expected rank 2 to 5, got " +
+                                              std::to_string(t->rank));
+  }
+  out->data = t->data;
+  out->dtype = static_cast<DType>(t->dtype);
+  out->shape = list(t->shape, t->rank);
+  out->strides = list_or_default(t->strides, t->rank);
+  return {};
+}
+
+bool nd_ok(int32_t nd) { return nd >= 1 && nd <= 3; }
+
+Status bad_nd(int32_t nd) {
+  return Status(Code::invalid_argument, "nd: expected 1, 2 or 3, got " + std::to_string(nd));
+}
+
+PoolOptions pool_options(int32_t nd, const poolgen_pool_options& o) {
+  PoolOptions p;
+  p.kernel_size = list(o.kernel_size, nd);
+  p.stride = list_or_default(o.stride, nd);
+  p.padding = list(o.padding, nd);
+  p.dilation = list_or_default(o.dilation, nd);
+  if (p.dilation.empty()) p.dilation = {1};
+  p.ceil_mode = o.ceil_mode != 0;
+  return p;
+}
+
+UnpoolOptions unpool_options(int32_t nd, const poolgen_unpool_options& o) {
+  UnpoolOptions u;
+  u.kernel_size = list(o.kernel_size, nd);
+  u.stride = list_or_default(o.stride, nd);
+  u.padding = list(o.padding, nd);
+  u.output_size = list(o.output_size, std::clamp(o.output_size_len, 0, 5));
+  if (o.output_size_len < 0 || o.output_size_len > 5) u.output_size.resize(6);  // reported
+  return u;
+}
+
+template <typename F>
+int32_t guarded(char* message, size_t size, F body) {
+  try {
+    return report(body(), message, size);
+  } catch (const std::exception& e) {
+    return report(Status(Code::internal, e.what()), message, size);
+  } catch (...) {
+    return report(Status(Code::internal, "unknown exception"), message, size);
+  }
+}
+
+Status null_options() { return Status(Code::invalid_argument, "options: null"); }
+
+}  // namespace
+
+extern "C" {
+
+int32_t poolgen_max_pool_output_shape(int32_t nd, int32_t rank, const int64_t* input_shape,
+                                      const poolgen_pool_options* options, int64_t* out_shape,
+                                      char* message, size_t message_size) {
+  return guarded(message, message_size, [&]() -> Status {
+    if (!nd_ok(nd)) return bad_nd(nd);
+    if (!options) return null_options();
+    if (!input_shape || !out_shape || rank < 0 || rank > 5) {
+      return Status(Code::invalid_argument, "input_shape: expected 2 to 5 entries and a result");
+    }
+    Ints out;
+    Status s = max_pool_output_shape(nd, list(input_shape, rank), pool_options(nd, *options), &out);
+    if (s.ok()) std::copy(out.begin(), out.end(), out_shape);
+    return s;
+  });
+}
+
+int32_t poolgen_max_pool(int32_t nd, const poolgen_tensor* input, const poolgen_tensor* values,
+                         const poolgen_tensor* indices, const poolgen_pool_options* options,
+                         char* message, size_t message_size) {
+  return guarded(message, message_size, [&]() -> Status {
+    if (!nd_ok(nd)) return bad_nd(nd);
+    if (!options) return null_options();
+    TensorView in, v, i;
+    POOLGEN_RETURN_IF_ERROR(tensor("input", input, &in));
+    POOLGEN_RETURN_IF_ERROR(tensor("values", values, &v));
+    POOLGEN_RETURN_IF_ERROR(tensor("indices", indices, &i));
+    return max_pool(nd, in, v, i, pool_options(nd, *options));
+  });
+}
+
+int32_t poolgen_max_unpool_output_shape(int32_t nd, int32_t rank, const int64_t* input_shape,
+                                        const poolgen_unpool_options* options,
+                                        int64_t* out_shape, char* message, size_t message_size) {
+  return guarded(message, message_size, [&]() -> Status {
+    if (!nd_ok(nd)) return bad_nd(nd);
+    if (!options) return null_options();
+    if (!input_shape || !out_shape || rank < 0 || rank > 5) {
+      return Status(Code::invalid_argument, "input_shape: expected 2 to 5 entries and a result");
+    }
+    Ints out;
+    Status s =
+        max_unpool_output_shape(nd, list(input_shape, rank), unpool_options(nd, *options), &out);
+    if (s.ok()) std::copy(out.begin(), out.end(), out_shape);
+    return s;
+  });
+}
+
+int32_t poolgen_max_unpool(int32_t nd, const poolgen_tensor* values,
+                           const poolgen_tensor* indices, const poolgen_tensor* output,
+                           const poolgen_unpool_options* options, char* message,
+                           size_t message_size) {
+  return guarded(message, message_size, [&]() -> Status {
+    if (!nd_ok(nd)) return bad_nd(nd);
+    if (!options) return null_options();
+    TensorView v, i, o;
+    POOLGEN_RETURN_IF_ERROR(tensor("values", values, &v));
+    POOLGEN_RETURN_IF_ERROR(tensor("indices", indices, &i));
+    POOLGEN_RETURN_IF_ERROR(tensor("output", output, &o));
+    return max_unpool(nd, v, i, o, unpool_options(nd, *options));
+  });
+}
+
+void poolgen_set_num_threads(int32_t threads) { set_num_threads(threads); }
+
+}  // extern "C"

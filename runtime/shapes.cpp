@@ -1,0 +1,154 @@
+#include "shapes.hpp"
+
+namespace poolgen::detail {
+
+std::string format_shape(const Ints& shape) {
+  std::ostringstream out;
+  out << '[';
+  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+  out << ']';
+  return out.str();
+}
+
+namespace {
+
+Status check_nd(int nd) {
+  if (nd < 1 || nd > 3) return fail(Code::invalid_argument, "nd: expected 1, 2 or 3, got ", nd);
+  return {};
+}
+
+// Expands a PyTorch-style int-or-tuple list to nd entries (empty takes `fallback`).
+Status expand(const char* name, const Ints& list, int nd, const int64_t* fallback, int64_t* out) {
+  if (list.empty() && fallback) {
+    for (int i = 0; i < nd; ++i) out[i] = fallback[i];
+    return {};
+  }
+  if (list.size() != 1 && list.size() != static_cast<size_t>(nd)) {
+    return fail(Code::invalid_argument, name, ": expected 1 or ", nd, " entries, got ",
+                list.size(), " (", format_shape(list), ")");
+  }
+  for (int i = 0; i < nd; ++i) out[i] = list.size() == 1 ? list[0] : list[i];
+  return {};
+}
+
+Status check_at_least(const char* name, const int64_t* values, int nd, int64_t minimum) {
+  for (int i = 0; i < nd; ++i) {
+    if (values[i] < minimum) {
+      return fail(Code::invalid_argument, name, ": expected every entry >= ", minimum, ", got ",
+                  values[i], " in spatial dimension ", i);
+    }
+  }
+  return {};
+}
+
+Status common_window(int nd, const Ints& kernel, const Ints& stride, const Ints& padding,
+                     Window* w) {
+  POOLGEN_RETURN_IF_ERROR(check_nd(nd));
+  w->nd = nd;
+  if (kernel.empty()) {
+    return fail(Code::invalid_argument, "kernel_size: expected 1 or ", nd, " entries, got 0");
+  }
+  POOLGEN_RETURN_IF_ERROR(expand("kernel_size", kernel, nd, nullptr, w->kernel));
+  POOLGEN_RETURN_IF_ERROR(expand("stride", stride, nd, w->kernel, w->stride));
+  const int64_t zeros[3] = {0, 0, 0};
+  POOLGEN_RETURN_IF_ERROR(expand("padding", padding, nd, zeros, w->padding));
+  POOLGEN_RETURN_IF_ERROR(check_at_least("kernel_size", w->kernel, nd, 1));
+  POOLGEN_RETURN_IF_ERROR(check_at_least("stride", w->stride, nd, 1));
+  return check_at_least("padding", w->padding, nd, 0);
+}
+
+// floor(a / b) for b > 0.
+int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+}  // namespace
+
+Status pool_window(int nd, const PoolOptions& o, Window* w) {
+  POOLGEN_RETURN_IF_ERROR(common_window(nd, o.kernel_size, o.stride, o.padding, w));
+  const int64_t ones[3] = {1, 1, 1};
+  POOLGEN_RETURN_IF_ERROR(expand("dilation", o.dilation, nd, ones, w->dilation));
+  POOLGEN_RETURN_IF_ERROR(check_at_least("dilation", w->dilation, nd, 1));
+  w->ceil_mode = o.ceil_mode;
+  for (int i = 0; i < nd; ++i) {
+    // PyTorch bounds the padding by half the dilated kernel, but by half the raw kernel in 3-D.
+    const int64_t limit =
+        nd == 3 ? w->kernel[i] / 2 : (w->dilation[i] * (w->kernel[i] - 1) + 1) / 2;
+    if (w->padding[i] > limit) {
+      return fail(Code::invalid_argument, "padding: expected at most half the ",
+                  nd == 3 ? "kernel" : "effective kernel", " (", limit,
+                  ") in spatial dimension ", i, ", got ", w->padding[i]);
+    }
+  }
+  return {};
+}
+
+Status unpool_window(int nd, const UnpoolOptions& o, Window* w) {
+  return common_window(nd, o.kernel_size, o.stride, o.padding, w);
+}
+
+Status check_input_shape(const char* op, int nd, const char* argument, const Ints& shape) {
+  const int rank = static_cast<int>(shape.size());
+  if (rank != nd + 1 && rank != nd + 2) {
+    return fail(Code::invalid_argument, argument, ": expected rank ", nd + 1, " or ", nd + 2,
+                " for ", op, nd, "d, got rank ", rank, " (shape ", format_shape(shape), ")");
+  }
+  for (int i = 0; i < rank; ++i) {
+    const bool is_batch = rank == nd + 2 && i == 0;
+    if (shape[i] < (is_batch ? 0 : 1)) {
+      return fail(Code::invalid_argument, argument, ": expected dimension ", i, " to be ",
+                  is_batch ? ">= 0" : ">= 1", ", got ", shape[i], " (shape ",
+                  format_shape(shape), ")");
+    }
+  }
+  return {};
+}
+
+Status pool_output_shape(const Window& w, const Ints& in, Ints* out) {
+  const size_t first = in.size() - w.nd;
+  *out = in;
+  for (int i = 0; i < w.nd; ++i) {
+    const int64_t extent = in[first + i], s = w.stride[i];
+    const int64_t span = w.dilation[i] * (w.kernel[i] - 1) + 1;
+    int64_t o = floor_div(extent + 2 * w.padding[i] - span + (w.ceil_mode ? s - 1 : 0), s) + 1;
+    // The last window must start inside the input or its left padding.
+    if (w.ceil_mode && (o - 1) * s >= extent + w.padding[i]) --o;
+    if (o < 1) {
+      return fail(Code::invalid_argument, "input: spatial dimension ", i, " of extent ", extent,
+                  " is too small for kernel_size ", w.kernel[i], ", dilation ", w.dilation[i],
+                  ", padding ", w.padding[i], " (output extent would be ", o, ")");
+    }
+    (*out)[first + i] = o;
+  }
+  return {};
+}
+
+Status unpool_output_shape(const Window& w, const Ints& in, const Ints& output_size, Ints* out) {
+  const size_t first = in.size() - w.nd;
+  const size_t given = output_size.size();
+  if (given != 0 && given != static_cast<size_t>(w.nd) && given != static_cast<size_t>(w.nd) + 2) {
+    return fail(Code::invalid_argument, "output_size: expected 0, ", w.nd, " or ", w.nd + 2,
+                " entries, got ", given, " (", format_shape(output_size), ")");
+  }
+  *out = in;
+  for (int i = 0; i < w.nd; ++i) {
+    const int64_t s = w.stride[i];
+    const int64_t natural = (in[first + i] - 1) * s - 2 * w.padding[i] + w.kernel[i];
+    int64_t extent = natural;
+    if (given) {
+      extent = output_size[given - w.nd + i];
+      if (extent <= natural - s || extent >= natural + s) {
+        return fail(Code::invalid_argument, "output_size: expected spatial dimension ", i,
+                    " between ", natural - s + 1, " and ", natural + s - 1, ", got ", extent);
+      }
+    }
+    if (extent < 1) {
+      return fail(Code::invalid_argument, "output_size: spatial dimension ", i,
+                  " would have extent ", extent, " (input extent ", in[first + i],
+                  ", kernel_size ", w.kernel[i], ", stride ", s, ", padding ", w.padding[i],
+                  ")");
+    }
+    (*out)[first + i] = extent;
+  }
+  return {};
+}
+
+}  // namespace poolgen::detail

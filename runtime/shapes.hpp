@@ -1,0 +1,45 @@
+// Argument checks and shape arithmetic of SEMANTICS.md; every failure names the argument, what
+// was expected and what was given.
+#pragma once
+
+#include "poolgen/poolgen.hpp"
+
+#include <sstream>
+#include <string>
+
+namespace poolgen::detail {
+
+// Builds a Status whose message is the concatenation of `parts`.
+template <typename... Parts>
+Status fail(Code code, const Parts&... parts) {
+  std::ostringstream message;
+  (message << ... << parts);
+  return Status(code, message.str());
+}
+
+#define POOLGEN_RETURN_IF_ERROR(expr)         \
+  do {                                        \
+    ::poolgen::Status status_ = (expr);       \
+    if (!status_.ok()) return status_;        \
+  } while (false)
+
+std::string format_shape(const Ints& shape);
+
+// A window with one entry per spatial dimension, in PyTorch order (outermost first).
+struct Window {
+  int nd = 0;
+  int64_t kernel[3] = {}, stride[3] = {}, padding[3] = {}, dilation[3] = {1, 1, 1};
+  bool ceil_mode = false;
+};
+
+Status pool_window(int nd, const PoolOptions& options, Window* window);
+Status unpool_window(int nd, const UnpoolOptions& options, Window* window);
+
+// The input must be (N, C, spatial...) or (C, spatial...), every extent >= 1 except N.
+Status check_input_shape(const char* op, int nd, const char* argument, const Ints& shape);
+
+Status pool_output_shape(const Window& window, const Ints& input_shape, Ints* output_shape);
+Status unpool_output_shape(const Window& window, const Ints& input_shape, const Ints& output_size,
+                           Ints* output_shape);
+
+}  // namespace poolgen::detail

@@ -1,0 +1,88 @@
+#include "cpu_schedules.h"
+
+namespace poolgen {
+
+using namespace Halide;
+
+namespace {
+
+int vector_lanes(int knob, const Func& f, const Target& target) {
+  return knob > 0 ? knob : target.natural_vector_size(f.types()[0]);
+}
+
+// Fuses every dimension but the innermost into one "row" loop and runs blocks of rows_per_task
+// rows in parallel. Returns the fused variable.
+Var parallel_rows(Stage stage, const std::vector<Var>& spatial, const Var& c, const Var& n,
+                  int rows_per_task) {
+  std::vector<Var> outer(spatial.begin() + 1, spatial.end());
+  outer.push_back(c);
+  outer.push_back(n);
+  Var row = outer[0];
+  for (size_t i = 1; i < outer.size(); ++i) {
+    Var fused(row.name() + "_" + outer[i].name());
+    stage.fuse(row, outer[i], fused);
+    row = fused;
+  }
+  Var block("block");
+  stage.split(row, block, row, rows_per_task, TailStrategy::GuardWithIf).parallel(block);
+  return row;
+}
+
+// Vectorizes the innermost dimension of `f` by the widest of lanes, lanes/2, ... that the
+// output's width allows (so narrow feature maps still get vectors), scalar below 4 columns.
+// Every specialization names its outer column loop `xo`.
+void vectorize_columns(Func f, const Var& x, const Expr& width, int lanes, const Var& xo) {
+  Var xi("xi");
+  for (int w = lanes; w >= 4; w /= 2) {
+    f.specialize(width >= w).split(x, xo, xi, w, TailStrategy::ShiftInwards).vectorize(xi);
+  }
+  f.split(x, xo, xi, 1);
+}
+
+}  // namespace
+
+void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
+  Func result = s.result, scan = s.scan;
+  const int lanes = vector_lanes(vector_width, result, target);
+  parallel_rows(result, s.x, s.c, s.n, rows_per_task);
+  Var xo("xo");
+  vectorize_columns(result, s.x[0], result.output_buffers()[0].dim(0).extent(), lanes, xo);
+
+  // The running maximum lives in registers: one vector of columns, taps looping outside it.
+  scan.compute_at(result, xo).vectorize(s.x[0]);
+  Stage update = scan.update();
+  std::vector<VarOrRVar> order{s.x[0]};
+  for (int i = 0; i < s.r.dimensions(); ++i) order.push_back(s.r[i]);
+  update.reorder(order).vectorize(s.x[0]);
+  if (s.window_fixed) {
+    for (int i = 0; i < s.r.dimensions(); ++i) update.unroll(s.r[i]);
+  }
+}
+
+void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) const {
+  Func out = s.out, unpooled = s.unpooled;
+  const int lanes = vector_lanes(vector_width, out, target);
+  Var plane("plane"), block("block");
+  // Zero a plane, scatter into it while it is in cache, store it; planes run in parallel and the
+  // scatter inside a plane keeps input order, so the latest duplicate wins on any thread count.
+  out.fuse(s.c, s.n, plane)
+      .split(plane, block, plane, planes_per_task, TailStrategy::GuardWithIf)
+      .parallel(block)
+      .vectorize(s.p, lanes, TailStrategy::GuardWithIf);
+  unpooled.compute_at(out, plane).vectorize(s.p, lanes, TailStrategy::GuardWithIf);
+  unpooled.update().unscheduled();  // serial by design: input order decides duplicates
+}
+
+void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const {
+  Func out = s.out;
+  const int lanes = vector_lanes(vector_width, out, target);
+  Var row = parallel_rows(out, s.x, s.c, s.n, rows_per_task);
+  Var xo("xo");
+  vectorize_columns(out, s.x[0], out.output_buffer().dim(0).extent(), lanes, xo);
+  // Each row checks the cells it reads; rows sharing cells check them again (cheap, and keeps
+  // rows independent for the parallel loop).
+  Func checked = s.checked;
+  checked.compute_at(out, row).vectorize(s.cell[0], lanes, TailStrategy::GuardWithIf);
+}
+
+}  // namespace poolgen

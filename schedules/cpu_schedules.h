@@ -1,0 +1,61 @@
+// Hand-written CPU schedules, kept apart from the algorithms in generators/. Each schedule is a
+// set of named knobs (GeneratorParams, so the build and the tuner can set them per target) and an
+// apply() that the generator calls with the stages it defined.
+#pragma once
+
+#include "Halide.h"
+
+#include <vector>
+
+namespace poolgen {
+
+// Stages of max_pool: result(x..., c, n) = scan(x..., c, n), where scan is the running
+// (max, index) updated over the window taps r.
+struct PoolStages {
+  Halide::Func result, scan;
+  std::vector<Halide::Var> x;  // spatial, innermost first
+  Halide::Var c, n;
+  Halide::RDom r;
+  bool window_fixed;  // kernel extents are compile-time constants
+};
+
+struct CpuPoolSchedule {
+  // Output columns per vector; 0 takes the target's natural width for the value type.
+  Halide::GeneratorParam<int> vector_width{"vector_width", 0};
+  // Output rows (across planes) handed to one thread at a time.
+  Halide::GeneratorParam<int> rows_per_task{"rows_per_task", 8};
+
+  void apply(const PoolStages& s, const Halide::Target& target) const;
+};
+
+// Stages of max_unpool_scatter: unpooled(p, c, n) zeroed, then one update scattering into each
+// plane; out(p, c, n) stores it.
+struct ScatterStages {
+  Halide::Func out, unpooled;
+  Halide::Var p, c, n;
+};
+
+struct CpuScatterSchedule {
+  Halide::GeneratorParam<int> vector_width{"vector_width", 0};
+  // Planes handed to one thread at a time.
+  Halide::GeneratorParam<int> planes_per_task{"planes_per_task", 1};
+
+  void apply(const ScatterStages& s, const Halide::Target& target) const;
+};
+
+// Stages of max_unpool_gather: out(x..., c, n) gathers from checked(cell..., c, n).
+struct GatherStages {
+  Halide::Func out, checked;
+  std::vector<Halide::Var> x, cell;  // spatial, innermost first
+  Halide::Var c, n;
+  int stride;  // the fixed window's stride
+};
+
+struct CpuGatherSchedule {
+  Halide::GeneratorParam<int> vector_width{"vector_width", 0};
+  Halide::GeneratorParam<int> rows_per_task{"rows_per_task", 8};
+
+  void apply(const GatherStages& s, const Halide::Target& target) const;
+};
+
+}  // namespace poolgen
