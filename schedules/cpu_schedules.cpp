@@ -10,22 +10,25 @@ int vector_lanes(int knob, const Func& f, const Target& target) {
   return knob > 0 ? knob : target.natural_vector_size(f.types()[0]);
 }
 
-// Fuses every dimension but the innermost into one "row" loop and runs blocks of rows_per_task
-// rows in parallel. Returns the fused variable.
+// Runs blocks of rows in parallel: the second dimension (or the channel, in 1-D) is split into
+// blocks of rows_per_task rows, and the blocks of every plane form one parallel loop. Inside a
+// block, rows are plain loops, so per-row buffers keep a constant size. Returns the parallel
+// variable.
 Var parallel_rows(Stage stage, const std::vector<Var>& spatial, const Var& c, const Var& n,
-                  int rows_per_task) {
+                   int rows_per_task) {
   std::vector<Var> outer(spatial.begin() + 1, spatial.end());
   outer.push_back(c);
   outer.push_back(n);
-  Var row = outer[0];
+  Var block("block"), row("row");
+  stage.split(outer[0], block, row, rows_per_task, TailStrategy::GuardWithIf);
+  outer[0] = block;
   for (size_t i = 1; i < outer.size(); ++i) {
-    Var fused(row.name() + "_" + outer[i].name());
-    stage.fuse(row, outer[i], fused);
-    row = fused;
+    Var fused(outer[0].name() + "_" + outer[i].name());
+    stage.fuse(outer[0], outer[i], fused);
+    outer[0] = fused;
   }
-  Var block("block");
-  stage.split(row, block, row, rows_per_task, TailStrategy::GuardWithIf).parallel(block);
-  return row;
+  stage.parallel(outer[0]);
+  return outer[0];
 }
 
 // Vectorizes the innermost dimension of `f` by the widest of lanes, lanes/2, ... that the
@@ -76,13 +79,12 @@ void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) con
 void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const {
   Func out = s.out;
   const int lanes = vector_lanes(vector_width, out, target);
-  Var row = parallel_rows(out, s.x, s.c, s.n, rows_per_task);
+  Var block = parallel_rows(out, s.x, s.c, s.n, rows_per_task);
   Var xo("xo");
   vectorize_columns(out, s.x[0], out.output_buffer().dim(0).extent(), lanes, xo);
-  // Each row checks the cells it reads; rows sharing cells check them again (cheap, and keeps
-  // rows independent for the parallel loop).
+  // Each block of rows checks the cells it reads once, into one buffer per block.
   Func checked = s.checked;
-  checked.compute_at(out, row).vectorize(s.cell[0], lanes, TailStrategy::GuardWithIf);
+  checked.compute_at(out, block).vectorize(s.cell[0], lanes, TailStrategy::GuardWithIf);
 }
 
 }  // namespace poolgen
