@@ -59,14 +59,16 @@ PoolOptions pool_options(int32_t nd, const poolgen_pool_options& o) {
   return p;
 }
 
-UnpoolOptions unpool_options(int32_t nd, const poolgen_unpool_options& o) {
-  UnpoolOptions u;
-  u.kernel_size = list(o.kernel_size, nd);
-  u.stride = list_or_default(o.stride, nd);
-  u.padding = list(o.padding, nd);
-  u.output_size = list(o.output_size, std::clamp(o.output_size_len, 0, 5));
-  if (o.output_size_len < 0 || o.output_size_len > 5) u.output_size.resize(6);  // reported
-  return u;
+Status unpool_options(int32_t nd, const poolgen_unpool_options& o, UnpoolOptions* u) {
+  if (o.output_size_len < 0 || o.output_size_len > 5) {
+    return Status(Code::invalid_argument,
+                  "output_size_len: expected 0 to 5, got " + std::to_string(o.output_size_len));
+  }
+  u->kernel_size = list(o.kernel_size, nd);
+  u->stride = list_or_default(o.stride, nd);
+  u->padding = list(o.padding, nd);
+  u->output_size = list(o.output_size, o.output_size_len);
+  return {};
 }
 
 template <typename F>
@@ -125,9 +127,10 @@ int32_t poolgen_max_unpool_output_shape(int32_t nd, int32_t rank, const int64_t*
     if (!input_shape || !out_shape || rank < 0 || rank > 5) {
       return Status(Code::invalid_argument, "input_shape: expected 2 to 5 entries and a result");
     }
+    UnpoolOptions u;
+    POOLGEN_RETURN_IF_ERROR(unpool_options(nd, *options, &u));
     Ints out;
-    Status s =
-        max_unpool_output_shape(nd, list(input_shape, rank), unpool_options(nd, *options), &out);
+    Status s = max_unpool_output_shape(nd, list(input_shape, rank), u, &out);
     if (s.ok()) std::copy(out.begin(), out.end(), out_shape);
     return s;
   });
@@ -140,11 +143,13 @@ int32_t poolgen_max_unpool(int32_t nd, const poolgen_tensor* values,
   return guarded(message, message_size, [&]() -> Status {
     if (!nd_ok(nd)) return bad_nd(nd);
     if (!options) return null_options();
+    UnpoolOptions u;
+    POOLGEN_RETURN_IF_ERROR(unpool_options(nd, *options, &u));
     TensorView v, i, o;
     POOLGEN_RETURN_IF_ERROR(tensor("values", values, &v));
     POOLGEN_RETURN_IF_ERROR(tensor("indices", indices, &i));
     POOLGEN_RETURN_IF_ERROR(tensor("output", output, &o));
-    return max_unpool(nd, v, i, o, unpool_options(nd, *options));
+    return max_unpool(nd, v, i, o, u);
   });
 }
 

@@ -34,9 +34,18 @@ bool window_matches(const Kernel& k, const Window& w) {
   return true;
 }
 
-// Kernels are built with the user_context feature: the context is the call's error string.
+// Kernels are built with the user_context feature: the context is the call's ErrorSink. Parallel
+// tasks of one kernel may fail at once; the first message is kept.
+struct ErrorSink {
+  std::mutex mutex;
+  std::string message;
+};
+
 void capture_error(void* user_context, const char* message) {
-  if (user_context) static_cast<std::string*>(user_context)->append(message);
+  if (!user_context) return;
+  auto* sink = static_cast<ErrorSink*>(user_context);
+  std::lock_guard<std::mutex> lock(sink->mutex);
+  if (sink->message.empty()) sink->message = message;
 }
 
 }  // namespace
@@ -57,9 +66,12 @@ const Kernel* find_kernel(Op op, int nd, const Window& window, Path path) {
 int run_kernel(const Kernel& kernel, std::vector<void*>& args, std::string* error) {
   static std::once_flag installed;
   std::call_once(installed, [] { halide_set_error_handler(capture_error); });
-  void* user_context = error;
+  ErrorSink sink;
+  void* user_context = &sink;
   args[0] = &user_context;
-  return kernel.entry(args.data());
+  const int result = kernel.entry(args.data());
+  *error = std::move(sink.message);
+  return result;
 }
 
 }  // namespace poolgen::detail

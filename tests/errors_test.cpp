@@ -1,0 +1,917 @@
+// Every error path of the public C++ API (poolgen.hpp) and the C API (poolgen.h): the code, and
+// a message naming the argument and the offending value. Invalid unpool indices must be named
+// (the first in input order) and must never cause a write outside the output.
+#include <algorithm>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "lib_util.hpp"
+#include "poolgen/poolgen.h"
+#include "poolgen/poolgen.hpp"
+#include "reference.hpp"
+#include "test_util.hpp"
+
+namespace poolgen {
+namespace {
+
+// The status has `code` and its message contains every one of `parts`.
+::testing::AssertionResult IsError(const Status& s, Code code,
+                                   std::initializer_list<std::string> parts) {
+  if (s.code() != code) {
+    return ::testing::AssertionFailure()
+           << "code " << static_cast<int>(s.code()) << ", expected " << static_cast<int>(code)
+           << " (message: \"" << s.message() << "\")";
+  }
+  for (const std::string& p : parts) {
+    if (s.message().find(p) == std::string::npos) {
+      return ::testing::AssertionFailure()
+             << "message \"" << s.message() << "\" does not contain \"" << p << "\"";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// A pooling call on small owned buffers whose pieces each test breaks in one way.
+struct PoolCall {
+  int nd = 2;
+  Ints in_shape{1, 2, 6, 6};
+  Ints out_shape{1, 2, 3, 3};
+  std::vector<float> in = std::vector<float>(72, 1.0f);
+  std::vector<float> vals = std::vector<float>(18);
+  std::vector<int64_t> idx = std::vector<int64_t>(18);
+  PoolOptions o;
+  TensorView input, values, indices;
+
+  PoolCall() {
+    o.kernel_size = {2};
+    input = contiguous(in.data(), in_shape);
+    values = contiguous(vals.data(), out_shape);
+    indices = contiguous(idx.data(), out_shape);
+  }
+  Status run() const { return max_pool(nd, input, values, indices, o); }
+  Status shape() const {
+    Ints out;
+    return max_pool_output_shape(nd, input.shape, o, &out);
+  }
+};
+
+// Both the shape query and the call must fail the same way.
+#define EXPECT_POOL_ERROR(call, code, ...)                     \
+  do {                                                         \
+    EXPECT_TRUE(IsError((call).shape(), code, __VA_ARGS__));   \
+    EXPECT_TRUE(IsError((call).run(), code, __VA_ARGS__));     \
+  } while (false)
+
+TEST(PoolErrors, BadNd) {
+  for (int nd : {0, 4, -1}) {
+    PoolCall c;
+    c.nd = nd;
+    EXPECT_POOL_ERROR(c, Code::invalid_argument, {"nd", std::to_string(nd)});
+  }
+}
+
+TEST(PoolErrors, WrongRank) {
+  PoolCall c;
+  c.input.shape = {6, 6};
+  EXPECT_POOL_ERROR(c, Code::invalid_argument, {"input", "rank 2"});
+  c.input.shape = {1, 1, 1, 6, 6};
+  EXPECT_POOL_ERROR(c, Code::invalid_argument, {"input", "rank 5"});
+  c.nd = 3;
+  c.input.shape = {6, 6, 6, 6, 6, 6};
+  EXPECT_POOL_ERROR(c, Code::invalid_argument, {"input", "rank 6"});
+  c.nd = 1;
+  c.input.shape = {6};
+  EXPECT_POOL_ERROR(c, Code::invalid_argument, {"input", "rank 1"});
+}
+
+TEST(PoolErrors, DimensionsBelowOne) {
+  for (const Ints& shape : {Ints{1, 0, 6, 6}, Ints{1, 2, 0, 6}, Ints{1, 2, 6, -3}, Ints{-1, 2, 6, 6},
+                            Ints{0, 6, 6}}) {
+    PoolCall c;
+    c.input.shape = shape;
+    const int64_t bad = *std::min_element(shape.begin(), shape.end());
+    EXPECT_POOL_ERROR(c, Code::invalid_argument, {"input", std::to_string(bad)});
+  }
+}
+
+TEST(PoolErrors, EmptyBatchIsFine) {
+  PoolCall c;
+  c.input = contiguous(static_cast<float*>(nullptr), {0, 2, 6, 6});
+  c.values = contiguous(static_cast<float*>(nullptr), {0, 2, 3, 3});
+  c.indices = contiguous(static_cast<int64_t*>(nullptr), {0, 2, 3, 3});
+  Ints out;
+  ASSERT_TRUE(max_pool_output_shape(2, c.input.shape, c.o, &out).ok());
+  EXPECT_EQ(out, (Ints{0, 2, 3, 3}));
+  Status st = c.run();
+  EXPECT_TRUE(st.ok()) << st.message();
+}
+
+TEST(PoolErrors, ParametersBelowMinimum) {
+  struct Bad {
+    Ints PoolOptions::*field;
+    const char* name;
+    int64_t value;
+  };
+  for (const Bad& b : {Bad{&PoolOptions::kernel_size, "kernel_size", 0},
+                       Bad{&PoolOptions::kernel_size, "kernel_size", -2},
+                       Bad{&PoolOptions::stride, "stride", 0},
+                       Bad{&PoolOptions::stride, "stride", -1},
+                       Bad{&PoolOptions::dilation, "dilation", 0},
+                       Bad{&PoolOptions::dilation, "dilation", -4},
+                       Bad{&PoolOptions::padding, "padding", -1}}) {
+    for (int nd = 1; nd <= 3; ++nd) {
+      SCOPED_TRACE(std::string(b.name) + " nd " + std::to_string(nd));
+      PoolCall c;
+      c.nd = nd;
+      c.input.shape = Ints(nd + 2, 6);
+      c.o.kernel_size = Ints(nd, 2);
+      // The bad value in the last dimension only.
+      Ints list(nd, b.field == &PoolOptions::padding ? 0 : 1);
+      if (b.field == &PoolOptions::kernel_size) list = Ints(nd, 2);
+      list.back() = b.value;
+      c.o.*b.field = list;
+      EXPECT_POOL_ERROR(c, Code::invalid_argument, {b.name, std::to_string(b.value)});
+    }
+  }
+}
+
+TEST(PoolErrors, PaddingTooLarge) {
+  // 1-D and 2-D: at most half the dilated kernel, (d(k-1)+1)/2.
+  for (int nd : {1, 2}) {
+    PoolCall c;
+    c.nd = nd;
+    c.input.shape = Ints(nd + 2, 9);
+    c.o.kernel_size = {2};
+    c.o.padding = {2};  // limit 1
+    EXPECT_POOL_ERROR(c, Code::invalid_argument, {"padding", "2", "1"});
+    c.o.dilation = {3};  // limit (3+1)/2 = 2
+    Ints out;
+    EXPECT_TRUE(max_pool_output_shape(nd, c.input.shape, c.o, &out).ok());
+    c.o.padding = {3};
+    EXPECT_POOL_ERROR(c, Code::invalid_argument, {"padding", "3", "2"});
+    c.o.kernel_size = {3};
+    c.o.dilation = {1};
+    c.o.padding = Ints(nd, 1);
+    c.o.padding.back() = 2;  // limit 1
+    EXPECT_POOL_ERROR(c, Code::invalid_argument, {"padding", "2"});
+  }
+  // 3-D: at most half the raw kernel, k/2, whatever the dilation.
+  PoolCall c;
+  c.nd = 3;
+  c.input.shape = {1, 1, 9, 9, 9};
+  c.o.kernel_size = {2};
+  c.o.dilation = {3};
+  c.o.padding = {2};  // allowed in 1-D/2-D (limit 2) but not in 3-D (limit 1)
+  EXPECT_POOL_ERROR(c, Code::invalid_argument, {"padding", "2", "1"});
+  c.o.padding = {1, 1, 2};
+  EXPECT_POOL_ERROR(c, Code::invalid_argument, {"padding", "2"});
+  c.o.padding = {1};
+  Ints out;
+  EXPECT_TRUE(max_pool_output_shape(3, c.input.shape, c.o, &out).ok());
+}
+
+TEST(PoolErrors, OutputExtentBelowOne) {
+  PoolCall c;
+  c.input.shape = {1, 1, 2, 6};
+  c.o.kernel_size = {3};
+  EXPECT_POOL_ERROR(c, Code::invalid_argument, {"input", "3", "2"});
+  c.input.shape = {1, 1, 6, 6};
+  c.o.kernel_size = {2};
+  c.o.dilation = {1, 7};  // span 8 > 6
+  EXPECT_POOL_ERROR(c, Code::invalid_argument, {"input", "7"});
+  c.nd = 1;
+  c.input.shape = {3, 1};
+  c.o.kernel_size = {2};
+  c.o.dilation = {1};
+  EXPECT_POOL_ERROR(c, Code::invalid_argument, {"input", "2", "1"});
+}
+
+TEST(PoolErrors, ListLengths) {
+  {
+    PoolCall c;
+    c.o.kernel_size = {};
+    EXPECT_POOL_ERROR(c, Code::invalid_argument, {"kernel_size", "0"});
+    c.o.kernel_size = {2, 2, 2};
+    EXPECT_POOL_ERROR(c, Code::invalid_argument, {"kernel_size", "3"});
+  }
+  {
+    PoolCall c;
+    c.o.stride = {2, 2, 2};
+    EXPECT_POOL_ERROR(c, Code::invalid_argument, {"stride", "3"});
+  }
+  {
+    PoolCall c;
+    c.o.padding = {0, 0, 0, 0};
+    EXPECT_POOL_ERROR(c, Code::invalid_argument, {"padding", "4"});
+  }
+  {
+    PoolCall c;
+    c.o.dilation = {1, 1, 1};
+    EXPECT_POOL_ERROR(c, Code::invalid_argument, {"dilation", "3"});
+  }
+  {
+    PoolCall c;
+    c.nd = 1;
+    c.input.shape = {2, 6};
+    c.o.kernel_size = {2, 2};
+    EXPECT_POOL_ERROR(c, Code::invalid_argument, {"kernel_size", "2"});
+  }
+}
+
+TEST(PoolErrors, NullData) {
+  {
+    PoolCall c;
+    c.input.data = nullptr;
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"input", "null"}));
+  }
+  {
+    PoolCall c;
+    c.values.data = nullptr;
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"values", "null"}));
+  }
+  {
+    PoolCall c;
+    c.indices.data = nullptr;
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"indices", "null"}));
+  }
+}
+
+TEST(PoolErrors, DTypes) {
+  {
+    PoolCall c;
+    c.indices.dtype = DType::f32;
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"indices", "i64", "f32"}));
+  }
+  {
+    PoolCall c;
+    c.values.dtype = DType::i64;
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"values", "f32", "i64"}));
+  }
+  {
+    PoolCall c;  // a valid request with no kernel in this build
+    std::vector<int64_t> in(72);
+    std::vector<int64_t> vals(18);
+    c.input = contiguous(in.data(), c.in_shape);
+    c.values = contiguous(vals.data(), c.out_shape);
+    EXPECT_TRUE(IsError(c.run(), Code::unsupported, {"input", "i64"}));
+  }
+}
+
+TEST(PoolErrors, OutputShapeMismatch) {
+  {
+    PoolCall c;
+    c.values.shape = {1, 2, 3, 4};
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"values", "[1, 2, 3, 3]", "[1, 2, 3, 4]"}));
+  }
+  {
+    PoolCall c;
+    c.indices.shape = {2, 3, 3};
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"indices", "[2, 3, 3]"}));
+  }
+}
+
+TEST(PoolErrors, Strides) {
+  {
+    PoolCall c;
+    c.input.strides = {72, 36, 6};  // wrong length
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"input", "3"}));
+  }
+  {
+    PoolCall c;
+    c.in.resize(144);
+    c.input.data = c.in.data();
+    c.input.strides = {144, 72, 12, 2};  // innermost stride 2
+    EXPECT_TRUE(IsError(c.run(), Code::unsupported, {"input", "2"}));
+  }
+}
+
+TEST(PoolErrors, UnsupportedDevice) {
+  PoolCall c;
+  c.input.device = static_cast<Device>(7);
+  EXPECT_TRUE(IsError(c.run(), Code::unsupported, {"input", "device", "7"}));
+  PoolCall d;
+  d.values.device = static_cast<Device>(1);
+  EXPECT_TRUE(IsError(d.run(), Code::unsupported, {"values", "device", "1"}));
+}
+
+TEST(PoolErrors, KernelNameReportsErrorsToo) {
+  PoolOptions o;
+  o.kernel_size = {0};
+  std::string name;
+  EXPECT_TRUE(IsError(max_pool_kernel_name(2, {1, 1, 4, 4}, o, &name), Code::invalid_argument,
+                      {"kernel_size", "0"}));
+  UnpoolOptions u;
+  u.kernel_size = {2};
+  u.stride = {-1};
+  EXPECT_TRUE(IsError(max_unpool_kernel_name(2, {1, 1, 4, 4}, u, &name), Code::invalid_argument,
+                      {"stride", "-1"}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unpooling.
+
+struct UnpoolCall {
+  int nd = 2;
+  Ints in_shape{2, 1, 3, 3};
+  Ints out_shape{2, 1, 6, 6};
+  std::vector<float> vals = std::vector<float>(18, 2.0f);
+  std::vector<int64_t> idx = std::vector<int64_t>(18, 0);
+  std::vector<float> out = test::guarded_buffer<float>(72, test::kGuardF, 0.0f);
+  UnpoolOptions o;
+  TensorView values, indices, output;
+
+  UnpoolCall() {
+    o.kernel_size = {2};
+    for (int64_t i = 0; i < 18; ++i) idx[i] = (i % 9) * 4;  // valid
+    values = contiguous(vals.data(), in_shape);
+    indices = contiguous(idx.data(), in_shape);
+    output = contiguous(out.data() + test::kGuard, out_shape);
+  }
+  Status run() const { return max_unpool(nd, values, indices, output, o); }
+  Status shape() const {
+    Ints s;
+    return max_unpool_output_shape(nd, values.shape, o, &s);
+  }
+  bool guards_ok() const { return test::guards_intact(out, test::kGuardF); }
+};
+
+#define EXPECT_UNPOOL_ERROR(call, code, ...)                   \
+  do {                                                         \
+    EXPECT_TRUE(IsError((call).shape(), code, __VA_ARGS__));   \
+    EXPECT_TRUE(IsError((call).run(), code, __VA_ARGS__));     \
+    EXPECT_TRUE((call).guards_ok());                           \
+  } while (false)
+
+TEST(UnpoolErrors, Baseline) {
+  UnpoolCall c;
+  Status st = c.run();
+  EXPECT_TRUE(st.ok()) << st.message();
+  EXPECT_TRUE(c.guards_ok());
+}
+
+TEST(UnpoolErrors, BadNdAndRank) {
+  for (int nd : {0, 4}) {
+    UnpoolCall c;
+    c.nd = nd;
+    EXPECT_UNPOOL_ERROR(c, Code::invalid_argument, {"nd", std::to_string(nd)});
+  }
+  UnpoolCall c;
+  c.values.shape = {3, 3};
+  EXPECT_UNPOOL_ERROR(c, Code::invalid_argument, {"values", "rank 2"});
+  c.values.shape = {1, 1, 1, 3, 3};
+  EXPECT_UNPOOL_ERROR(c, Code::invalid_argument, {"values", "rank 5"});
+}
+
+TEST(UnpoolErrors, DimensionsBelowOne) {
+  for (const Ints& shape : {Ints{2, 0, 3, 3}, Ints{2, 1, 0, 3}, Ints{-2, 1, 3, 3}, Ints{0, 3, 3}}) {
+    UnpoolCall c;
+    c.values.shape = shape;
+    const int64_t bad = *std::min_element(shape.begin(), shape.end());
+    EXPECT_UNPOOL_ERROR(c, Code::invalid_argument, {"values", std::to_string(bad)});
+  }
+}
+
+TEST(UnpoolErrors, ParametersBelowMinimum) {
+  {
+    UnpoolCall c;
+    c.o.kernel_size = {2, 0};
+    EXPECT_UNPOOL_ERROR(c, Code::invalid_argument, {"kernel_size", "0"});
+  }
+  {
+    UnpoolCall c;
+    c.o.stride = {-3};
+    EXPECT_UNPOOL_ERROR(c, Code::invalid_argument, {"stride", "-3"});
+  }
+  {
+    UnpoolCall c;
+    c.o.padding = {0, -1};
+    EXPECT_UNPOOL_ERROR(c, Code::invalid_argument, {"padding", "-1"});
+  }
+}
+
+TEST(UnpoolErrors, ListLengths) {
+  {
+    UnpoolCall c;
+    c.o.kernel_size = {};
+    EXPECT_UNPOOL_ERROR(c, Code::invalid_argument, {"kernel_size", "0"});
+    c.o.kernel_size = {2, 2, 2};
+    EXPECT_UNPOOL_ERROR(c, Code::invalid_argument, {"kernel_size", "3"});
+  }
+  {
+    UnpoolCall c;
+    c.o.stride = {2, 2, 2};
+    EXPECT_UNPOOL_ERROR(c, Code::invalid_argument, {"stride", "3"});
+  }
+  {
+    UnpoolCall c;
+    c.o.padding = {0, 0, 0};
+    EXPECT_UNPOOL_ERROR(c, Code::invalid_argument, {"padding", "3"});
+  }
+}
+
+TEST(UnpoolErrors, OutputSizeLength) {
+  for (size_t n : {1u, 3u, 5u}) {
+    UnpoolCall c;
+    c.o.output_size = Ints(n, 6);
+    EXPECT_UNPOOL_ERROR(c, Code::invalid_argument, {"output_size", std::to_string(n)});
+  }
+}
+
+TEST(UnpoolErrors, OutputSizeRange) {
+  // Default 6 per dimension, stride 2: allowed 5..7 (strictly between 4 and 8).
+  UnpoolCall c;
+  for (const Ints& good : {Ints{5, 7}, Ints{7, 5}, Ints{9, 9, 6, 6}}) {
+    c.o.output_size = good;
+    Ints s;
+    EXPECT_TRUE(max_unpool_output_shape(2, c.values.shape, c.o, &s).ok()) << test::str(good);
+  }
+  struct Case {
+    Ints output_size;
+    int64_t bad;
+    int dim;
+  };
+  for (const Case& k : {Case{{4, 6}, 4, 0}, Case{{6, 8}, 8, 1}, Case{{1, 1, 6, 3}, 3, 1},
+                        Case{{1, 1, 100, 6}, 100, 0}, Case{{6, -1}, -1, 1}}) {
+    SCOPED_TRACE(test::str(k.output_size));
+    c.o.output_size = k.output_size;
+    EXPECT_UNPOOL_ERROR(c, Code::invalid_argument,
+                        {"output_size", std::to_string(k.bad), std::to_string(k.dim), "5", "7"});
+  }
+}
+
+TEST(UnpoolErrors, OutputExtentBelowOne) {
+  UnpoolCall c;
+  c.nd = 1;
+  c.values.shape = {1, 1};
+  c.o.kernel_size = {2};
+  c.o.padding = {1};  // (1-1)*2 - 2 + 2 = 0
+  EXPECT_UNPOOL_ERROR(c, Code::invalid_argument, {"0"});
+}
+
+TEST(UnpoolErrors, TensorMismatches) {
+  {
+    UnpoolCall c;
+    c.indices.shape = {2, 1, 3, 4};
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"indices", "[2, 1, 3, 4]"}));
+  }
+  {
+    UnpoolCall c;
+    c.indices.dtype = DType::f32;
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"indices", "i64", "f32"}));
+  }
+  {
+    UnpoolCall c;
+    c.output.shape = {2, 1, 6, 5};
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"output", "[2, 1, 6, 6]", "[2, 1, 6, 5]"}));
+  }
+  {
+    UnpoolCall c;
+    c.output.dtype = DType::i64;
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"output", "f32", "i64"}));
+  }
+  {
+    UnpoolCall c;
+    std::vector<int64_t> v(18);
+    c.values = contiguous(v.data(), c.in_shape);
+    EXPECT_TRUE(IsError(c.run(), Code::unsupported, {"values", "i64"}));
+  }
+  for (int which = 0; which < 3; ++which) {
+    UnpoolCall c;
+    TensorView* t[] = {&c.values, &c.indices, &c.output};
+    const char* names[] = {"values", "indices", "output"};
+    t[which]->data = nullptr;
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {names[which], "null"}));
+    UnpoolCall d;
+    TensorView* u[] = {&d.values, &d.indices, &d.output};
+    u[which]->device = static_cast<Device>(3);
+    EXPECT_TRUE(IsError(d.run(), Code::unsupported, {names[which], "device", "3"}));
+    EXPECT_TRUE(d.guards_ok());
+  }
+}
+
+TEST(UnpoolErrors, EmptyBatchIsFine) {
+  UnpoolCall c;
+  c.values = contiguous(static_cast<float*>(nullptr), {0, 1, 3, 3});
+  c.indices = contiguous(static_cast<int64_t*>(nullptr), {0, 1, 3, 3});
+  c.output = contiguous(static_cast<float*>(nullptr), {0, 1, 6, 6});
+  Status st = c.run();
+  EXPECT_TRUE(st.ok()) << st.message();
+}
+
+// Invalid indices: the first in input order is named with its position, its value and the plane
+// size, on every path and window (gather-capable or not), and nothing outside the output moves.
+TEST(UnpoolErrors, InvalidIndices) {
+  const int64_t huge = int64_t(1) << 40;
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  const int64_t small = std::numeric_limits<int64_t>::min();
+  struct Case {
+    int64_t first_pos, first_value, second_pos, second_value;
+  };
+  for (const Case& k : {Case{13, -77, 14, 99}, Case{11, 36, 3, -5}, Case{0, huge, 17, -1},
+                        Case{8, -1, 17, 47}, Case{9, big, 10, small}, Case{5, small, 6, big}}) {
+    for (const UnpoolOptions& base : [] {
+           UnpoolOptions a, b, c;
+           a.kernel_size = {2};  // k2s2p0: the gather fast path where compiled
+           b.kernel_size = {3};
+           b.stride = {2};
+           b.padding = {1};  // k3s2p1 -> default 5x5 (a gather window too)
+           b.output_size = {6, 6};
+           c.kernel_size = {2, 3};
+           c.stride = {3, 2};  // a general window
+           c.output_size = {6, 6};
+           return std::vector<UnpoolOptions>{a, b, c};
+         }()) {
+      for (Path path : {Path::automatic, Path::general}) {
+        UnpoolCall c;
+        c.o = base;
+        c.o.path = path;
+        // Valid indices from a real pooling pattern, then two invalid ones.
+        for (int64_t i = 0; i < 18; ++i) c.idx[i] = ((i % 9) / 3) * 12 + (i % 3) * 2;
+        const bool second_first = k.second_pos < k.first_pos;  // the later one is not reported
+        c.idx[k.first_pos] = k.first_value;
+        if (!second_first) c.idx[k.second_pos] = k.second_value;
+        SCOPED_TRACE("indices " + test::str(c.idx) + " path " + test::path_name(path) +
+                     " kernel_size " + test::str(base.kernel_size));
+        Status st = c.run();
+        EXPECT_TRUE(IsError(st, Code::index_out_of_range,
+                            {"indices", std::to_string(k.first_pos), std::to_string(k.first_value),
+                             "36"}));
+        if (!second_first) {
+          EXPECT_EQ(st.message().find(std::to_string(k.second_value)), std::string::npos)
+              << st.message();
+        }
+        EXPECT_TRUE(c.guards_ok()) << "bytes outside the output were written";
+      }
+    }
+  }
+}
+
+// Invalid indices through strided views: the first invalid one in input (logical) order.
+TEST(UnpoolErrors, InvalidIndexThroughStridedView) {
+  // indices: logical shape (2, 1, 3, 3) inside a (2, 2, 3, 4) backing; values packed.
+  std::vector<int64_t> backing(2 * 2 * 3 * 4, -999);  // invalid outside the view: never read
+  TensorView indices;
+  indices.data = backing.data();
+  indices.dtype = DType::i64;
+  indices.shape = {2, 1, 3, 3};
+  indices.strides = {24, 12, 4, 1};
+  for (int n = 0; n < 2; ++n) {
+    for (int h = 0; h < 3; ++h) {
+      for (int w = 0; w < 3; ++w) backing[n * 24 + h * 4 + w] = h * 12 + w * 2;
+    }
+  }
+  backing[24 + 1 * 4 + 2] = 40;  // logical position 9 + 5 = 14
+  backing[24 + 2 * 4 + 0] = -8;  // logical position 15, later
+  UnpoolCall c;
+  c.indices = indices;
+  for (Path path : {Path::automatic, Path::general}) {
+    c.o.path = path;
+    Status st = c.run();
+    EXPECT_TRUE(IsError(st, Code::index_out_of_range, {"indices", "14", "40", "36"}));
+    EXPECT_EQ(st.message().find("-8"), std::string::npos) << st.message();
+    EXPECT_EQ(st.message().find("-999"), std::string::npos) << st.message();
+    EXPECT_TRUE(c.guards_ok());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The C API.
+
+constexpr size_t kMsg = 512;
+
+poolgen_tensor c_tensor(void* data, int32_t dtype, const Ints& shape) {
+  poolgen_tensor t;
+  std::memset(&t, 0, sizeof t);
+  t.data = data;
+  t.dtype = dtype;
+  t.rank = static_cast<int32_t>(shape.size());
+  for (size_t i = 0; i < shape.size() && i < 5; ++i) t.shape[i] = shape[i];
+  return t;
+}
+
+struct CPool {
+  std::vector<float> in = std::vector<float>(72);
+  std::vector<float> vals = std::vector<float>(18);
+  std::vector<int64_t> idx = std::vector<int64_t>(18);
+  poolgen_tensor input, values, indices;
+  poolgen_pool_options o;
+  char message[kMsg];
+
+  CPool() {
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>((i * 7) % 11);
+    input = c_tensor(in.data(), POOLGEN_F32, {1, 2, 6, 6});
+    values = c_tensor(vals.data(), POOLGEN_F32, {1, 2, 3, 3});
+    indices = c_tensor(idx.data(), POOLGEN_I64, {1, 2, 3, 3});
+    std::memset(&o, 0, sizeof o);
+    o.kernel_size[0] = o.kernel_size[1] = 2;
+    std::memset(message, 'x', sizeof message);
+  }
+  int32_t run(int32_t nd = 2) {
+    return poolgen_max_pool(nd, &input, &values, &indices, &o, message, sizeof message);
+  }
+};
+
+::testing::AssertionResult CIsError(int32_t got, int32_t code, const char* message,
+                                    std::initializer_list<std::string> parts) {
+  return IsError(Status(static_cast<Code>(got), message), static_cast<Code>(code), parts);
+}
+
+TEST(CApi, PoolSucceedsAndMatchesReference) {
+  CPool c;
+  ASSERT_EQ(c.run(), POOLGEN_OK) << c.message;
+  Ints shape;
+  std::vector<float> v;
+  std::vector<int64_t> i;
+  PoolOptions o;
+  o.kernel_size = {2};
+  ASSERT_TRUE(ref::max_pool<float>(2, {1, 2, 6, 6}, c.in, o, &shape, &v, &i).ok());
+  EXPECT_TRUE(test::same_floats(v, c.vals));
+  EXPECT_TRUE(test::same_ints(i, c.idx));
+  int64_t out_shape[5] = {};
+  const int64_t in_shape[4] = {1, 2, 6, 6};
+  ASSERT_EQ(poolgen_max_pool_output_shape(2, 4, in_shape, &c.o, out_shape, c.message, kMsg),
+            POOLGEN_OK);
+  EXPECT_EQ(Ints(out_shape, out_shape + 4), (Ints{1, 2, 3, 3}));
+}
+
+TEST(CApi, PoolErrors) {
+  {
+    CPool c;
+    EXPECT_TRUE(CIsError(c.run(0), POOLGEN_INVALID_ARGUMENT, c.message, {"nd", "0"}));
+    EXPECT_TRUE(CIsError(c.run(5), POOLGEN_INVALID_ARGUMENT, c.message, {"nd", "5"}));
+  }
+  {
+    CPool c;
+    c.o.kernel_size[1] = 0;
+    EXPECT_TRUE(CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"kernel_size", "0"}));
+  }
+  {
+    CPool c;
+    c.o.stride[0] = 2;
+    c.o.stride[1] = -2;
+    EXPECT_TRUE(CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"stride", "-2"}));
+  }
+  {
+    CPool c;
+    c.o.padding[0] = 5;
+    EXPECT_TRUE(CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"padding", "5"}));
+  }
+  {
+    CPool c;
+    c.o.dilation[0] = 1;
+    c.o.dilation[1] = -1;
+    EXPECT_TRUE(CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"dilation", "-1"}));
+  }
+  {
+    CPool c;
+    c.input.rank = 1;
+    EXPECT_TRUE(CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"input", "1"}));
+    c.input.rank = 6;
+    EXPECT_TRUE(CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"input", "6"}));
+    c.input.rank = 5;
+    EXPECT_TRUE(CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"input", "rank 5"}));
+  }
+  {
+    CPool c;
+    c.input.data = nullptr;
+    EXPECT_TRUE(CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"input", "null"}));
+  }
+  {
+    CPool c;
+    EXPECT_TRUE(CIsError(poolgen_max_pool(2, nullptr, &c.values, &c.indices, &c.o, c.message, kMsg),
+                         POOLGEN_INVALID_ARGUMENT, c.message, {"input", "null"}));
+    EXPECT_TRUE(CIsError(poolgen_max_pool(2, &c.input, &c.values, nullptr, &c.o, c.message, kMsg),
+                         POOLGEN_INVALID_ARGUMENT, c.message, {"indices", "null"}));
+    EXPECT_TRUE(
+        CIsError(poolgen_max_pool(2, &c.input, &c.values, &c.indices, nullptr, c.message, kMsg),
+                 POOLGEN_INVALID_ARGUMENT, c.message, {"options"}));
+  }
+  {
+    CPool c;
+    c.indices.dtype = POOLGEN_F32;
+    EXPECT_TRUE(CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"indices", "i64"}));
+  }
+  {
+    CPool c;
+    c.values.shape[3] = 4;
+    EXPECT_TRUE(CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"values", "[1, 2, 3, 4]"}));
+  }
+  {
+    CPool c;
+    c.input.shape[2] = 1;
+    c.o.kernel_size[0] = c.o.kernel_size[1] = 3;
+    EXPECT_TRUE(CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"input", "3"}));
+  }
+  {
+    CPool c;
+    int64_t out_shape[5];
+    const int64_t bad_shape[4] = {1, 2, 0, 6};
+    EXPECT_TRUE(CIsError(
+        poolgen_max_pool_output_shape(2, 4, bad_shape, &c.o, out_shape, c.message, kMsg),
+        POOLGEN_INVALID_ARGUMENT, c.message, {"input", "0"}));
+    EXPECT_TRUE(CIsError(poolgen_max_pool_output_shape(7, 4, bad_shape, &c.o, out_shape, c.message,
+                                                       kMsg),
+                         POOLGEN_INVALID_ARGUMENT, c.message, {"nd", "7"}));
+    EXPECT_NE(poolgen_max_pool_output_shape(2, 4, nullptr, &c.o, out_shape, c.message, kMsg),
+              POOLGEN_OK);
+    EXPECT_NE(poolgen_max_pool_output_shape(2, 4, bad_shape, nullptr, out_shape, c.message, kMsg),
+              POOLGEN_OK);
+  }
+}
+
+TEST(CApi, MessageTruncationAndNull) {
+  CPool c;
+  c.o.kernel_size[0] = 0;
+  // Full message for comparison.
+  ASSERT_EQ(c.run(), POOLGEN_INVALID_ARGUMENT);
+  const std::string full = c.message;
+  ASSERT_GT(full.size(), 8u);
+  // A tiny buffer: truncated, NUL-terminated, no byte past message_size written.
+  for (size_t size : {size_t(1), size_t(2), size_t(8)}) {
+    char buf[32];
+    std::memset(buf, '#', sizeof buf);
+    EXPECT_EQ(poolgen_max_pool(2, &c.input, &c.values, &c.indices, &c.o, buf, size),
+              POOLGEN_INVALID_ARGUMENT);
+    EXPECT_EQ(std::string(buf), full.substr(0, size - 1));
+    for (size_t i = size; i < sizeof buf; ++i) EXPECT_EQ(buf[i], '#') << "byte " << i;
+  }
+  // Size 0 and NULL: nothing written, the code still returned.
+  char buf[4] = {'#', '#', '#', '#'};
+  EXPECT_EQ(poolgen_max_pool(2, &c.input, &c.values, &c.indices, &c.o, buf, 0),
+            POOLGEN_INVALID_ARGUMENT);
+  EXPECT_EQ(buf[0], '#');
+  EXPECT_EQ(poolgen_max_pool(2, &c.input, &c.values, &c.indices, &c.o, nullptr, 100),
+            POOLGEN_INVALID_ARGUMENT);
+  // Success leaves a valid (possibly empty) string or the buffer alone; either way no crash.
+  c.o.kernel_size[0] = 2;
+  EXPECT_EQ(poolgen_max_pool(2, &c.input, &c.values, &c.indices, &c.o, nullptr, 0), POOLGEN_OK);
+}
+
+struct CUnpool {
+  std::vector<float> vals = std::vector<float>(18, 1.5f);
+  std::vector<int64_t> idx = std::vector<int64_t>(18);
+  std::vector<float> out = test::guarded_buffer<float>(72, test::kGuardF, 0.0f);
+  poolgen_tensor values, indices, output;
+  poolgen_unpool_options o;
+  char message[kMsg];
+
+  CUnpool() {
+    for (int64_t i = 0; i < 18; ++i) idx[i] = ((i % 9) / 3) * 12 + (i % 3) * 2;
+    values = c_tensor(vals.data(), POOLGEN_F32, {2, 1, 3, 3});
+    indices = c_tensor(idx.data(), POOLGEN_I64, {2, 1, 3, 3});
+    output = c_tensor(out.data() + test::kGuard, POOLGEN_F32, {2, 1, 6, 6});
+    std::memset(&o, 0, sizeof o);
+    o.kernel_size[0] = o.kernel_size[1] = 2;
+    std::memset(message, 'x', sizeof message);
+  }
+  int32_t run(int32_t nd = 2) {
+    return poolgen_max_unpool(nd, &values, &indices, &output, &o, message, sizeof message);
+  }
+  int32_t shape(int64_t* out_shape) {
+    const int64_t in_shape[4] = {2, 1, 3, 3};
+    return poolgen_max_unpool_output_shape(2, 4, in_shape, &o, out_shape, message, sizeof message);
+  }
+  bool guards_ok() const { return test::guards_intact(out, test::kGuardF); }
+};
+
+TEST(CApi, UnpoolSucceeds) {
+  CUnpool c;
+  ASSERT_EQ(c.run(), POOLGEN_OK) << c.message;
+  EXPECT_TRUE(c.guards_ok());
+  EXPECT_EQ(c.out[test::kGuard + 0], 1.5f);
+  EXPECT_EQ(c.out[test::kGuard + 1], 0.0f);
+  int64_t out_shape[5] = {};
+  ASSERT_EQ(c.shape(out_shape), POOLGEN_OK) << c.message;
+  EXPECT_EQ(Ints(out_shape, out_shape + 4), (Ints{2, 1, 6, 6}));
+  c.o.output_size_len = 2;
+  c.o.output_size[0] = 7;
+  c.o.output_size[1] = 5;
+  ASSERT_EQ(c.shape(out_shape), POOLGEN_OK) << c.message;
+  EXPECT_EQ(Ints(out_shape, out_shape + 4), (Ints{2, 1, 7, 5}));
+}
+
+TEST(CApi, UnpoolErrors) {
+  {
+    CUnpool c;
+    EXPECT_TRUE(CIsError(c.run(0), POOLGEN_INVALID_ARGUMENT, c.message, {"nd", "0"}));
+  }
+  {
+    CUnpool c;
+    c.o.output_size_len = 1;
+    c.o.output_size[0] = 6;
+    EXPECT_TRUE(CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"output_size", "1"}));
+    int64_t s[5];
+    EXPECT_TRUE(CIsError(c.shape(s), POOLGEN_INVALID_ARGUMENT, c.message, {"output_size", "1"}));
+    c.o.output_size_len = 3;
+    EXPECT_TRUE(CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"output_size", "3"}));
+    c.o.output_size_len = -1;
+    EXPECT_TRUE(CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"output_size_len", "-1"}));
+    c.o.output_size_len = 9;
+    EXPECT_TRUE(CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"output_size_len", "9"}));
+    EXPECT_TRUE(c.guards_ok());
+  }
+  {
+    CUnpool c;
+    c.o.output_size_len = 2;
+    c.o.output_size[0] = 6;
+    c.o.output_size[1] = 8;  // allowed 5..7
+    EXPECT_TRUE(CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message,
+                         {"output_size", "8", "5", "7"}));
+  }
+  {
+    CUnpool c;
+    c.idx[7] = 36;
+    c.idx[8] = -1;
+    EXPECT_TRUE(CIsError(c.run(), POOLGEN_INDEX_OUT_OF_RANGE, c.message, {"indices", "7", "36"}));
+    EXPECT_TRUE(c.guards_ok());
+  }
+  {
+    CUnpool c;
+    c.indices.dtype = POOLGEN_F32;
+    EXPECT_TRUE(CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"indices", "i64"}));
+    c.indices.dtype = 7;
+    EXPECT_NE(c.run(), POOLGEN_OK);
+  }
+  {
+    CUnpool c;
+    c.indices.shape[0] = 1;
+    EXPECT_TRUE(CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"indices", "[1, 1, 3, 3]"}));
+  }
+  {
+    CUnpool c;
+    c.output.data = nullptr;
+    EXPECT_TRUE(CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"output", "null"}));
+    EXPECT_TRUE(CIsError(poolgen_max_unpool(2, &c.values, &c.indices, nullptr, &c.o, c.message,
+                                            kMsg),
+                         POOLGEN_INVALID_ARGUMENT, c.message, {"output", "null"}));
+    EXPECT_TRUE(CIsError(poolgen_max_unpool(2, &c.values, &c.indices, &c.output, nullptr,
+                                            c.message, kMsg),
+                         POOLGEN_INVALID_ARGUMENT, c.message, {"options"}));
+  }
+  {
+    CUnpool c;
+    c.o.padding[1] = -2;
+    EXPECT_TRUE(CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"padding", "-2"}));
+  }
+  {
+    CUnpool c;  // a tiny message buffer on the index error
+    c.idx[3] = 1000;
+    char buf[6];
+    std::memset(buf, '#', sizeof buf);
+    EXPECT_EQ(poolgen_max_unpool(2, &c.values, &c.indices, &c.output, &c.o, buf, 4),
+              POOLGEN_INDEX_OUT_OF_RANGE);
+    EXPECT_EQ(std::strlen(buf), 3u);
+    EXPECT_EQ(buf[4], '#');
+    EXPECT_EQ(buf[5], '#');
+    EXPECT_TRUE(c.guards_ok());
+  }
+}
+
+}  // namespace
+}  // namespace poolgen
+
+namespace poolgen {
+namespace {
+
+// Invalid indices in many planes at once: the kernels may run planes on several threads, each
+// finding an invalid index; the call must still report the first one in input order, cleanly
+// (error reporting must be thread-safe), and write nothing outside the output.
+TEST(UnpoolErrors, InvalidIndicesInManyPlanesConcurrently) {
+  const Ints in_shape{4, 32, 6, 6}, out_shape{4, 32, 12, 12};
+  const int64_t n = test::numel(in_shape), plane_in = 36, plane_out = 144;
+  std::vector<float> values(n, 1.0f);
+  std::vector<int64_t> indices(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = i % plane_in;
+    indices[i] = (p / 6) * 24 + (p % 6) * 2;
+  }
+  for (int64_t pl = 0; pl < n / plane_in; ++pl) indices[pl * plane_in + 17] = 1000 + pl;
+  indices[3 * plane_in + 5] = -3;  // the first invalid one in input order is still pl 0's 17
+  for (int threads : {0, 4, 16}) {
+    set_num_threads(threads);
+    for (Path path : {Path::automatic, Path::general}) {
+      for (int rep = 0; rep < 20; ++rep) {
+        UnpoolOptions o;
+        o.kernel_size = {2};
+        o.path = path;
+        std::vector<float> out = test::guarded_buffer<float>(test::numel(out_shape), test::kGuardF, 0);
+        Status st = max_unpool(2, contiguous(values.data(), in_shape),
+                               contiguous(indices.data(), in_shape),
+                               contiguous(out.data() + test::kGuard, out_shape), o);
+        ASSERT_TRUE(IsError(st, Code::index_out_of_range,
+                            {"indices", "17", "1000", std::to_string(plane_out)}))
+            << "threads " << threads << " path " << test::path_name(path);
+        ASSERT_TRUE(test::guards_intact(out, test::kGuardF));
+      }
+    }
+  }
+  set_num_threads(0);
+}
+
+}  // namespace
+}  // namespace poolgen

@@ -1,0 +1,88 @@
+// Calling the library on contiguous std::vector data, with guard elements around every output
+// buffer (they must come back untouched) and sentinel-filled outputs (every element must be
+// written).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "poolgen/poolgen.hpp"
+#include "test_util.hpp"
+
+namespace poolgen::test {
+
+constexpr int64_t kGuard = 16;  // guard elements on each side of an output
+constexpr float kGuardF = -12345.5f;
+constexpr int64_t kGuardI = -0x5a5a5a5a5a5a5a5bLL;
+constexpr float kSentinelF = 98765.25f;
+constexpr int64_t kSentinelI = 0x7eadbeef;
+
+template <typename T>
+std::vector<T> guarded_buffer(int64_t n, T guard, T fill) {
+  std::vector<T> b(static_cast<size_t>(n + 2 * kGuard), guard);
+  for (int64_t i = 0; i < n; ++i) b[kGuard + i] = fill;
+  return b;
+}
+
+template <typename T>
+bool guards_intact(const std::vector<T>& b, T guard) {
+  const size_t n = b.size();
+  for (size_t i = 0; i < static_cast<size_t>(kGuard); ++i) {
+    if (test::bits_equal(b[i], guard) == false || !test::bits_equal(b[n - 1 - i], guard)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+template <typename T>
+std::vector<T> inner(const std::vector<T>& b) {
+  return std::vector<T>(b.begin() + kGuard, b.end() - kGuard);
+}
+
+struct PoolRun {
+  Status status;
+  std::vector<float> values;
+  std::vector<int64_t> indices;
+  bool guards_ok = true;
+};
+
+inline PoolRun run_pool(int nd, const Ints& shape, const std::vector<float>& input,
+                        const Ints& out_shape, PoolOptions options, Path path) {
+  options.path = path;
+  const int64_t n = numel(out_shape);
+  std::vector<float> vals = guarded_buffer<float>(n, kGuardF, kSentinelF);
+  std::vector<int64_t> idx = guarded_buffer<int64_t>(n, kGuardI, kSentinelI);
+  PoolRun r;
+  r.status = max_pool(nd, contiguous(input.data(), shape),
+                      contiguous(vals.data() + kGuard, out_shape),
+                      contiguous(idx.data() + kGuard, out_shape), options);
+  r.guards_ok = guards_intact(vals, kGuardF) && guards_intact(idx, kGuardI);
+  r.values = inner(vals);
+  r.indices = inner(idx);
+  return r;
+}
+
+struct UnpoolRun {
+  Status status;
+  std::vector<float> output;
+  bool guards_ok = true;
+};
+
+inline UnpoolRun run_unpool(int nd, const Ints& shape, const std::vector<float>& values,
+                            const std::vector<int64_t>& indices, const Ints& out_shape,
+                            UnpoolOptions options, Path path) {
+  options.path = path;
+  const int64_t n = numel(out_shape);
+  std::vector<float> out = guarded_buffer<float>(n, kGuardF, kSentinelF);
+  UnpoolRun r;
+  r.status = max_unpool(nd, contiguous(values.data(), shape), contiguous(indices.data(), shape),
+                        contiguous(out.data() + kGuard, out_shape), options);
+  r.guards_ok = guards_intact(out, kGuardF);
+  r.output = inner(out);
+  return r;
+}
+
+inline const char* path_name(Path p) { return p == Path::automatic ? "automatic" : "general"; }
+
+}  // namespace poolgen::test

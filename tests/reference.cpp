@@ -1,0 +1,350 @@
+// Reference implementation of ../shared/SEMANTICS.md; see reference.hpp.
+#include "reference.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <type_traits>
+
+namespace poolgen::ref {
+namespace {
+
+std::string join(const Ints& v) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  os << "]";
+  return os.str();
+}
+
+Status invalid(const std::string& message) { return Status(Code::invalid_argument, message); }
+
+// Expands a per-dimension list to nd entries: a single entry applies to every dimension.
+// `fallback` is used when the list is empty and empty is allowed (stride, padding, dilation).
+Status expand_list(const char* name, int nd, const Ints& list, const Ints* fallback, Ints* out) {
+  if (list.empty() && fallback != nullptr) {
+    *out = *fallback;
+    return Status();
+  }
+  if (list.size() == 1) {
+    *out = Ints(nd, list[0]);
+    return Status();
+  }
+  if (static_cast<int>(list.size()) == nd) {
+    *out = list;
+    return Status();
+  }
+  return invalid(std::string(name) + ": expected 1 or " + std::to_string(nd) +
+                 " entries, got " + std::to_string(list.size()) + " " + join(list));
+}
+
+Status check_min(const char* name, const Ints& v, int64_t min) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] < min) {
+      return invalid(std::string(name) + "[" + std::to_string(i) + "] must be at least " +
+                     std::to_string(min) + ", got " + std::to_string(v[i]));
+    }
+  }
+  return Status();
+}
+
+Status check_nd(int nd) {
+  if (nd < 1 || nd > 3) return invalid("nd must be 1, 2 or 3, got " + std::to_string(nd));
+  return Status();
+}
+
+// Rank nd+1 (batch-less) or nd+2, every dimension >= 1 except a leading batch of 0.
+Status check_shape(const char* name, int nd, const Ints& shape) {
+  const int rank = static_cast<int>(shape.size());
+  if (rank != nd + 1 && rank != nd + 2) {
+    return invalid(std::string(name) + ": expected rank " + std::to_string(nd + 1) + " or " +
+                   std::to_string(nd + 2) + " for a " + std::to_string(nd) + "-d op, got rank " +
+                   std::to_string(rank) + " " + join(shape));
+  }
+  for (int i = 0; i < rank; ++i) {
+    const bool batch = rank == nd + 2 && i == 0;
+    if (shape[i] < (batch ? 0 : 1)) {
+      return invalid(std::string(name) + ": dimension " + std::to_string(i) + " must be at least " +
+                     std::to_string(batch ? 0 : 1) + ", got " + std::to_string(shape[i]) + " " +
+                     join(shape));
+    }
+  }
+  return Status();
+}
+
+template <typename T>
+bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::isnan(v);
+  } else {
+    (void)v;
+    return false;
+  }
+}
+
+template <typename T>
+T lowest_value() {
+  if constexpr (std::is_floating_point_v<T>) {
+    return -std::numeric_limits<T>::infinity();
+  } else {
+    return std::numeric_limits<T>::lowest();
+  }
+}
+
+// Spatial extents of `shape` (its last nd entries), left-padded with 1s to three entries.
+void spatial3(int nd, const Ints& shape, int64_t e[3]) {
+  for (int i = 0; i < 3; ++i) e[i] = 1;
+  for (int i = 0; i < nd; ++i) e[3 - nd + i] = shape[shape.size() - nd + i];
+}
+
+}  // namespace
+
+int64_t numel(const Ints& shape) {
+  int64_t n = 1;
+  for (int64_t e : shape) n *= e;
+  return n;
+}
+
+int64_t pool_extent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  const int64_t num = in + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+  // Floor division (num may be negative).
+  int64_t q = num / s;
+  if ((num % s != 0) && ((num < 0) != (s < 0))) --q;
+  int64_t out = q + 1;
+  if (ceil_mode && (out - 1) * s >= in + p) --out;
+  return out;
+}
+
+Status expand_pool_options(int nd, const PoolOptions& options, PoolWindow* w) {
+  Status st = check_nd(nd);
+  if (!st.ok()) return st;
+  if (!(st = expand_list("kernel_size", nd, options.kernel_size, nullptr, &w->kernel)).ok()) return st;
+  if (!(st = expand_list("stride", nd, options.stride, &w->kernel, &w->stride)).ok()) return st;
+  const Ints zeros(nd, 0), ones(nd, 1);  // an empty padding/dilation list means the default
+  if (!(st = expand_list("padding", nd, options.padding, &zeros, &w->padding)).ok()) return st;
+  if (!(st = expand_list("dilation", nd, options.dilation, &ones, &w->dilation)).ok()) return st;
+  if (!(st = check_min("kernel_size", w->kernel, 1)).ok()) return st;
+  if (!(st = check_min("stride", w->stride, 1)).ok()) return st;
+  if (!(st = check_min("padding", w->padding, 0)).ok()) return st;
+  if (!(st = check_min("dilation", w->dilation, 1)).ok()) return st;
+  for (int i = 0; i < nd; ++i) {
+    // 1-D/2-D: half the dilated kernel; 3-D: half the raw kernel (as PyTorch).
+    const int64_t limit = nd == 3 ? w->kernel[i] / 2
+                                  : (w->dilation[i] * (w->kernel[i] - 1) + 1) / 2;
+    if (w->padding[i] > limit) {
+      return invalid("padding[" + std::to_string(i) + "] must be at most half the " +
+                     (nd == 3 ? std::string("kernel size") : std::string("effective kernel size")) +
+                     " (" + std::to_string(limit) + "), got " + std::to_string(w->padding[i]));
+    }
+  }
+  w->ceil_mode = options.ceil_mode;
+  return Status();
+}
+
+Status expand_unpool_options(int nd, const UnpoolOptions& options, PoolWindow* w) {
+  Status st = check_nd(nd);
+  if (!st.ok()) return st;
+  if (!(st = expand_list("kernel_size", nd, options.kernel_size, nullptr, &w->kernel)).ok()) return st;
+  if (!(st = expand_list("stride", nd, options.stride, &w->kernel, &w->stride)).ok()) return st;
+  const Ints zeros(nd, 0);
+  if (!(st = expand_list("padding", nd, options.padding, &zeros, &w->padding)).ok()) return st;
+  if (!(st = check_min("kernel_size", w->kernel, 1)).ok()) return st;
+  if (!(st = check_min("stride", w->stride, 1)).ok()) return st;
+  if (!(st = check_min("padding", w->padding, 0)).ok()) return st;
+  w->dilation = Ints(nd, 1);
+  w->ceil_mode = false;
+  return Status();
+}
+
+Status max_pool_output_shape(int nd, const Ints& input_shape, const PoolOptions& options,
+                             Ints* output_shape) {
+  PoolWindow w;
+  Status st = expand_pool_options(nd, options, &w);
+  if (!st.ok()) return st;
+  if (!(st = check_shape("input", nd, input_shape)).ok()) return st;
+  Ints out = input_shape;
+  const size_t first = input_shape.size() - nd;
+  for (int i = 0; i < nd; ++i) {
+    const int64_t in = input_shape[first + i];
+    const int64_t e = pool_extent(in, w.kernel[i], w.stride[i], w.padding[i], w.dilation[i],
+                                  w.ceil_mode);
+    if (e < 1) {
+      return invalid("output size of spatial dimension " + std::to_string(i) +
+                     " would be " + std::to_string(e) + " (input extent " + std::to_string(in) +
+                     ", kernel_size " + std::to_string(w.kernel[i]) + ", stride " +
+                     std::to_string(w.stride[i]) + ", padding " + std::to_string(w.padding[i]) +
+                     ", dilation " + std::to_string(w.dilation[i]) + "); it must be at least 1");
+    }
+    out[first + i] = e;
+  }
+  *output_shape = out;
+  return Status();
+}
+
+Status max_unpool_output_shape(int nd, const Ints& input_shape, const UnpoolOptions& options,
+                               Ints* output_shape) {
+  PoolWindow w;
+  Status st = expand_unpool_options(nd, options, &w);
+  if (!st.ok()) return st;
+  if (!(st = check_shape("values", nd, input_shape)).ok()) return st;
+  const Ints& os = options.output_size;
+  const int n_os = static_cast<int>(os.size());
+  if (n_os != 0 && n_os != nd && n_os != nd + 2) {
+    return invalid("output_size: expected 0, " + std::to_string(nd) + " or " +
+                   std::to_string(nd + 2) + " entries, got " + std::to_string(n_os) + " " +
+                   join(os));
+  }
+  Ints out = input_shape;
+  const size_t first = input_shape.size() - nd;
+  for (int i = 0; i < nd; ++i) {
+    const int64_t in = input_shape[first + i];
+    const int64_t def = (in - 1) * w.stride[i] - 2 * w.padding[i] + w.kernel[i];
+    int64_t e = def;
+    if (n_os != 0) {
+      e = os[n_os - nd + i];
+      const int64_t lo = def - w.stride[i], hi = def + w.stride[i];
+      if (!(lo < e && e < hi)) {
+        return invalid("output_size[" + std::to_string(n_os - nd + i) + "] (spatial dimension " +
+                       std::to_string(i) + ") must lie strictly between " + std::to_string(lo) +
+                       " and " + std::to_string(hi) + ", got " + std::to_string(e));
+      }
+    }
+    if (e < 1) {
+      return invalid("output size of spatial dimension " + std::to_string(i) + " would be " +
+                     std::to_string(e) + "; it must be at least 1");
+    }
+    out[first + i] = e;
+  }
+  *output_shape = out;
+  return Status();
+}
+
+template <typename T>
+Status max_pool(int nd, const Ints& input_shape, const std::vector<T>& input,
+                const PoolOptions& options, Ints* output_shape, std::vector<T>* values,
+                std::vector<int64_t>* indices) {
+  Ints oshape;
+  Status st = ref::max_pool_output_shape(nd, input_shape, options, &oshape);
+  if (!st.ok()) return st;
+  if (static_cast<int64_t>(input.size()) != numel(input_shape)) {
+    return invalid("input: data has " + std::to_string(input.size()) + " elements, shape " +
+                   join(input_shape) + " needs " + std::to_string(numel(input_shape)));
+  }
+  PoolWindow w;
+  expand_pool_options(nd, options, &w);
+  // Work in 3-D: missing leading spatial dimensions get extent 1 and a trivial window.
+  int64_t k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, p[3] = {0, 0, 0}, d[3] = {1, 1, 1};
+  for (int i = 0; i < nd; ++i) {
+    k[3 - nd + i] = w.kernel[i];
+    s[3 - nd + i] = w.stride[i];
+    p[3 - nd + i] = w.padding[i];
+    d[3 - nd + i] = w.dilation[i];
+  }
+  int64_t in[3], out[3];
+  spatial3(nd, input_shape, in);
+  spatial3(nd, oshape, out);
+  const int64_t in_plane = in[0] * in[1] * in[2];
+  const int64_t out_plane = out[0] * out[1] * out[2];
+  const int64_t planes = numel(input_shape) / in_plane;  // N*C (may be 0)
+
+  std::vector<T> vals(static_cast<size_t>(planes * out_plane));
+  std::vector<int64_t> idxs(static_cast<size_t>(planes * out_plane));
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const T* src = input.data() + pl * in_plane;
+    for (int64_t od = 0; od < out[0]; ++od) {
+      for (int64_t oh = 0; oh < out[1]; ++oh) {
+        for (int64_t ow = 0; ow < out[2]; ++ow) {
+          const int64_t o[3] = {od, oh, ow};
+          int64_t start[3], end[3];
+          for (int j = 0; j < 3; ++j) {
+            start[j] = o[j] * s[j] - p[j];
+            end[j] = std::min(start[j] + d[j] * (k[j] - 1) + 1, in[j]);
+            while (start[j] < 0) start[j] += d[j];
+          }
+          T best = lowest_value<T>();
+          int64_t best_index = (start[0] * in[1] + start[1]) * in[2] + start[2];
+          for (int64_t id = start[0]; id < end[0]; id += d[0]) {
+            for (int64_t ih = start[1]; ih < end[1]; ih += d[1]) {
+              for (int64_t iw = start[2]; iw < end[2]; iw += d[2]) {
+                const int64_t flat = (id * in[1] + ih) * in[2] + iw;
+                const T v = src[flat];
+                if (v > best || is_nan(v)) {
+                  best = v;
+                  best_index = flat;
+                }
+              }
+            }
+          }
+          const int64_t at = pl * out_plane + (od * out[1] + oh) * out[2] + ow;
+          vals[at] = best;
+          idxs[at] = best_index;
+        }
+      }
+    }
+  }
+  *output_shape = oshape;
+  *values = std::move(vals);
+  *indices = std::move(idxs);
+  return Status();
+}
+
+template <typename T>
+Status max_unpool(int nd, const Ints& input_shape, const std::vector<T>& values,
+                  const std::vector<int64_t>& indices, const UnpoolOptions& options,
+                  Ints* output_shape, std::vector<T>* output) {
+  Ints oshape;
+  Status st = ref::max_unpool_output_shape(nd, input_shape, options, &oshape);
+  if (!st.ok()) return st;
+  const int64_t total = numel(input_shape);
+  if (static_cast<int64_t>(values.size()) != total ||
+      static_cast<int64_t>(indices.size()) != total) {
+    return invalid("values/indices: data sizes " + std::to_string(values.size()) + "/" +
+                   std::to_string(indices.size()) + " do not match shape " + join(input_shape));
+  }
+  int64_t in[3], out[3];
+  spatial3(nd, input_shape, in);
+  spatial3(nd, oshape, out);
+  const int64_t in_plane = in[0] * in[1] * in[2];
+  const int64_t out_plane = out[0] * out[1] * out[2];
+  const int64_t planes = total / in_plane;
+
+  // Validate every index first (first invalid one in input order), then write.
+  for (int64_t i = 0; i < total; ++i) {
+    const int64_t idx = indices[i];
+    if (idx < 0 || idx >= out_plane) {
+      return Status(Code::index_out_of_range,
+                    "indices: element " + std::to_string(i) + " (in input order) is " +
+                        std::to_string(idx) + ", outside the output plane of size " +
+                        std::to_string(out_plane) + " (valid: 0 to " +
+                        std::to_string(out_plane - 1) + ")");
+    }
+  }
+  std::vector<T> result(static_cast<size_t>(planes * out_plane), T(0));
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    for (int64_t i = 0; i < in_plane; ++i) {
+      const int64_t src = pl * in_plane + i;
+      result[pl * out_plane + indices[src]] = values[src];  // later elements overwrite earlier
+    }
+  }
+  *output_shape = oshape;
+  *output = std::move(result);
+  return Status();
+}
+
+#define POOLGEN_REF_INSTANTIATE(T)                                                            \
+  template Status max_pool<T>(int, const Ints&, const std::vector<T>&, const PoolOptions&,    \
+                              Ints*, std::vector<T>*, std::vector<int64_t>*);                 \
+  template Status max_unpool<T>(int, const Ints&, const std::vector<T>&,                      \
+                                const std::vector<int64_t>&, const UnpoolOptions&, Ints*,     \
+                                std::vector<T>*);
+
+POOLGEN_REF_INSTANTIATE(float)
+POOLGEN_REF_INSTANTIATE(double)
+POOLGEN_REF_INSTANTIATE(int32_t)
+POOLGEN_REF_INSTANTIATE(int64_t)
+
+#undef POOLGEN_REF_INSTANTIATE
+
+}  // namespace poolgen::ref

@@ -1,0 +1,79 @@
+// A plain, obviously-correct reference implementation of ../shared/SEMANTICS.md (max pooling
+// with indices and max unpooling, PyTorch-exact). Loops over contiguous std::vector data with
+// explicit shapes; no tricks, no speed. Tests compare the library against it.
+//
+// Shapes are in PyTorch order: (N, C, spatial...) or batch-less (C, spatial...).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "poolgen/poolgen.hpp"
+
+namespace poolgen::ref {
+
+// Per-dimension window parameters after defaults and broadcasting (nd entries each).
+struct PoolWindow {
+  Ints kernel, stride, padding, dilation;
+  bool ceil_mode = false;
+};
+
+// Validates `options` for an nd-dimensional op and expands every list to nd entries.
+Status expand_pool_options(int nd, const PoolOptions& options, PoolWindow* window);
+Status expand_unpool_options(int nd, const UnpoolOptions& options, PoolWindow* window);
+
+// Output extent of one pooled dimension (no validation).
+int64_t pool_extent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode);
+
+// Output shape of max pooling; same error rules as the library.
+Status max_pool_output_shape(int nd, const Ints& input_shape, const PoolOptions& options,
+                             Ints* output_shape);
+
+// Output shape of max unpooling; same error rules as the library.
+Status max_unpool_output_shape(int nd, const Ints& input_shape, const UnpoolOptions& options,
+                               Ints* output_shape);
+
+// Number of elements of a shape (product; 1 for an empty shape).
+int64_t numel(const Ints& shape);
+
+// Max pooling. `input` holds numel(input_shape) elements, row-major. On success the output
+// shape, values and indices (int64 offsets inside one (n, c) plane) are written.
+template <typename T>
+Status max_pool(int nd, const Ints& input_shape, const std::vector<T>& input,
+                const PoolOptions& options, Ints* output_shape, std::vector<T>* values,
+                std::vector<int64_t>* indices);
+
+// Max unpooling. `values` and `indices` share `input_shape`. On success the output shape and
+// data are written. An invalid index gives Code::index_out_of_range naming the first invalid
+// index in input order and the plane size; the output is then left empty.
+template <typename T>
+Status max_unpool(int nd, const Ints& input_shape, const std::vector<T>& values,
+                  const std::vector<int64_t>& indices, const UnpoolOptions& options,
+                  Ints* output_shape, std::vector<T>* output);
+
+extern template Status max_pool<float>(int, const Ints&, const std::vector<float>&,
+                                       const PoolOptions&, Ints*, std::vector<float>*,
+                                       std::vector<int64_t>*);
+extern template Status max_pool<double>(int, const Ints&, const std::vector<double>&,
+                                        const PoolOptions&, Ints*, std::vector<double>*,
+                                        std::vector<int64_t>*);
+extern template Status max_pool<int32_t>(int, const Ints&, const std::vector<int32_t>&,
+                                         const PoolOptions&, Ints*, std::vector<int32_t>*,
+                                         std::vector<int64_t>*);
+extern template Status max_pool<int64_t>(int, const Ints&, const std::vector<int64_t>&,
+                                         const PoolOptions&, Ints*, std::vector<int64_t>*,
+                                         std::vector<int64_t>*);
+extern template Status max_unpool<float>(int, const Ints&, const std::vector<float>&,
+                                         const std::vector<int64_t>&, const UnpoolOptions&,
+                                         Ints*, std::vector<float>*);
+extern template Status max_unpool<double>(int, const Ints&, const std::vector<double>&,
+                                          const std::vector<int64_t>&, const UnpoolOptions&,
+                                          Ints*, std::vector<double>*);
+extern template Status max_unpool<int32_t>(int, const Ints&, const std::vector<int32_t>&,
+                                           const std::vector<int64_t>&, const UnpoolOptions&,
+                                           Ints*, std::vector<int32_t>*);
+extern template Status max_unpool<int64_t>(int, const Ints&, const std::vector<int64_t>&,
+                                           const std::vector<int64_t>&, const UnpoolOptions&,
+                                           Ints*, std::vector<int64_t>*);
+
+}  // namespace poolgen::ref

@@ -1,0 +1,123 @@
+// The reference implementation against PyTorch's golden vectors (needs no kernel library),
+// plus a few hand-checked cases of SEMANTICS.md.
+#include <cmath>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "golden_cases.hpp"
+#include "reference.hpp"
+#include "test_util.hpp"
+
+namespace poolgen {
+namespace {
+
+using golden::Case;
+using test::same_floats;
+using test::same_ints;
+
+class ReferenceGolden : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ReferenceGolden, BitExact) {
+  const Case& c = GetParam();
+  ASSERT_TRUE(c.op == "pool" || c.op == "unpool") << c.op;
+  Ints shape;
+  std::vector<float> values;
+  if (c.op == "pool") {
+    std::vector<int64_t> indices;
+    Status st = ref::max_pool<float>(c.nd, c.input_shape, c.in_values, c.pool, &shape, &values,
+                                     &indices);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(shape, c.output_shape);
+    EXPECT_TRUE(same_floats(c.out_values, values));
+    EXPECT_TRUE(same_ints(c.out_indices, indices));
+  } else {
+    Status st = ref::max_unpool<float>(c.nd, c.input_shape, c.in_values, c.in_indices, c.unpool,
+                                       &shape, &values);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(shape, c.output_shape);
+    EXPECT_TRUE(same_floats(c.out_values, values));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, ReferenceGolden,
+                         ::testing::ValuesIn(golden::cases_for_gtest()), golden::case_name);
+
+TEST(Reference, EmptyWindowGivesSteppedStart) {
+  PoolOptions o;
+  o.kernel_size = {2};
+  o.stride = {1};
+  o.padding = {1};
+  o.dilation = {4};
+  Ints shape;
+  std::vector<float> v;
+  std::vector<int64_t> idx;
+  ASSERT_TRUE(ref::max_pool<float>(1, {1, 3}, {1, 2, 3}, o, &shape, &v, &idx).ok());
+  ASSERT_EQ(shape, (Ints{1, 1}));
+  EXPECT_EQ(v[0], -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(idx[0], 3);  // -1 stepped by 4: outside the plane, as PyTorch
+}
+
+TEST(Reference, NanLastWinsTiesFirstWins) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  PoolOptions o;
+  o.kernel_size = {4};
+  Ints shape;
+  std::vector<float> v;
+  std::vector<int64_t> idx;
+  ASSERT_TRUE(ref::max_pool<float>(1, {1, 1, 8}, {1, nan, 2, nan, 5, 7, 7, 3}, o, &shape, &v,
+                                   &idx)
+                  .ok());
+  EXPECT_TRUE(std::isnan(v[0]));
+  EXPECT_EQ(idx[0], 3);
+  EXPECT_EQ(v[1], 7.0f);
+  EXPECT_EQ(idx[1], 5);
+}
+
+TEST(Reference, IntegerValues) {
+  PoolOptions o;
+  o.kernel_size = {2};
+  Ints shape;
+  std::vector<int32_t> v;
+  std::vector<int64_t> idx;
+  const int32_t lo = std::numeric_limits<int32_t>::lowest();
+  ASSERT_TRUE(ref::max_pool<int32_t>(1, {1, 4}, {lo, lo, 3, 9}, o, &shape, &v, &idx).ok());
+  EXPECT_EQ(v, (std::vector<int32_t>{lo, 9}));
+  EXPECT_EQ(idx, (std::vector<int64_t>{0, 3}));
+}
+
+TEST(Reference, UnpoolLatestWinsAndInvalidIndex) {
+  UnpoolOptions o;
+  o.kernel_size = {2};
+  Ints shape;
+  std::vector<double> out;
+  ASSERT_TRUE(ref::max_unpool<double>(1, {1, 3}, {1, 2, 3}, {1, 1, 0}, o, &shape, &out).ok());
+  EXPECT_EQ(shape, (Ints{1, 6}));
+  EXPECT_EQ(out, (std::vector<double>{3, 2, 0, 0, 0, 0}));
+  Status st = ref::max_unpool<double>(1, {1, 3}, {1, 2, 3}, {0, 6, -1}, o, &shape, &out);
+  EXPECT_EQ(st.code(), Code::index_out_of_range);
+  EXPECT_NE(st.message().find("6"), std::string::npos) << st.message();
+}
+
+TEST(Reference, OutputShapeErrors) {
+  Ints shape;
+  PoolOptions o;
+  o.kernel_size = {2};
+  o.padding = {2};
+  EXPECT_EQ(ref::max_pool_output_shape(2, {1, 1, 4, 4}, o, &shape).code(),
+            Code::invalid_argument);
+  o.padding = {2};
+  o.dilation = {3};  // (3*1+1)/2 = 2: allowed in 1-D/2-D, not in 3-D (k/2 = 1)
+  EXPECT_TRUE(ref::max_pool_output_shape(2, {1, 1, 4, 4}, o, &shape).ok());
+  EXPECT_EQ(ref::max_pool_output_shape(3, {1, 1, 4, 4, 4}, o, &shape).code(),
+            Code::invalid_argument);
+  UnpoolOptions u;
+  u.kernel_size = {2};
+  u.output_size = {5};  // default 4 (in 2), range (2, 6)
+  EXPECT_TRUE(ref::max_unpool_output_shape(1, {1, 2}, u, &shape).ok());
+  u.output_size = {6};
+  EXPECT_EQ(ref::max_unpool_output_shape(1, {1, 2}, u, &shape).code(), Code::invalid_argument);
+}
+
+}  // namespace
+}  // namespace poolgen
