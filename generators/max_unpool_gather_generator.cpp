@@ -42,7 +42,7 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
       out_extent[i] = output_->dim(i).extent();
     }
 
-    // checked(cell) is the cell's index, once it is known to name a slot in the cell's window.
+    // in_window(cell): the cell's index names a slot inside the cell's own window.
     std::vector<Var> cell_vars(nd);
     std::vector<Expr> cell(cell_vars.begin(), cell_vars.end());
     Expr index = (*indices_)(tensor_args(cell, c_, n_));
@@ -56,29 +56,43 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
       }
       in_window = in_window || (inside && index == flat_offset(slot, out_extent, index_type));
     });
-    checked_(tensor_args(cell, c_, n_)) =
-        require(in_window, index, "max_unpool: index", index, "is not in its pooling window");
+    // A row of cells is checked as a whole (a vectorizable reduction, then one scalar require):
+    // a cell outside its window anywhere in the row stops the kernel.
+    marked_(tensor_args(cell, c_, n_)) = select(in_window, index, cast(index_type, -1));
+    std::vector<Expr> row(cell.begin() + 1, cell.end());
+    RDom along(0, in_extent[0], "along_row");
+    std::vector<Expr> row_at = tensor_args(row, c_, n_);
+    std::vector<Expr> cell_at = row_at;
+    cell_at.insert(cell_at.begin(), along);
+    row_min_(row_at) = Type(index_type).max();
+    row_min_(row_at) = min(row_min_(row_at), marked_(cell_at));
+    row_checked_(row_at) = require(row_min_(row_at) >= 0, cast(index_type, 0),
+                                   "max_unpool: an index lies outside its pooling window");
+    checked_(tensor_args(cell, c_, n_)) = index + row_checked_(row_at);
 
-    // Each slot takes the latest candidate cell (row-major order) whose index names it.
+    // Each slot takes the latest candidate cell (row-major order) whose index names it. Cells
+    // outside the input claim nothing (index -1), which keeps bounds checks out of the interior.
+    Region cells;
+    for (int i = 0; i < nd; ++i) cells.push_back({0, in_extent[i]});
+    cells.push_back({Expr(), Expr()});
+    cells.push_back({Expr(), Expr()});
+    Func claimed = BoundaryConditions::constant_exterior(checked_, cast(index_type, -1), cells);
+    Func value = BoundaryConditions::constant_exterior(*values_, cast(value_type, 0), cells);
     std::vector<Var> out_vars(nd);
     std::vector<Expr> x(out_vars.begin(), out_vars.end());
     Expr here = flat_offset(x, out_extent, index_type);
     Expr result = cast(value_type, 0);
     for_each_offset(nd, candidates, [&](const std::vector<int>& j) {
       std::vector<Expr> candidate(nd);
-      Expr exists = Internal::const_true();
-      for (int i = 0; i < nd; ++i) {
-        Expr c = (x[i] + p) / s - (candidates - 1) + j[i];
-        exists = exists && c >= 0 && c < in_extent[i];
-        candidate[i] = clamp(c, 0, in_extent[i] - 1);
-      }
+      for (int i = 0; i < nd; ++i) candidate[i] = (x[i] + p) / s - (candidates - 1) + j[i];
       const std::vector<Expr> at = tensor_args(candidate, c_, n_);
-      result = select(likely(exists) && checked_(at) == here, (*values_)(at), result);
+      result = select(claimed(at) == here, value(at), result);
     });
     (*output_)(tensor_args(x, c_, n_)) = result;
 
-    schedule_knobs.apply(GatherStages{*output_, checked_, out_vars, cell_vars, c_, n_, s},
-                         get_target());
+    schedule_knobs.apply(
+        GatherStages{*output_, marked_, row_min_, row_checked_, out_vars, cell_vars, along, c_, n_},
+        get_target());
   }
 
  private:
@@ -98,7 +112,7 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
   Input<Buffer<>>* values_ = nullptr;
   Input<Buffer<>>* indices_ = nullptr;
   Output<Buffer<>>* output_ = nullptr;
-  Func checked_{"checked"};
+  Func marked_{"marked"}, row_min_{"row_min"}, row_checked_{"row_checked"}, checked_{"checked"};
   Var c_{"c"}, n_{"n"};
 };
 

@@ -82,9 +82,13 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
   Var block = parallel_rows(out, s.x, s.c, s.n, rows_per_task);
   Var xo("xo");
   vectorize_columns(out, s.x[0], out.output_buffer().dim(0).extent(), lanes, xo);
-  // Each block of rows checks the cells it reads once, into one buffer per block.
-  Func checked = s.checked;
-  checked.compute_at(out, block).vectorize(s.cell[0], lanes, TailStrategy::GuardWithIf);
+  // Each block of rows checks the cells it reads once: marks them (vectors), reduces each row
+  // of marks (vector reduction), and requires the row's minimum once (scalar).
+  Func marked = s.marked, row_min = s.row_min, row_checked = s.row_checked;
+  marked.compute_at(out, block).vectorize(s.cell[0], lanes, TailStrategy::Predicate);
+  row_min.compute_at(out, block);
+  row_min.update().atomic().vectorize(s.along, lanes);
+  row_checked.compute_at(out, block);
 }
 
 }  // namespace poolgen

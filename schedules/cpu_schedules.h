@@ -43,17 +43,18 @@ struct CpuScatterSchedule {
   void apply(const ScatterStages& s, const Halide::Target& target) const;
 };
 
-// Stages of max_unpool_gather: out(x..., c, n) gathers from checked(cell..., c, n).
+// Stages of max_unpool_gather: out(x..., c, n) gathers from cells whose indices marked(cell)
+// holds; row_min reduces each row of marked cells along `along` and row_checked requires it.
 struct GatherStages {
-  Halide::Func out, checked;
+  Halide::Func out, marked, row_min, row_checked;
   std::vector<Halide::Var> x, cell;  // spatial, innermost first
+  Halide::RDom along;
   Halide::Var c, n;
-  int stride;  // the fixed window's stride
 };
 
 struct CpuGatherSchedule {
   Halide::GeneratorParam<int> vector_width{"vector_width", 0};
-  Halide::GeneratorParam<int> rows_per_task{"rows_per_task", 8};
+  Halide::GeneratorParam<int> rows_per_task{"rows_per_task", 32};
 
   void apply(const GatherStages& s, const Halide::Target& target) const;
 };
