@@ -57,29 +57,41 @@ class MaxPool : public Generator<MaxPool> {
 
     std::vector<Var> out_vars(nd);
     std::vector<Expr> out_pos(out_vars.begin(), out_vars.end());
-    std::vector<Expr> taps(nd), first(nd);
+    std::vector<Expr> start(nd), taps(nd), tap_step(nd), first(nd);
     Region kernel_extent;
     for (int i = 0; i < nd; ++i) kernel_extent.push_back({0, window[i].kernel});
     RDom r(kernel_extent, "tap");  // r[0] innermost: taps scan in row-major order
     for (int i = 0; i < nd; ++i) {
-      taps[i] = window[i].start(out_pos[i]) + r[i] * window[i].dilation;
+      start[i] = window[i].start(out_pos[i]);
+      tap_step[i] = r[i] * window[i].dilation;
+      taps[i] = start[i] + tap_step[i];
       first[i] = window[i].first_in_bounds(out_pos[i]);
     }
     const std::vector<Expr> at = tensor_args(out_pos, c_, n_);
 
-    // The running (index, max) starts at the first in-bounds tap, before any comparison.
-    // The index comes first in the tuple: Halide 21 with strict_float stores tuple elements one
-    // by one and lets later ones read earlier ones' new values, so the max must be stored last.
+    // The running (winner, max): the winner is the tap's offset from the window's start inside
+    // the plane, the same for every output of a vector, so the scan moves one 32-bit value per
+    // tap; it becomes a plane index once, at the end. Planes are below 2^31 elements (the
+    // runtime checks). The winner comes first in the tuple: Halide 21 with strict_float stores
+    // tuple elements one by one and lets later ones read earlier ones' new values, so the max
+    // must be stored last.
+    const Expr none = Int(32).min();
     Func scan("scan");
-    scan(at) = Tuple(flat_offset(first, in_extent, index_type), lowest(value_type));
+    scan(at) = Tuple(none, lowest(value_type));
     Expr v = padded(tensor_args(taps, c_, n_));
     Expr replaces = v > scan(at)[1];
     if (Type(value_type).is_float()) replaces = replaces || is_nan(v);
-    scan(at) = select(replaces, Tuple(flat_offset(taps, in_extent, index_type), v), scan(at));
+    scan(at) = select(replaces, Tuple(flat_offset(tap_step, in_extent, Int(32)), v), scan(at));
 
-    (*result_)(at) = Tuple(scan(at)[1], scan(at)[0]);
+    // No tap won (all lowest, or none in bounds): the index is the first in-bounds tap's.
+    Expr winner = scan(at)[0];
+    Expr index = select(winner == none, flat_offset(first, in_extent, index_type),
+                        flat_offset(start, in_extent, index_type) + cast(index_type, winner));
+    (*result_)(at) = Tuple(scan(at)[1], index);
 
-    schedule_knobs.apply(PoolStages{*result_, scan, out_vars, c_, n_, r, fixed_kernel > 0},
+    const bool fixed = fixed_kernel > 0;
+    schedule_knobs.apply(PoolStages{*result_, scan, padded, out_vars, c_, n_, r, fixed,
+                                    fixed ? Expr() : window[0].stride},
                          get_target());
   }
 

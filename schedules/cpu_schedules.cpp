@@ -33,11 +33,17 @@ Var parallel_rows(Stage stage, const std::vector<Var>& spatial, const Var& c, co
 
 // Vectorizes the innermost dimension of `f` by the widest of lanes, lanes/2, ... that the
 // output's width allows (so narrow feature maps still get vectors), scalar below 4 columns.
-// Every specialization names its outer column loop `xo`.
-void vectorize_columns(Func f, const Var& x, const Expr& width, int lanes, const Var& xo) {
+// Each of `cases` gets its own copy of that ladder first (to let a runtime value become a
+// constant). Every specialization names its outer column loop `xo`.
+void vectorize_columns(Func f, const Var& x, const Expr& width, int lanes, const Var& xo,
+                       const std::vector<Expr>& cases = {}) {
   Var xi("xi");
-  for (int w = lanes; w >= 4; w /= 2) {
-    f.specialize(width >= w).split(x, xo, xi, w, TailStrategy::ShiftInwards).vectorize(xi);
+  std::vector<Expr> all_cases = cases;
+  all_cases.push_back(Internal::const_true());
+  for (const Expr& when : all_cases) {
+    for (int w = lanes; w >= 4; w /= 2) {
+      f.specialize(when && width >= w).split(x, xo, xi, w, TailStrategy::ShiftInwards).vectorize(xi);
+    }
   }
   f.split(x, xo, xi, 1);
 }
@@ -47,9 +53,13 @@ void vectorize_columns(Func f, const Var& x, const Expr& width, int lanes, const
 void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   Func result = s.result, scan = s.scan;
   const int lanes = vector_lanes(vector_width, result, target);
-  parallel_rows(result, s.x, s.c, s.n, rows_per_task);
+  Var block = parallel_rows(result, s.x, s.c, s.n, rows_per_task);
   Var xo("xo");
-  vectorize_columns(result, s.x[0], result.output_buffers()[0].dim(0).extent(), lanes, xo);
+  // A runtime column stride makes every tap a gather; strides 1 and 2 get dense loads.
+  std::vector<Expr> stride_cases;
+  if (s.column_stride.defined()) stride_cases = {s.column_stride == 1, s.column_stride == 2};
+  vectorize_columns(result, s.x[0], result.output_buffers()[0].dim(0).extent(), lanes, xo,
+                    stride_cases);
 
   // The running maximum lives in registers: one vector of columns, taps looping outside it.
   scan.compute_at(result, xo).vectorize(s.x[0]);
@@ -59,6 +69,12 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   update.reorder(order).vectorize(s.x[0]);
   if (s.window_fixed) {
     for (int i = 0; i < s.r.dimensions(); ++i) update.unroll(s.r[i]);
+  }
+  if (stage_rows) {
+    // Each output row computes only the input rows it needs that the block has not yet staged.
+    Func padded = s.padded;
+    padded.store_at(result, block).compute_at(result, Var("row"))
+        .vectorize(padded.args()[0], lanes, TailStrategy::RoundUp);
   }
 }
 

@@ -13,10 +13,12 @@ namespace poolgen {
 // (max, index) updated over the window taps r.
 struct PoolStages {
   Halide::Func result, scan;
+  Halide::Func padded;  // the input read through the boundary condition
   std::vector<Halide::Var> x;  // spatial, innermost first
   Halide::Var c, n;
   Halide::RDom r;
-  bool window_fixed;  // kernel extents are compile-time constants
+  bool window_fixed;            // kernel extents are compile-time constants
+  Halide::Expr column_stride;  // the innermost stride when it is a runtime input
 };
 
 struct CpuPoolSchedule {
@@ -24,6 +26,9 @@ struct CpuPoolSchedule {
   Halide::GeneratorParam<int> vector_width{"vector_width", 0};
   // Output rows (across planes) handed to one thread at a time.
   Halide::GeneratorParam<int> rows_per_task{"rows_per_task", 8};
+  // Copy the input rows a block needs into a padded scratch buffer (bounds handled once per
+  // row, not once per tap), or read the input through the boundary condition directly.
+  Halide::GeneratorParam<bool> stage_rows{"stage_rows", true};
 
   void apply(const PoolStages& s, const Halide::Target& target) const;
 };
