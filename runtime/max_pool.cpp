@@ -50,6 +50,7 @@ Status max_pool(int nd, const TensorView& input, const TensorView& values,
   POOLGEN_RETURN_IF_ERROR(
       check_view("indices", indices, DType::i64, output_shape, nd, &out_indices));
   if (out_values.elements() == 0) return {};
+  POOLGEN_RETURN_IF_ERROR(check_plane("input", in));
 
   const Kernel* kernel = find_kernel(Op::pool, nd, window, options.path);
   HalideView in_buffer(in), values_buffer(out_values), indices_buffer(out_indices);

@@ -3,8 +3,6 @@
 #include "shapes.hpp"
 #include "tensors.hpp"
 
-#include <cstring>
-#include <limits>
 
 namespace poolgen {
 
@@ -35,11 +33,7 @@ Status invalid_index_error(const View& indices, int64_t plane) {
 }
 
 // Runs the scatter kernel over dense planes, packing strided views into scratch copies first.
-Status scatter(const View& values, const View& indices, const View& output, int64_t plane) {
-  if (plane > std::numeric_limits<int32_t>::max()) {
-    return fail(Code::unsupported, "output: planes of more than 2^31-1 elements (got ", plane,
-                ") are not supported yet");
-  }
+Status scatter(const View& values, const View& indices, const View& output) {
   // Scratch copies, used only for views whose planes are not packed.
   std::vector<char> values_copy, indices_copy, output_copy;
   auto packed = [](const View& v, std::vector<char>* scratch, bool fill) {
@@ -60,7 +54,7 @@ Status scatter(const View& values, const View& indices, const View& output, int6
   std::string error;
   const Kernel* kernel = find_kernel(Op::unpool_scatter, values.rank - 2, Window{}, Path::general);
   if (run_kernel(*kernel, args, &error) != 0) {
-    Status invalid = invalid_index_error(indices, plane);
+    Status invalid = invalid_index_error(indices, output.plane());
     return invalid.ok() ? fail(Code::internal, kernel->name, " failed: ", error) : invalid;
   }
   if (o.data != output.data) unpack(o.data, output);
@@ -99,8 +93,7 @@ Status max_unpool(int nd, const TensorView& values, const TensorView& indices,
   POOLGEN_RETURN_IF_ERROR(check_view("indices", indices, DType::i64, values.shape, nd, &i));
   POOLGEN_RETURN_IF_ERROR(check_view("output", output, values.dtype, output_shape, nd, &o));
   if (o.elements() == 0) return {};
-  int64_t plane = 1;
-  for (int d = 2; d < o.rank; ++d) plane *= o.shape[d];
+  POOLGEN_RETURN_IF_ERROR(check_plane("output", o));
 
   // The gather reports indices it cannot serve (outside their cell's window, or invalid);
   // the scatter then decides, and names any invalid one.
@@ -111,7 +104,7 @@ Status max_unpool(int nd, const TensorView& values, const TensorView& indices,
     std::string error;
     if (run_kernel(*gather, args, &error) == 0) return {};
   }
-  return scatter(v, i, o, plane);
+  return scatter(v, i, o);
 }
 
 }  // namespace poolgen

@@ -23,6 +23,20 @@ int64_t View::elements() const {
   return count;
 }
 
+int64_t View::plane() const {
+  int64_t count = 1;
+  for (int i = 2; i < rank; ++i) count *= shape[i];
+  return count;
+}
+
+Status check_plane(const char* argument, const View& view) {
+  if (view.plane() > std::numeric_limits<int32_t>::max()) {
+    return fail(Code::unsupported, argument, ": planes of more than 2^31-1 elements are not ",
+                "supported yet, got ", view.plane());
+  }
+  return {};
+}
+
 bool View::dense_planes() const {
   int64_t expected = 1;
   for (int i = rank - 1; i >= 2; --i) {
@@ -94,9 +108,7 @@ HalideView::HalideView(const View& v, bool flat_planes) {
   buffer.dim = dims;
   int d = 0;
   if (flat_planes) {
-    int64_t plane = 1;
-    for (int i = 2; i < v.rank; ++i) plane *= v.shape[i];
-    dims[d++] = {0, static_cast<int32_t>(plane), 1, 0};
+    dims[d++] = {0, static_cast<int32_t>(v.plane()), 1, 0};
   } else {
     for (int i = v.rank - 1; i >= 2; --i) {
       dims[d++] = {0, static_cast<int32_t>(v.shape[i]), static_cast<int32_t>(v.strides[i]), 0};

@@ -18,6 +18,8 @@ struct View {
   int64_t shape[5] = {}, strides[5] = {};
 
   int64_t elements() const;
+  // Elements in one (n, c) plane: the product of the spatial extents.
+  int64_t plane() const;
   // True when the spatial dimensions (from dimension 2) are packed row-major.
   bool dense_planes() const;
 };
@@ -26,6 +28,9 @@ struct View {
 // dimensions decide where a missing batch dimension goes.
 Status check_view(const char* argument, const TensorView& view, DType dtype, const Ints& shape,
                   int nd, View* out);
+
+// Kernels address a plane with 32-bit offsets: larger planes are refused.
+Status check_plane(const char* argument, const View& view);
 
 // A halide_buffer_t over a View (dimensions reversed: innermost first). With flat_planes, the
 // spatial dimensions are presented as one (dense_planes() must hold).

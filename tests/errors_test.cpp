@@ -290,6 +290,25 @@ TEST(PoolErrors, Strides) {
   }
 }
 
+// Planes of 2^31 or more elements are refused before any kernel runs (nothing is read, so
+// one-element buffers stand in for the data).
+TEST(PoolErrors, PlaneTooLarge) {
+  float scratch = 0;
+  int64_t index = 0;
+  const Ints in_shape{1, 1, 65536, 32768}, out_shape{1, 1, 32768, 16384};
+  TensorView input = contiguous(&scratch, in_shape);
+  TensorView values = contiguous(&scratch, out_shape);
+  TensorView indices = contiguous(&index, out_shape);
+  PoolOptions o;
+  o.kernel_size = {2};
+  EXPECT_TRUE(IsError(max_pool(2, input, values, indices, o), Code::unsupported,
+                      {"input", "2147483648"}));
+  UnpoolOptions u;
+  u.kernel_size = {2};
+  EXPECT_TRUE(IsError(max_unpool(2, values, indices, input, u), Code::unsupported,
+                      {"output", "2147483648"}));
+}
+
 TEST(PoolErrors, UnsupportedDevice) {
   PoolCall c;
   c.input.device = static_cast<Device>(7);
