@@ -27,5 +27,6 @@ install(FILES ${PROJECT_BINARY_DIR}/poolgenConfig.cmake
               ${PROJECT_BINARY_DIR}/poolgenConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/poolgen)
 
+file(RELATIVE_PATH POOLGEN_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
 configure_file(cmake/poolgen.pc.in ${PROJECT_BINARY_DIR}/poolgen.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/poolgen.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
