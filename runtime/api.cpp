@@ -36,6 +36,11 @@ std::vector<KernelInfo> compiled_kernels() {
   return kernels;
 }
 
-void set_num_threads(int threads) { halide_set_num_threads(threads); }
+// Halide's pool keeps the workers it has started busy whatever the new count, so it is shut
+// down first and restarts with `threads` on the next kernel call.
+void set_num_threads(int threads) {
+  halide_shutdown_thread_pool();
+  halide_set_num_threads(threads);
+}
 
 }  // namespace poolgen

@@ -105,6 +105,11 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
   row_min.compute_at(out, block);
   row_min.update().atomic().vectorize(s.along, lanes);
   row_checked.compute_at(out, block);
+  if (stage_cells) {
+    for (Func staged : {s.claimed, s.value}) {
+      staged.compute_at(out, block).vectorize(staged.args()[0], lanes, TailStrategy::RoundUp);
+    }
+  }
 }
 
 }  // namespace poolgen

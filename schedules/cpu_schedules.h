@@ -49,9 +49,10 @@ struct CpuScatterSchedule {
 };
 
 // Stages of max_unpool_gather: out(x..., c, n) gathers from cells whose indices marked(cell)
-// holds; row_min reduces each row of marked cells along `along` and row_checked requires it.
+// holds; row_min reduces each row of marked cells along `along` and row_checked requires it;
+// claimed and value are the checked indices and the values with a border for missing cells.
 struct GatherStages {
-  Halide::Func out, marked, row_min, row_checked;
+  Halide::Func out, marked, row_min, row_checked, claimed, value;
   std::vector<Halide::Var> x, cell;  // spatial, innermost first
   Halide::RDom along;
   Halide::Var c, n;
@@ -60,6 +61,9 @@ struct GatherStages {
 struct CpuGatherSchedule {
   Halide::GeneratorParam<int> vector_width{"vector_width", 0};
   Halide::GeneratorParam<int> rows_per_task{"rows_per_task", 32};
+  // Copy the cells a block reads, with their border, into scratch buffers (bounds handled once
+  // per cell), or read them through the boundary condition directly.
+  Halide::GeneratorParam<bool> stage_cells{"stage_cells", true};
 
   void apply(const GatherStages& s, const Halide::Target& target) const;
 };

@@ -8,6 +8,8 @@ configure "$@"
 cmake --build "$BUILD" -j "$JOBS"
 cmake --install "$BUILD" >/dev/null
 echo "build: kernels and library built and installed to $PREFIX in $(($(date +%s) - start)) s"
-cmake -S "$ROOT/examples" -B "$BUILD/examples" -G Ninja -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
+cmake -S "$ROOT/examples/segnet_roundtrip" -B "$BUILD/examples" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
 cmake --build "$BUILD/examples"
 "$BUILD/examples/segnet_roundtrip"
+"$BUILD/examples/c_api_example"

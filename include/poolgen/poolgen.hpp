@@ -111,7 +111,8 @@ struct KernelInfo {
 std::vector<KernelInfo> compiled_kernels();
 
 // Threads the kernels may use (process-wide; 0 restores the default: one per core, or the
-// HL_NUM_THREADS environment variable).
+// HL_NUM_THREADS environment variable). Call it while no kernel is running: it restarts the
+// thread pool.
 void set_num_threads(int threads);
 
 inline Status max_pool1d(const TensorView& in, const TensorView& values, const TensorView& indices,

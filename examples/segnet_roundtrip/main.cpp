@@ -1,0 +1,157 @@
+// SegNet-style encoder/decoder round trip with poolgen's C++ API.
+//
+// Encoder: a random feature map (2, 8, 32, 32) is max-pooled twice (kernel 2, stride 2) and the
+// indices of each stage are kept. Decoder: max-unpooled twice with those indices back to
+// (2, 8, 32, 32). Every non-zero of the decoded map must equal the input at that position, and
+// every maximum of the deepest pooling must reappear where it came from.
+#include <poolgen/poolgen.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+int failures = 0;
+
+bool check(const poolgen::Status& s, const char* what) {
+  if (s.ok()) return true;
+  std::fprintf(stderr, "error in %s (code %d): %s\n", what, static_cast<int>(s.code()),
+               s.message().c_str());
+  ++failures;
+  return false;
+}
+
+std::string str(const poolgen::Ints& shape) {
+  std::string r = "(";
+  for (size_t i = 0; i < shape.size(); ++i) r += (i ? ", " : "") + std::to_string(shape[i]);
+  return r + ")";
+}
+
+int64_t numel(const poolgen::Ints& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+}  // namespace
+
+int main() {
+  const poolgen::Ints x_shape{2, 8, 32, 32};
+  std::vector<float> x(numel(x_shape));
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& v : x) {
+    v = dist(rng);
+    if (v == 0.0f) v = 0.5f;  // zero would be indistinguishable from "not unpooled"
+  }
+
+  poolgen::PoolOptions pool;
+  pool.kernel_size = {2};
+  pool.stride = {2};
+  poolgen::UnpoolOptions unpool;
+  unpool.kernel_size = {2};
+  unpool.stride = {2};
+
+  // ---- encoder ----
+  poolgen::Ints p1_shape, p2_shape;
+  if (!check(poolgen::max_pool_output_shape(2, x_shape, pool, &p1_shape), "pool1 shape") ||
+      !check(poolgen::max_pool_output_shape(2, p1_shape, pool, &p2_shape), "pool2 shape"))
+    return 1;
+  std::vector<float> v1(numel(p1_shape)), v2(numel(p2_shape));
+  std::vector<int64_t> i1(v1.size()), i2(v2.size());
+
+  std::string name;
+  if (check(poolgen::max_pool_kernel_name(2, x_shape, pool, &name), "pool1 kernel name"))
+    std::printf("pool1   %s -> %s  kernel %s\n", str(x_shape).c_str(), str(p1_shape).c_str(),
+                name.c_str());
+  if (!check(poolgen::max_pool2d(poolgen::contiguous(x.data(), x_shape),
+                                 poolgen::contiguous(v1.data(), p1_shape),
+                                 poolgen::contiguous(i1.data(), p1_shape), pool),
+             "pool1"))
+    return 1;
+
+  if (check(poolgen::max_pool_kernel_name(2, p1_shape, pool, &name), "pool2 kernel name"))
+    std::printf("pool2   %s -> %s  kernel %s\n", str(p1_shape).c_str(), str(p2_shape).c_str(),
+                name.c_str());
+  if (!check(poolgen::max_pool2d(poolgen::contiguous(v1.data(), p1_shape),
+                                 poolgen::contiguous(v2.data(), p2_shape),
+                                 poolgen::contiguous(i2.data(), p2_shape), pool),
+             "pool2"))
+    return 1;
+
+  // ---- decoder ----
+  // Stage 1 passes output_size as the full shape (N and C are ignored), stage 2 as spatial only.
+  poolgen::UnpoolOptions unpool1 = unpool, unpool2 = unpool;
+  unpool1.output_size = p1_shape;
+  unpool2.output_size = {x_shape[2], x_shape[3]};
+  poolgen::Ints u1_shape, u2_shape;
+  if (!check(poolgen::max_unpool_output_shape(2, p2_shape, unpool1, &u1_shape), "unpool1 shape") ||
+      !check(poolgen::max_unpool_output_shape(2, u1_shape, unpool2, &u2_shape), "unpool2 shape"))
+    return 1;
+  std::vector<float> u1(numel(u1_shape)), y(numel(u2_shape));
+
+  if (check(poolgen::max_unpool_kernel_name(2, p2_shape, unpool1, &name), "unpool1 kernel name"))
+    std::printf("unpool1 %s -> %s  kernel %s\n", str(p2_shape).c_str(), str(u1_shape).c_str(),
+                name.c_str());
+  if (!check(poolgen::max_unpool2d(poolgen::contiguous(v2.data(), p2_shape),
+                                   poolgen::contiguous(i2.data(), p2_shape),
+                                   poolgen::contiguous(u1.data(), u1_shape), unpool1),
+             "unpool1"))
+    return 1;
+
+  if (check(poolgen::max_unpool_kernel_name(2, u1_shape, unpool2, &name), "unpool2 kernel name"))
+    std::printf("unpool2 %s -> %s  kernel %s\n", str(u1_shape).c_str(), str(u2_shape).c_str(),
+                name.c_str());
+  if (!check(poolgen::max_unpool2d(poolgen::contiguous(u1.data(), u1_shape),
+                                   poolgen::contiguous(i1.data(), p1_shape),
+                                   poolgen::contiguous(y.data(), u2_shape), unpool2),
+             "unpool2"))
+    return 1;
+
+  // ---- checks ----
+  if (u2_shape != x_shape) {
+    std::printf("decoded shape %s != input shape %s\n", str(u2_shape).c_str(),
+                str(x_shape).c_str());
+    ++failures;
+  }
+  // Every non-zero of the decoded map is the input value at that position.
+  int64_t nonzeros = 0, bad_values = 0;
+  for (size_t i = 0; i < y.size() && i < x.size(); ++i)
+    if (y[i] != 0.0f) {
+      ++nonzeros;
+      if (y[i] != x[i]) {
+        if (bad_values++ < 5) std::printf("mismatch at flat %zu: decoded %g, input %g\n", i, y[i], x[i]);
+      }
+    }
+  // Every maximum of the deepest pooling reappears at its origin: follow i2 then i1.
+  const int64_t planes = x_shape[0] * x_shape[1];
+  const int64_t x_plane = x_shape[2] * x_shape[3], p1_plane = p1_shape[2] * p1_shape[3],
+                p2_plane = p2_shape[2] * p2_shape[3];
+  int64_t lost = 0;
+  for (int64_t c = 0; c < planes; ++c)
+    for (int64_t m = 0; m < p2_plane; ++m) {
+      const int64_t j = i2[c * p2_plane + m];       // position in the pool1 output plane
+      const int64_t pos = i1[c * p1_plane + j];     // position in the input plane
+      const float want = v2[c * p2_plane + m];
+      if (want != x[c * x_plane + pos] || y[c * x_plane + pos] != want) {
+        if (lost++ < 5)
+          std::printf("max %g of plane %lld cell %lld did not survive (decoded %g)\n", want,
+                      static_cast<long long>(c), static_cast<long long>(m), y[c * x_plane + pos]);
+      }
+    }
+  const int64_t expected_nonzeros = planes * p2_plane;
+  std::printf("decoded non-zeros: %lld (expected %lld), value mismatches: %lld, lost maxima: %lld\n",
+              static_cast<long long>(nonzeros), static_cast<long long>(expected_nonzeros),
+              static_cast<long long>(bad_values), static_cast<long long>(lost));
+  if (nonzeros != expected_nonzeros || bad_values || lost) ++failures;
+
+  if (failures) {
+    std::printf("segnet round trip: FAILED\n");
+    return 1;
+  }
+  std::printf("segnet round trip: OK\n");
+  return 0;
+}
