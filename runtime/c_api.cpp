@@ -82,7 +82,24 @@ int32_t guarded(char* message, size_t size, F body) {
   }
 }
 
-Status null_options() { return Status(Code::invalid_argument, "options: null"); }
+// Checks shared by every entry point.
+Status check_call(int32_t nd, const void* options) {
+  if (!nd_ok(nd)) return bad_nd(nd);
+  if (!options) return Status(Code::invalid_argument, "options: null");
+  return {};
+}
+
+// The *_output_shape entry points: checks the arrays, runs `compute`, copies the shape out.
+template <typename F>
+Status shape_query(int32_t rank, const int64_t* input_shape, int64_t* out_shape, F compute) {
+  if (!input_shape || !out_shape || rank < 0 || rank > 5) {
+    return Status(Code::invalid_argument, "input_shape: expected 2 to 5 entries and a result");
+  }
+  Ints out;
+  POOLGEN_RETURN_IF_ERROR(compute(list(input_shape, rank), &out));
+  std::copy(out.begin(), out.end(), out_shape);
+  return {};
+}
 
 }  // namespace
 
@@ -92,15 +109,10 @@ int32_t poolgen_max_pool_output_shape(int32_t nd, int32_t rank, const int64_t* i
                                       const poolgen_pool_options* options, int64_t* out_shape,
                                       char* message, size_t message_size) {
   return guarded(message, message_size, [&]() -> Status {
-    if (!nd_ok(nd)) return bad_nd(nd);
-    if (!options) return null_options();
-    if (!input_shape || !out_shape || rank < 0 || rank > 5) {
-      return Status(Code::invalid_argument, "input_shape: expected 2 to 5 entries and a result");
-    }
-    Ints out;
-    Status s = max_pool_output_shape(nd, list(input_shape, rank), pool_options(nd, *options), &out);
-    if (s.ok()) std::copy(out.begin(), out.end(), out_shape);
-    return s;
+    POOLGEN_RETURN_IF_ERROR(check_call(nd, options));
+    return shape_query(rank, input_shape, out_shape, [&](const Ints& in, Ints* out) {
+      return max_pool_output_shape(nd, in, pool_options(nd, *options), out);
+    });
   });
 }
 
@@ -108,8 +120,7 @@ int32_t poolgen_max_pool(int32_t nd, const poolgen_tensor* input, const poolgen_
                          const poolgen_tensor* indices, const poolgen_pool_options* options,
                          char* message, size_t message_size) {
   return guarded(message, message_size, [&]() -> Status {
-    if (!nd_ok(nd)) return bad_nd(nd);
-    if (!options) return null_options();
+    POOLGEN_RETURN_IF_ERROR(check_call(nd, options));
     TensorView in, v, i;
     POOLGEN_RETURN_IF_ERROR(tensor("input", input, &in));
     POOLGEN_RETURN_IF_ERROR(tensor("values", values, &v));
@@ -122,17 +133,12 @@ int32_t poolgen_max_unpool_output_shape(int32_t nd, int32_t rank, const int64_t*
                                         const poolgen_unpool_options* options,
                                         int64_t* out_shape, char* message, size_t message_size) {
   return guarded(message, message_size, [&]() -> Status {
-    if (!nd_ok(nd)) return bad_nd(nd);
-    if (!options) return null_options();
-    if (!input_shape || !out_shape || rank < 0 || rank > 5) {
-      return Status(Code::invalid_argument, "input_shape: expected 2 to 5 entries and a result");
-    }
+    POOLGEN_RETURN_IF_ERROR(check_call(nd, options));
     UnpoolOptions u;
     POOLGEN_RETURN_IF_ERROR(unpool_options(nd, *options, &u));
-    Ints out;
-    Status s = max_unpool_output_shape(nd, list(input_shape, rank), u, &out);
-    if (s.ok()) std::copy(out.begin(), out.end(), out_shape);
-    return s;
+    return shape_query(rank, input_shape, out_shape, [&](const Ints& in, Ints* out) {
+      return max_unpool_output_shape(nd, in, u, out);
+    });
   });
 }
 
@@ -141,8 +147,7 @@ int32_t poolgen_max_unpool(int32_t nd, const poolgen_tensor* values,
                            const poolgen_unpool_options* options, char* message,
                            size_t message_size) {
   return guarded(message, message_size, [&]() -> Status {
-    if (!nd_ok(nd)) return bad_nd(nd);
-    if (!options) return null_options();
+    POOLGEN_RETURN_IF_ERROR(check_call(nd, options));
     UnpoolOptions u;
     POOLGEN_RETURN_IF_ERROR(unpool_options(nd, *options, &u));
     TensorView v, i, o;

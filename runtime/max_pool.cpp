@@ -39,10 +39,7 @@ Status max_pool(int nd, const TensorView& input, const TensorView& values,
   Window window;
   Ints output_shape;
   POOLGEN_RETURN_IF_ERROR(plan(nd, input.shape, options, &window, &output_shape));
-  if (input.dtype != DType::f32) {
-    return fail(Code::unsupported, "input: dtype ", dtype_name(input.dtype),
-                " is not supported by this build (expected f32)");
-  }
+  POOLGEN_RETURN_IF_ERROR(check_value_dtype("input", input.dtype));
   View in, out_values, out_indices;
   POOLGEN_RETURN_IF_ERROR(check_view("input", input, input.dtype, input.shape, nd, &in));
   POOLGEN_RETURN_IF_ERROR(

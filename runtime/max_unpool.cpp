@@ -84,10 +84,7 @@ Status max_unpool(int nd, const TensorView& values, const TensorView& indices,
   Window window;
   Ints output_shape;
   POOLGEN_RETURN_IF_ERROR(plan(nd, values.shape, options, &window, &output_shape));
-  if (values.dtype != DType::f32) {
-    return fail(Code::unsupported, "values: dtype ", dtype_name(values.dtype),
-                " is not supported by this build (expected f32)");
-  }
+  POOLGEN_RETURN_IF_ERROR(check_value_dtype("values", values.dtype));
   View v, i, o;
   POOLGEN_RETURN_IF_ERROR(check_view("values", values, values.dtype, values.shape, nd, &v));
   POOLGEN_RETURN_IF_ERROR(check_view("indices", indices, DType::i64, values.shape, nd, &i));

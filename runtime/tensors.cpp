@@ -46,6 +46,14 @@ bool View::dense_planes() const {
   return true;
 }
 
+Status check_value_dtype(const char* argument, DType dtype) {
+  if (dtype != DType::f32) {
+    return fail(Code::unsupported, argument, ": dtype ", dtype_name(dtype),
+                " is not supported by this build (expected f32)");
+  }
+  return {};
+}
+
 Status check_view(const char* argument, const TensorView& view, DType dtype, const Ints& shape,
                   int nd, View* out) {
   if (view.device != Device::cpu) {

@@ -24,6 +24,9 @@ struct View {
   bool dense_planes() const;
 };
 
+// The value types this build has kernels for (f32).
+Status check_value_dtype(const char* argument, DType dtype);
+
 // Checks `view` has `dtype` and `shape` and sits on the CPU with usable strides; `nd` spatial
 // dimensions decide where a missing batch dimension goes.
 Status check_view(const char* argument, const TensorView& view, DType dtype, const Ints& shape,
