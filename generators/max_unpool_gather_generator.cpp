@@ -91,7 +91,8 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
     (*output_)(tensor_args(x, c_, n_)) = result;
 
     schedule_knobs.apply(
-        GatherStages{*output_, marked_, row_min_, row_checked_, out_vars, cell_vars, along, c_, n_},
+        GatherStages{*output_, marked_, row_min_, row_checked_, claimed, value, out_vars, cell_vars,
+                     along, c_, n_},
         get_target());
   }
 
