@@ -1,6 +1,7 @@
 // Golden cases as a GoogleTest parameter list (shared by reference_test and golden_test).
 #pragma once
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ inline std::vector<Case> cases_for_gtest() {
     return {c};
   }
 }
+
+// GoogleTest prints a parameter when it lists tests; the case's name says it all.
+inline void PrintTo(const Case& c, std::ostream* out) { *out << c.file << ":" << c.name; }
 
 inline std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   std::string n = info.param.name;
