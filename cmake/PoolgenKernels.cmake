@@ -13,6 +13,9 @@ set(POOLGEN_CPU_TARGETS
 # NaN-aware comparisons exactly as written.
 set(POOLGEN_KERNEL_FEATURES user_context strict_float)
 
+# Per-kernel schedule knob values (POOLGEN_KNOBS_<kernel>), kept with the schedules.
+include(${PROJECT_SOURCE_DIR}/schedules/cpu_knobs.cmake)
+
 add_halide_runtime(poolgen_halide_runtime TARGETS ${POOLGEN_CPU_TARGETS})
 
 set(POOLGEN_KERNEL_LIBRARIES "")
@@ -28,7 +31,7 @@ function(poolgen_kernel name op nd k s p)
     TARGETS ${POOLGEN_CPU_TARGETS}
     FEATURES ${POOLGEN_KERNEL_FEATURES}
     USE_RUNTIME poolgen_halide_runtime
-    PARAMS ${ARG_PARAMS})
+    PARAMS ${ARG_PARAMS} ${POOLGEN_KNOBS_${name}})
   set(POOLGEN_KERNEL_LIBRARIES ${POOLGEN_KERNEL_LIBRARIES} ${name} PARENT_SCOPE)
   string(APPEND POOLGEN_KERNEL_TABLE "POOLGEN_KERNEL(${op}, ${nd}, ${k}, ${s}, ${p}, ${name})\n")
   set(POOLGEN_KERNEL_TABLE "${POOLGEN_KERNEL_TABLE}" PARENT_SCOPE)
