@@ -131,22 +131,23 @@ void random_pool_config(Rng& rng, int nd, int fast, Ints* shape, PoolOptions* o)
   }
 }
 
-bool is_fast_kernel(int nd, const Ints& shape, const PoolOptions& o) {
+// True when the automatic path picks another kernel than the general one.
+template <typename Options>
+bool is_fast_kernel(Status (*kernel_name)(int, const Ints&, const Options&, std::string*), int nd,
+                    const Ints& shape, Options o) {
   std::string automatic, general;
-  PoolOptions a = o, g = o;
-  a.path = Path::automatic;
-  g.path = Path::general;
-  return max_pool_kernel_name(nd, shape, a, &automatic).ok() &&
-         max_pool_kernel_name(nd, shape, g, &general).ok() && automatic != general;
+  o.path = Path::automatic;
+  if (!kernel_name(nd, shape, o, &automatic).ok()) return false;
+  o.path = Path::general;
+  return kernel_name(nd, shape, o, &general).ok() && automatic != general;
+}
+
+bool is_fast_kernel(int nd, const Ints& shape, const PoolOptions& o) {
+  return is_fast_kernel(max_pool_kernel_name, nd, shape, o);
 }
 
 bool is_fast_kernel(int nd, const Ints& shape, const UnpoolOptions& o) {
-  std::string automatic, general;
-  UnpoolOptions a = o, g = o;
-  a.path = Path::automatic;
-  g.path = Path::general;
-  return max_unpool_kernel_name(nd, shape, a, &automatic).ok() &&
-         max_unpool_kernel_name(nd, shape, g, &general).ok() && automatic != general;
+  return is_fast_kernel(max_unpool_kernel_name, nd, shape, o);
 }
 
 class DifferentialPool : public ::testing::TestWithParam<int> {};

@@ -46,9 +46,12 @@ inline std::string float_str(float f) {
   return os.str();
 }
 
-// Compares float arrays element by element; reports the first few mismatches.
-inline ::testing::AssertionResult same_floats(const std::vector<float>& expected,
-                                              const std::vector<float>& actual) {
+// Compares arrays element by element with `equal`; reports the first few mismatches, each
+// element shown by `show`, under the name `what`.
+template <typename T, typename Equal, typename Show>
+::testing::AssertionResult same_elements(const std::vector<T>& expected,
+                                         const std::vector<T>& actual, const char* what,
+                                         Equal equal, Show show) {
   if (expected.size() != actual.size()) {
     return ::testing::AssertionFailure()
            << "size " << actual.size() << ", expected " << expected.size();
@@ -56,36 +59,29 @@ inline ::testing::AssertionResult same_floats(const std::vector<float>& expected
   std::ostringstream os;
   int bad = 0;
   for (size_t i = 0; i < expected.size(); ++i) {
-    if (!same_float(expected[i], actual[i])) {
+    if (!equal(expected[i], actual[i])) {
       if (bad < 8) {
-        os << "\n  [" << i << "] got " << float_str(actual[i]) << ", expected "
-           << float_str(expected[i]);
+        os << "\n  [" << i << "] got " << show(actual[i]) << ", expected " << show(expected[i]);
       }
       ++bad;
     }
   }
   if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << bad << " of " << expected.size()
-                                       << " values differ:" << os.str();
+  return ::testing::AssertionFailure() << bad << " of " << expected.size() << " " << what
+                                       << " differ:" << os.str();
+}
+
+// Floats compare by bit pattern, any NaN equal to any NaN.
+inline ::testing::AssertionResult same_floats(const std::vector<float>& expected,
+                                              const std::vector<float>& actual) {
+  return same_elements(expected, actual, "values", same_float, float_str);
 }
 
 inline ::testing::AssertionResult same_ints(const std::vector<int64_t>& expected,
                                             const std::vector<int64_t>& actual) {
-  if (expected.size() != actual.size()) {
-    return ::testing::AssertionFailure()
-           << "size " << actual.size() << ", expected " << expected.size();
-  }
-  std::ostringstream os;
-  int bad = 0;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    if (expected[i] != actual[i]) {
-      if (bad < 8) os << "\n  [" << i << "] got " << actual[i] << ", expected " << expected[i];
-      ++bad;
-    }
-  }
-  if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << bad << " of " << expected.size()
-                                       << " indices differ:" << os.str();
+  return same_elements(
+      expected, actual, "indices", [](int64_t a, int64_t b) { return a == b; },
+      [](int64_t v) { return v; });
 }
 
 inline int64_t numel(const Ints& shape) {
