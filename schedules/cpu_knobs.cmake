@@ -3,7 +3,6 @@
 # (schedules/cpu_schedules.h). Values apply to every CPU variant of the kernel.
 #
 # Staging input rows pays where windows overlap or are padded; for kernel 2 stride 2 in 1-D and
-# 3-D it only adds a pass (1-D on 8x64x65536: 48 -> 33 ms on one thread). 3-D rows are short
-# (32 outputs): bigger blocks cut per-task overhead (2x16x32x64x64: 2.3 -> 1.6 ms on two threads).
+# 3-D it only adds a pass (1-D on 8x64x65536: 48 -> 33 ms on one thread).
 set(POOLGEN_KNOBS_max_pool1d stage_rows=false)
-set(POOLGEN_KNOBS_max_pool3d_k2s2p0 stage_rows=false rows_per_task=32)
+set(POOLGEN_KNOBS_max_pool3d_k2s2p0 stage_rows=false)

@@ -10,25 +10,27 @@ int vector_lanes(int knob, const Func& f, const Target& target) {
   return knob > 0 ? knob : target.natural_vector_size(f.types()[0]);
 }
 
-// Runs blocks of rows in parallel: the second dimension (or the channel, in 1-D) is split into
-// blocks of rows_per_task rows, and the blocks of every plane form one parallel loop. Inside a
-// block, rows are plain loops, so per-row buffers keep a constant size. Returns the parallel
-// variable.
+// Runs blocks of rows in parallel: the outermost spatial dimension (the channel, in 1-D) is split
+// into blocks of rows_per_task, and the blocks of every plane form one parallel loop. Inside a
+// block the spatial dimensions stay plain loops, so boundary conditions on them are partitioned
+// away and per-row buffers keep a constant size. The block's row loop is named `row`. Returns
+// the parallel variable.
 Var parallel_rows(Stage stage, const std::vector<Var>& spatial, const Var& c, const Var& n,
-                   int rows_per_task) {
-  std::vector<Var> outer(spatial.begin() + 1, spatial.end());
-  outer.push_back(c);
-  outer.push_back(n);
+                  int rows_per_task) {
+  const Var outermost = spatial.size() > 1 ? spatial.back() : c;
   Var block("block"), row("row");
-  stage.split(outer[0], block, row, rows_per_task, TailStrategy::GuardWithIf);
-  outer[0] = block;
-  for (size_t i = 1; i < outer.size(); ++i) {
-    Var fused(outer[0].name() + "_" + outer[i].name());
-    stage.fuse(outer[0], outer[i], fused);
-    outer[0] = fused;
+  stage.split(outermost, block, row, rows_per_task, TailStrategy::GuardWithIf);
+  std::vector<Var> fused_dims{block};
+  if (spatial.size() > 1) fused_dims.push_back(c);
+  fused_dims.push_back(n);
+  Var fused = block;
+  for (size_t i = 1; i < fused_dims.size(); ++i) {
+    Var next(fused.name() + "_" + fused_dims[i].name());
+    stage.fuse(fused, fused_dims[i], next);
+    fused = next;
   }
-  stage.parallel(outer[0]);
-  return outer[0];
+  stage.parallel(fused);
+  return fused;
 }
 
 // Vectorizes the innermost dimension of `f` by the widest of lanes, lanes/2, ... that the

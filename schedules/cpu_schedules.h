@@ -24,8 +24,9 @@ struct PoolStages {
 struct CpuPoolSchedule {
   // Output columns per vector; 0 takes the target's natural width for the value type.
   Halide::GeneratorParam<int> vector_width{"vector_width", 0};
-  // Output rows (across planes) handed to one thread at a time.
-  Halide::GeneratorParam<int> rows_per_task{"rows_per_task", 8};
+  // Output rows (of the outermost spatial dimension; channels in 1-D) handed to one thread at a
+  // time. Halide's thread pool costs microseconds per task, so tasks must be large.
+  Halide::GeneratorParam<int> rows_per_task{"rows_per_task", 64};
   // Copy the input rows a block needs into a padded scratch buffer (bounds handled once per
   // row, not once per tap), or read the input through the boundary condition directly.
   Halide::GeneratorParam<bool> stage_rows{"stage_rows", true};
