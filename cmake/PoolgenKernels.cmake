@@ -39,7 +39,7 @@ endfunction()
 
 # The gather formulation of unpooling (generators/max_unpool_gather_generator.cpp) is correct
 # and tested, but on x86 it measured slower than the scatter (bench/, 2-D k2s2p0 on 8x64x112x112:
-# 3.4 vs 2.7 ms on one thread, 2.0 vs 1.4 ms on two), so the default build leaves it out; with
+# 2.9 vs 2.5 ms on one thread, 1.8 vs 1.3 ms on two), so the default build leaves it out; with
 # it on, the dispatcher takes it whenever the window matches.
 option(POOLGEN_UNPOOL_GATHER "Build the gather unpooling kernels and prefer them" OFF)
 
