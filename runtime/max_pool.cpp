@@ -46,6 +46,8 @@ Status max_pool(int nd, const TensorView& input, const TensorView& values,
       check_view("values", values, input.dtype, output_shape, nd, &out_values));
   POOLGEN_RETURN_IF_ERROR(
       check_view("indices", indices, DType::i64, output_shape, nd, &out_indices));
+  POOLGEN_RETURN_IF_ERROR(check_no_overlap("values", out_values));
+  POOLGEN_RETURN_IF_ERROR(check_no_overlap("indices", out_indices));
   if (out_values.elements() == 0) return {};
   POOLGEN_RETURN_IF_ERROR(check_plane("input", in));
 

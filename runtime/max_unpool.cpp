@@ -89,6 +89,7 @@ Status max_unpool(int nd, const TensorView& values, const TensorView& indices,
   POOLGEN_RETURN_IF_ERROR(check_view("values", values, values.dtype, values.shape, nd, &v));
   POOLGEN_RETURN_IF_ERROR(check_view("indices", indices, DType::i64, values.shape, nd, &i));
   POOLGEN_RETURN_IF_ERROR(check_view("output", output, values.dtype, output_shape, nd, &o));
+  POOLGEN_RETURN_IF_ERROR(check_no_overlap("output", o));
   if (o.elements() == 0) return {};
   POOLGEN_RETURN_IF_ERROR(check_plane("output", o));
 

@@ -2,8 +2,11 @@
 
 #include "shapes.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
+#include <utility>
+#include <vector>
 
 namespace poolgen::detail {
 
@@ -27,6 +30,26 @@ int64_t View::plane() const {
   int64_t count = 1;
   for (int i = 2; i < rank; ++i) count *= shape[i];
   return count;
+}
+
+Status check_no_overlap(const char* argument, const View& view) {
+  // Sorted by stride, each dimension must step over everything the finer ones cover.
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, extent)
+  for (int i = 0; i < view.rank; ++i) {
+    if (view.shape[i] > 1) dims.emplace_back(view.strides[i], view.shape[i]);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t covered = 1;
+  for (const auto& [stride, extent] : dims) {
+    if (stride < covered) {
+      return fail(Code::invalid_argument, argument, ": expected strides that keep elements apart",
+                  ", got stride ", stride, " where ", covered, " or more is needed (shape ",
+                  format_shape(Ints(view.shape, view.shape + view.rank)), ", strides ",
+                  format_shape(Ints(view.strides, view.strides + view.rank)), ")");
+    }
+    covered = stride * extent;
+  }
+  return {};
 }
 
 Status check_plane(const char* argument, const View& view) {

@@ -32,6 +32,9 @@ Status check_value_dtype(const char* argument, DType dtype);
 Status check_view(const char* argument, const TensorView& view, DType dtype, const Ints& shape,
                   int nd, View* out);
 
+// An output must not reach one element through two positions (a zero or overlapping stride).
+Status check_no_overlap(const char* argument, const View& view);
+
 // Kernels address a plane with 32-bit offsets: larger planes are refused.
 Status check_plane(const char* argument, const View& view);
 

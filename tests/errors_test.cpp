@@ -290,6 +290,33 @@ TEST(PoolErrors, Strides) {
   }
 }
 
+// Outputs whose strides reach one element twice are refused: the result would be garbage.
+TEST(PoolErrors, OverlappingOutputs) {
+  {
+    PoolCall c;
+    c.values.strides = {18, 9, 0, 1};  // every output row on the first one
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"values", "stride 0"}));
+  }
+  {
+    PoolCall c;
+    c.indices.strides = {18, 9, 3, 2};  // rows of 3 elements 2 apart, only 3 apart
+    EXPECT_TRUE(IsError(c.run(), Code::unsupported, {"indices", "innermost stride"}));
+    c.indices.strides = {9, 2, 3, 1};  // channels 2 apart, but a plane spans 9
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"indices", "stride 2", "9"}));
+  }
+  {
+    UnpoolOptions u;
+    u.kernel_size = {2};
+    std::vector<float> vals(4, 1.0f), out(16, 0.0f);
+    std::vector<int64_t> idx{0, 2, 8, 10};
+    TensorView output = contiguous(out.data(), {1, 1, 4, 4});
+    output.strides = {16, 16, 2, 1};  // rows overlap their neighbours
+    EXPECT_TRUE(IsError(max_unpool(2, contiguous(vals.data(), {1, 1, 2, 2}),
+                                   contiguous(idx.data(), {1, 1, 2, 2}), output, u),
+                        Code::invalid_argument, {"output", "stride 2", "4"}));
+  }
+}
+
 // Planes of 2^31 or more elements are refused before any kernel runs (nothing is read, so
 // one-element buffers stand in for the data).
 TEST(PoolErrors, PlaneTooLarge) {

@@ -43,7 +43,8 @@ struct TensorView {
   void* data = nullptr;
   DType dtype = DType::f32;
   Ints shape;    // PyTorch order
-  Ints strides;  // in elements, PyTorch order; empty means contiguous (row-major)
+  Ints strides;  // in elements, PyTorch order; empty means contiguous (row-major). The innermost
+                 // stride must be 1, and outputs may not reach an element twice.
   Device device = Device::cpu;
 };
 
