@@ -90,8 +90,11 @@ class MaxPool : public Generator<MaxPool> {
     (*result_)(at) = Tuple(scan(at)[1], index);
 
     const bool fixed = fixed_kernel > 0;
+    Expr unit_dilation = Internal::const_true();
+    for (int i = 0; i < nd; ++i) unit_dilation = unit_dilation && window[i].dilation == 1;
     schedule_knobs.apply(PoolStages{*result_, scan, padded, out_vars, c_, n_, r, fixed,
-                                    fixed ? Expr() : window[0].stride},
+                                    fixed ? Expr() : window[0].stride,
+                                    fixed ? Expr() : unit_dilation},
                          get_target());
   }
 

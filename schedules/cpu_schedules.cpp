@@ -57,9 +57,13 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   const int lanes = vector_lanes(vector_width, result, target);
   Var block = parallel_rows(result, s.x, s.c, s.n, rows_per_task);
   Var xo("xo");
-  // A runtime column stride makes every tap a gather; strides 1 and 2 get dense loads.
+  // With runtime windows, a column stride makes every tap a gather (strides 1 and 2 get dense
+  // loads), and the first in-bounds tap divides by the dilation (dilation 1 needs no division).
   std::vector<Expr> stride_cases;
-  if (s.column_stride.defined()) stride_cases = {s.column_stride == 1, s.column_stride == 2};
+  if (s.column_stride.defined()) {
+    stride_cases = {s.unit_dilation && s.column_stride == 1,
+                    s.unit_dilation && s.column_stride == 2, s.unit_dilation};
+  }
   vectorize_columns(result, s.x[0], result.output_buffers()[0].dim(0).extent(), lanes, xo,
                     stride_cases);
 

@@ -19,6 +19,7 @@ struct PoolStages {
   Halide::RDom r;
   bool window_fixed;            // kernel extents are compile-time constants
   Halide::Expr column_stride;  // the innermost stride when it is a runtime input
+  Halide::Expr unit_dilation;  // every dilation is 1, when dilations are runtime inputs
 };
 
 struct CpuPoolSchedule {
