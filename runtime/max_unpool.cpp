@@ -3,7 +3,6 @@
 #include "shapes.hpp"
 #include "tensors.hpp"
 
-
 namespace poolgen {
 
 using namespace detail;
