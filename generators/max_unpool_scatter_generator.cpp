@@ -1,6 +1,8 @@
-// Max unpooling, general path: zero every output plane, then scatter each value to the slot its
+// Max unpooling, general path: zero the output planes, then scatter each value to the slot its
 // index names, in input order, so the latest duplicate wins. Planes are flat here (the runtime
-// hands dense planes over), which makes the index the store address with no decoding.
+// hands dense planes over), which makes the index the store address with no decoding. The
+// runtime runs it on cache-sized groups of planes, one group per task, so the scatter finds its
+// freshly zeroed planes in cache.
 #include "Halide.h"
 #include "window.h"
 #include "cpu_schedules.h"
@@ -24,9 +26,8 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
   }
 
   void generate() {
-    // Planes are built in `unpooled`, then stored, so a schedule can keep each one in cache.
-    Func unpooled("unpooled");
-    unpooled(p_, c_, n_) = cast(value_type, 0);
+    Func out = *output_;
+    out(p_, c_, n_) = cast(value_type, 0);
 
     RDom r(0, values_->dim(0).extent(), "element");
     Expr index = (*indices_)(r, c_, n_);
@@ -34,12 +35,10 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
     // An invalid index stops the kernel with an error; the clamp keeps even that store inside
     // the plane, so nothing outside the output is ever written.
     Expr slot = cast<int32_t>(clamp(index, 0, plane - 1));
-    unpooled(slot, c_, n_) = require(index >= 0 && index < plane, (*values_)(r, c_, n_),
+    out(slot, c_, n_) = require(index >= 0 && index < plane, (*values_)(r, c_, n_),
                                 "max_unpool: index", index, "outside plane of", plane);
 
-    (*output_)(p_, c_, n_) = unpooled(p_, c_, n_);
-
-    schedule_knobs.apply(ScatterStages{*output_, unpooled, p_, c_, n_}, get_target());
+    schedule_knobs.apply(ScatterStages{out, p_, c_, n_}, get_target());
   }
 
  private:

@@ -3,6 +3,11 @@
 #include "shapes.hpp"
 #include "tensors.hpp"
 
+#include <HalideRuntime.h>
+
+#include <algorithm>
+#include <thread>
+
 namespace poolgen {
 
 using namespace detail;
@@ -31,6 +36,52 @@ Status invalid_index_error(const View& indices, int64_t plane) {
   return status;
 }
 
+// Planes per scatter call: a group's output stays in cache between the kernel's zero and
+// scatter passes, and there are enough groups to keep every core busy.
+int64_t planes_per_group(const View& o) {
+  constexpr int64_t kGroupBytes = 1 << 20;
+  const int64_t planes = o.shape[0] * o.shape[1];
+  const int64_t plane_bytes = o.plane() * static_cast<int64_t>(dtype_size(o.dtype));
+  const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t for_cores = (planes + 4 * cores - 1) / (4 * cores);
+  return std::max<int64_t>(1, std::min(kGroupBytes / plane_bytes, for_cores));
+}
+
+// One Halide task per group of planes: the scatter kernel runs on planes
+// [task * planes, (task + 1) * planes) of the (N, C) planes, in one thread.
+struct ScatterGroups {
+  const Kernel* kernel;
+  View values, indices, output;
+  int64_t planes = 1;
+
+  // Planes [first, first + count) of `v` (never crossing a batch), as a flat-plane buffer.
+  static View part(const View& v, int64_t first, int64_t count) {
+    View p = v;
+    const int64_t n = first / v.shape[1], c = first % v.shape[1];
+    p.data = static_cast<char*>(v.data) +
+             (n * v.strides[0] + c * v.strides[1]) * static_cast<int64_t>(dtype_size(v.dtype));
+    p.shape[0] = 1;
+    p.shape[1] = std::min(count, v.shape[1] - c);
+    return p;
+  }
+
+  static int run(void*, int task, uint8_t* closure) {
+    const auto& g = *reinterpret_cast<const ScatterGroups*>(closure);
+    const int64_t end = std::min((task + 1) * g.planes, g.output.shape[0] * g.output.shape[1]);
+    for (int64_t first = task * g.planes; first < end;) {
+      const View v = part(g.values, first, end - first), i = part(g.indices, first, end - first),
+                 o = part(g.output, first, end - first);
+      HalideView values_buffer(v, true), indices_buffer(i, true), output_buffer(o, true);
+      std::vector<void*> args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
+                              &output_buffer.buffer};
+      std::string error;
+      if (const int result = run_kernel(*g.kernel, args, &error)) return result;
+      first += o.shape[1];
+    }
+    return 0;
+  }
+};
+
 // Runs the scatter kernel over dense planes, packing strided views into scratch copies first.
 Status scatter(const View& values, const View& indices, const View& output) {
   // Scratch copies, used only for views whose planes are not packed.
@@ -47,14 +98,15 @@ Status scatter(const View& values, const View& indices, const View& output) {
   };
   const View v = packed(values, &values_copy, true), i = packed(indices, &indices_copy, true),
              o = packed(output, &output_copy, false);
-  HalideView values_buffer(v, true), indices_buffer(i, true), output_buffer(o, true);
-  std::vector<void*> args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
-                          &output_buffer.buffer};
-  std::string error;
   const Kernel* kernel = find_kernel(Op::unpool_scatter, values.rank - 2, Window{}, Path::general);
-  if (run_kernel(*kernel, args, &error) != 0) {
+  ScatterGroups groups{kernel, v, i, o};
+  groups.planes = planes_per_group(o);
+  const int64_t planes = o.shape[0] * o.shape[1];
+  const int tasks = static_cast<int>((planes + groups.planes - 1) / groups.planes);
+  if (halide_do_par_for(nullptr, ScatterGroups::run, 0, tasks,
+                        reinterpret_cast<uint8_t*>(&groups)) != 0) {
     Status invalid = invalid_index_error(indices, output.plane());
-    return invalid.ok() ? fail(Code::internal, kernel->name, " failed: ", error) : invalid;
+    return invalid.ok() ? fail(Code::internal, kernel->name, " failed") : invalid;
   }
   if (o.data != output.data) unpack(o.data, output);
   return {};

@@ -85,17 +85,9 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
 }
 
 void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) const {
-  Func out = s.out, unpooled = s.unpooled;
-  const int lanes = vector_lanes(vector_width, out, target);
-  Var plane("plane"), block("block");
-  // Zero a plane, scatter into it while it is in cache, store it; planes run in parallel and the
-  // scatter inside a plane keeps input order, so the latest duplicate wins on any thread count.
-  out.fuse(s.c, s.n, plane)
-      .split(plane, block, plane, planes_per_task, TailStrategy::GuardWithIf)
-      .parallel(block)
-      .vectorize(s.p, lanes, TailStrategy::GuardWithIf);
-  unpooled.compute_at(out, plane).vectorize(s.p, lanes, TailStrategy::GuardWithIf);
-  unpooled.update().unscheduled();  // serial by design: input order decides duplicates
+  // Inside a plane the scatter keeps input order: the latest duplicate wins.
+  Func out = s.out;
+  out.vectorize(s.p, vector_lanes(vector_width, out, target), TailStrategy::GuardWithIf);
 }
 
 void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const {

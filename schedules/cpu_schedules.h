@@ -35,17 +35,16 @@ struct CpuPoolSchedule {
   void apply(const PoolStages& s, const Halide::Target& target) const;
 };
 
-// Stages of max_unpool_scatter: unpooled(p, c, n) zeroed, then one update scattering into each
-// plane; out(p, c, n) stores it.
+// Stages of max_unpool_scatter: out(p, c, n) zeroed, then one update scattering into each plane.
 struct ScatterStages {
-  Halide::Func out, unpooled;
+  Halide::Func out;
   Halide::Var p, c, n;
 };
 
+// The scatter runs on one group of planes per call, in one thread (the runtime spreads groups
+// over Halide's thread pool), so both stages stay serial and the zeroing is vectorized.
 struct CpuScatterSchedule {
   Halide::GeneratorParam<int> vector_width{"vector_width", 0};
-  // Planes handed to one thread at a time.
-  Halide::GeneratorParam<int> planes_per_task{"planes_per_task", 1};
 
   void apply(const ScatterStages& s, const Halide::Target& target) const;
 };
