@@ -6,6 +6,8 @@
 #include <HalideRuntime.h>
 
 #include <algorithm>
+#include <mutex>
+#include <string>
 #include <thread>
 
 namespace poolgen {
@@ -52,7 +54,9 @@ int64_t planes_per_group(const View& o) {
 struct ScatterGroups {
   const Kernel* kernel;
   View values, indices, output;
-  int64_t planes = 1;
+  int64_t planes;
+  std::mutex mutex;
+  std::string error;  // the first kernel error message, if any
 
   // Planes [first, first + count) of `v` (never crossing a batch), as a flat-plane buffer.
   static View part(const View& v, int64_t first, int64_t count) {
@@ -66,7 +70,7 @@ struct ScatterGroups {
   }
 
   static int run(void*, int task, uint8_t* closure) {
-    const auto& g = *reinterpret_cast<const ScatterGroups*>(closure);
+    auto& g = *reinterpret_cast<ScatterGroups*>(closure);
     const int64_t end = std::min((task + 1) * g.planes, g.output.shape[0] * g.output.shape[1]);
     for (int64_t first = task * g.planes; first < end;) {
       const View v = part(g.values, first, end - first), i = part(g.indices, first, end - first),
@@ -75,7 +79,11 @@ struct ScatterGroups {
       std::vector<void*> args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
                               &output_buffer.buffer};
       std::string error;
-      if (const int result = run_kernel(*g.kernel, args, &error)) return result;
+      if (const int result = run_kernel(*g.kernel, args, &error)) {
+        std::lock_guard<std::mutex> lock(g.mutex);
+        if (g.error.empty()) g.error = error;
+        return result;
+      }
       first += o.shape[1];
     }
     return 0;
@@ -99,14 +107,13 @@ Status scatter(const View& values, const View& indices, const View& output) {
   const View v = packed(values, &values_copy, true), i = packed(indices, &indices_copy, true),
              o = packed(output, &output_copy, false);
   const Kernel* kernel = find_kernel(Op::unpool_scatter, values.rank - 2, Window{}, Path::general);
-  ScatterGroups groups{kernel, v, i, o};
-  groups.planes = planes_per_group(o);
+  ScatterGroups groups{kernel, v, i, o, planes_per_group(o), {}, {}};
   const int64_t planes = o.shape[0] * o.shape[1];
   const int tasks = static_cast<int>((planes + groups.planes - 1) / groups.planes);
   if (halide_do_par_for(nullptr, ScatterGroups::run, 0, tasks,
                         reinterpret_cast<uint8_t*>(&groups)) != 0) {
     Status invalid = invalid_index_error(indices, output.plane());
-    return invalid.ok() ? fail(Code::internal, kernel->name, " failed") : invalid;
+    return invalid.ok() ? fail(Code::internal, kernel->name, " failed: ", groups.error) : invalid;
   }
   if (o.data != output.data) unpack(o.data, output);
   return {};

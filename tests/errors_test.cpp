@@ -299,7 +299,7 @@ TEST(PoolErrors, OverlappingOutputs) {
   }
   {
     PoolCall c;
-    c.indices.strides = {18, 9, 3, 2};  // rows of 3 elements 2 apart, only 3 apart
+    c.indices.strides = {18, 9, 3, 2};  // a non-unit innermost stride is refused first
     EXPECT_TRUE(IsError(c.run(), Code::unsupported, {"indices", "innermost stride"}));
     c.indices.strides = {9, 2, 3, 1};  // channels 2 apart, but a plane spans 9
     EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"indices", "stride 2", "9"}));
