@@ -13,6 +13,47 @@ set(POOLGEN_CPU_TARGETS
 # NaN-aware comparisons exactly as written.
 set(POOLGEN_KERNEL_FEATURES user_context strict_float)
 
+# Which element types get kernels. Each value type costs ten pooling kernels per index type; the
+# unpooling kernels move bits, so they follow the value types' widths.
+set(POOLGEN_VALUE_TYPES "f32;f64;f16;bf16;i8;u8;i16;i32;i64"
+    CACHE STRING "Value types to compile kernels for (f32 f64 f16 bf16 i8 u8 i16 i32 i64)")
+set(POOLGEN_INDEX_TYPES "i64;i32" CACHE STRING "Index types to compile kernels for (i64 i32)")
+
+# poolgen's dtype names -> Halide type names; unpooling kernels are named by element width.
+set(POOLGEN_HALIDE_TYPE_f32 float32)
+set(POOLGEN_HALIDE_TYPE_f64 float64)
+set(POOLGEN_HALIDE_TYPE_f16 float16)
+set(POOLGEN_HALIDE_TYPE_bf16 bfloat16)
+set(POOLGEN_HALIDE_TYPE_i8 int8)
+set(POOLGEN_HALIDE_TYPE_u8 uint8)
+set(POOLGEN_HALIDE_TYPE_i16 int16)
+set(POOLGEN_HALIDE_TYPE_i32 int32)
+set(POOLGEN_HALIDE_TYPE_i64 int64)
+set(POOLGEN_WIDTH_f64 64)
+set(POOLGEN_WIDTH_i64 64)
+set(POOLGEN_WIDTH_f32 32)
+set(POOLGEN_WIDTH_i32 32)
+set(POOLGEN_WIDTH_f16 16)
+set(POOLGEN_WIDTH_bf16 16)
+set(POOLGEN_WIDTH_i16 16)
+set(POOLGEN_WIDTH_i8 8)
+set(POOLGEN_WIDTH_u8 8)
+# The dtype an unpooling kernel of each width is listed under (any dtype of the width matches).
+set(POOLGEN_WIDTH_DTYPE_8 u8)
+set(POOLGEN_WIDTH_DTYPE_16 i16)
+set(POOLGEN_WIDTH_DTYPE_32 i32)
+set(POOLGEN_WIDTH_DTYPE_64 i64)
+foreach (type IN LISTS POOLGEN_VALUE_TYPES POOLGEN_INDEX_TYPES)
+  if (NOT DEFINED POOLGEN_HALIDE_TYPE_${type})
+    message(FATAL_ERROR "POOLGEN_VALUE_TYPES / POOLGEN_INDEX_TYPES: unknown type '${type}'")
+  endif ()
+endforeach ()
+foreach (type IN LISTS POOLGEN_INDEX_TYPES)
+  if (NOT type MATCHES "^i(32|64)$")
+    message(FATAL_ERROR "POOLGEN_INDEX_TYPES: expected i64 and/or i32, got '${type}'")
+  endif ()
+endforeach ()
+
 # Per-kernel schedule knob values (POOLGEN_KNOBS_<kernel>), kept with the schedules.
 include(${PROJECT_SOURCE_DIR}/schedules/cpu_knobs.cmake)
 
@@ -21,51 +62,83 @@ add_halide_runtime(poolgen_halide_runtime TARGETS ${POOLGEN_CPU_TARGETS})
 set(POOLGEN_KERNEL_LIBRARIES "")
 set(POOLGEN_KERNEL_TABLE "")
 
-# poolgen_kernel(<name> <op> <nd> <k> <s> <p> GENERATOR <gen> [PARAMS ...])
+# poolgen_kernel(<name> <op> <nd> <k> <s> <p> <layout> <value> <index> GENERATOR <gen>
+#                [KNOBS <knob-set>] [PARAMS ...])
 #   op: pool | unpool_scatter | unpool_gather;  nd = 0: any rank;  k = 0: any window
-function(poolgen_kernel name op nd k s p)
-  cmake_parse_arguments(ARG "" "GENERATOR" "PARAMS" ${ARGN})
+#   layout: contiguous | channels_last;  value, index: poolgen dtype names
+#   KNOBS: the schedule knob values POOLGEN_KNOBS_<knob-set> (schedules/cpu_knobs.cmake)
+function(poolgen_kernel name op nd k s p layout value index)
+  cmake_parse_arguments(ARG "" "GENERATOR;KNOBS" "PARAMS" ${ARGN})
   add_halide_library(
     ${name} FROM poolgen_generators
     GENERATOR ${ARG_GENERATOR}
     TARGETS ${POOLGEN_CPU_TARGETS}
     FEATURES ${POOLGEN_KERNEL_FEATURES}
     USE_RUNTIME poolgen_halide_runtime
-    PARAMS ${ARG_PARAMS} ${POOLGEN_KNOBS_${name}})
+    PARAMS ${ARG_PARAMS} layout=${layout} value_type=${POOLGEN_HALIDE_TYPE_${value}}
+           index_type=${POOLGEN_HALIDE_TYPE_${index}} ${POOLGEN_KNOBS_${ARG_KNOBS}})
   set(POOLGEN_KERNEL_LIBRARIES ${POOLGEN_KERNEL_LIBRARIES} ${name} PARENT_SCOPE)
-  string(APPEND POOLGEN_KERNEL_TABLE "POOLGEN_KERNEL(${op}, ${nd}, ${k}, ${s}, ${p}, ${name})\n")
+  string(APPEND POOLGEN_KERNEL_TABLE
+         "POOLGEN_KERNEL(${op}, ${nd}, ${k}, ${s}, ${p}, ${layout}, ${value}, ${index}, ${name})\n")
   set(POOLGEN_KERNEL_TABLE "${POOLGEN_KERNEL_TABLE}" PARENT_SCOPE)
 endfunction()
 
 # The gather formulation of unpooling (generators/max_unpool_gather_generator.cpp) is correct
 # and tested, but on x86 it measured slower than the scatter (bench/, 2-D k2s2p0 on 8x64x112x112:
 # 2.9 vs 2.5 ms on one thread, 1.8 vs 1.3 ms on two), so the default build leaves it out; with
-# it on, the dispatcher takes it whenever the window matches.
+# it on (contiguous 32-bit values, i64 indices), the dispatcher takes it whenever it matches.
 option(POOLGEN_UNPOOL_GATHER "Build the gather unpooling kernels and prefer them" OFF)
 
 # Windows networks actually use, as fast paths: kernel 2 stride 2, and kernel 3 stride 2 pad 1.
+# They pay in the contiguous layout, where the window decides the loads; channels-last loads are
+# dense vectors of channels whatever the window, so it has the general kernels only.
 set(POOLGEN_FAST_WINDOWS "2 2 0" "3 2 1")
 
-foreach (nd 1 2 3)
-  poolgen_kernel(max_pool${nd}d pool ${nd} 0 0 0 GENERATOR max_pool PARAMS rank=${nd})
-endforeach ()
-foreach (nd 2 3)
-  foreach (window IN LISTS POOLGEN_FAST_WINDOWS)
-    separate_arguments(window)
-    list(GET window 0 k)
-    list(GET window 1 s)
-    list(GET window 2 p)
-    poolgen_kernel(max_pool${nd}d_k${k}s${s}p${p} pool ${nd} ${k} ${s} ${p}
-                   GENERATOR max_pool
-                   PARAMS rank=${nd} fixed_kernel=${k} fixed_stride=${s} fixed_padding=${p})
-    if (POOLGEN_UNPOOL_GATHER)
-      poolgen_kernel(max_unpool${nd}d_k${k}s${s}p${p} unpool_gather ${nd} ${k} ${s} ${p}
-                     GENERATOR max_unpool_gather
-                     PARAMS rank=${nd} fixed_kernel=${k} fixed_stride=${s} fixed_padding=${p})
-    endif ()
+# Kernel names: max_pool2d_k2s2p0_f32_i64, max_pool3d_cl_bf16_i32, max_unpool_scatter_cl_b16_i64.
+set(widths "")
+foreach (value IN LISTS POOLGEN_VALUE_TYPES)
+  list(APPEND widths ${POOLGEN_WIDTH_${value}})
+  foreach (index IN LISTS POOLGEN_INDEX_TYPES)
+    set(types ${value} ${index})
+    foreach (nd 1 2 3)
+      poolgen_kernel(max_pool${nd}d_${value}_${index} pool ${nd} 0 0 0 contiguous ${types}
+                     GENERATOR max_pool KNOBS max_pool${nd}d PARAMS rank=${nd})
+      poolgen_kernel(max_pool${nd}d_cl_${value}_${index} pool ${nd} 0 0 0 channels_last ${types}
+                     GENERATOR max_pool KNOBS max_pool${nd}d_cl PARAMS rank=${nd})
+      if (nd EQUAL 1)
+        continue ()
+      endif ()
+      foreach (window IN LISTS POOLGEN_FAST_WINDOWS)
+        separate_arguments(window)
+        list(GET window 0 k)
+        list(GET window 1 s)
+        list(GET window 2 p)
+        set(fixed fixed_kernel=${k} fixed_stride=${s} fixed_padding=${p})
+        poolgen_kernel(max_pool${nd}d_k${k}s${s}p${p}_${value}_${index} pool ${nd} ${k} ${s} ${p}
+                       contiguous ${types} GENERATOR max_pool KNOBS max_pool${nd}d_k${k}s${s}p${p}
+                       PARAMS rank=${nd} ${fixed})
+        if (POOLGEN_UNPOOL_GATHER AND value STREQUAL "f32" AND index STREQUAL "i64")
+          poolgen_kernel(max_unpool${nd}d_k${k}s${s}p${p}_b32_i64 unpool_gather ${nd} ${k} ${s}
+                         ${p} contiguous i32 i64 GENERATOR max_unpool_gather
+                         PARAMS rank=${nd} ${fixed})
+        endif ()
+      endforeach ()
+    endforeach ()
   endforeach ()
 endforeach ()
-poolgen_kernel(max_unpool_scatter unpool_scatter 0 0 0 0 GENERATOR max_unpool_scatter)
+list(REMOVE_DUPLICATES widths)
+foreach (bits IN LISTS widths)
+  foreach (index IN LISTS POOLGEN_INDEX_TYPES)
+    foreach (layout contiguous channels_last)
+      set(tag "")
+      if (layout STREQUAL "channels_last")
+        set(tag "_cl")
+      endif ()
+      poolgen_kernel(max_unpool_scatter${tag}_b${bits}_${index} unpool_scatter 0 0 0 0 ${layout}
+                     ${POOLGEN_WIDTH_DTYPE_${bits}} ${index} GENERATOR max_unpool_scatter)
+    endforeach ()
+  endforeach ()
+endforeach ()
 
 string(REPLACE ";" "\",\"" POOLGEN_TARGET_NAMES "\"${POOLGEN_CPU_TARGETS}\"")
 file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/kernel_table.inc

@@ -14,6 +14,7 @@ class MaxPool : public Generator<MaxPool> {
   GeneratorParam<int> rank{"rank", 2, 1, 3};
   GeneratorParam<Type> value_type{"value_type", Float(32)};
   GeneratorParam<Type> index_type{"index_type", Int(64)};
+  GeneratorParam<Layout> layout{"layout", Layout::contiguous, kLayoutNames};
   // A window fixed at compile time (kernel = fixed_kernel, stride = fixed_stride, padding =
   // fixed_padding, dilation 1, every dimension); fixed_kernel = 0 keeps the window a runtime
   // input. The window inputs exist either way, so every kernel has the same signature.
@@ -38,7 +39,7 @@ class MaxPool : public Generator<MaxPool> {
 
   void generate() {
     const int nd = rank;
-    const Func in = *input_;
+    const Layout l = layout;
     std::vector<Window1D> window(nd);
     Region spatial_bounds;
     std::vector<Expr> in_extent(nd);
@@ -46,14 +47,14 @@ class MaxPool : public Generator<MaxPool> {
       window[i] = fixed_kernel > 0
                       ? Window1D{Expr(int(fixed_kernel)), Expr(int(fixed_stride)), Expr(int(fixed_padding)), 1}
                       : Window1D{*kernel_[i], *stride_[i], *padding_[i], *dilation_[i]};
-      in_extent[i] = input_->dim(i).extent();
-      spatial_bounds.push_back({input_->dim(i).min(), in_extent[i]});
+      in_extent[i] = input_->dim(spatial_dim(i, l)).extent();
+      spatial_bounds.push_back({input_->dim(spatial_dim(i, l)).min(), in_extent[i]});
     }
     // Taps outside the plane read as the lowest value, which never replaces the running max:
     // padding is never selected, and bounds checks vanish from the interior.
-    spatial_bounds.push_back({Expr(), Expr()});
-    spatial_bounds.push_back({Expr(), Expr()});
-    Func padded = BoundaryConditions::constant_exterior(in, lowest(value_type), spatial_bounds);
+    const Range unbounded;
+    Func padded = BoundaryConditions::constant_exterior(
+        *input_, lowest(value_type), tensor_args(spatial_bounds, unbounded, unbounded, l));
 
     std::vector<Var> out_vars(nd);
     std::vector<Expr> out_pos(out_vars.begin(), out_vars.end());
@@ -67,7 +68,7 @@ class MaxPool : public Generator<MaxPool> {
       taps[i] = start[i] + tap_step[i];
       first[i] = window[i].first_in_bounds(out_pos[i]);
     }
-    const std::vector<Expr> at = tensor_args(out_pos, c_, n_);
+    const std::vector<Expr> at = tensor_args(out_pos, c_, n_, l);
 
     // The running (winner, max): the winner is the tap's offset from the window's start inside
     // the plane, the same for every output of a vector, so the scan moves one 32-bit value per
@@ -78,7 +79,7 @@ class MaxPool : public Generator<MaxPool> {
     const Expr none = Int(32).min();
     Func scan("scan");
     scan(at) = Tuple(none, lowest(value_type));
-    Expr v = padded(tensor_args(taps, c_, n_));
+    Expr v = padded(tensor_args(taps, c_, n_, l));
     Expr replaces = v > scan(at)[1];
     if (Type(value_type).is_float()) replaces = replaces || is_nan(v);
     scan(at) = select(replaces, Tuple(flat_offset(tap_step, in_extent, Int(32)), v), scan(at));
@@ -92,7 +93,7 @@ class MaxPool : public Generator<MaxPool> {
     const bool fixed = fixed_kernel > 0;
     Expr unit_dilation = Internal::const_true();
     for (int i = 0; i < nd; ++i) unit_dilation = unit_dilation && window[i].dilation == 1;
-    schedule_knobs.apply(PoolStages{*result_, scan, padded, out_vars, c_, n_, r, fixed,
+    schedule_knobs.apply(PoolStages{*result_, scan, padded, out_vars, c_, n_, l, r, fixed,
                                     fixed ? Expr() : window[0].stride,
                                     fixed ? Expr() : unit_dilation},
                          get_target());

@@ -22,6 +22,7 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
   GeneratorParam<int> fixed_kernel{"fixed_kernel", 2};
   GeneratorParam<int> fixed_stride{"fixed_stride", 2};
   GeneratorParam<int> fixed_padding{"fixed_padding", 0};
+  GeneratorParam<Layout> layout{"layout", Layout::contiguous, kLayoutNames};
 
   CpuGatherSchedule schedule_knobs;
 
@@ -33,6 +34,7 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
 
   void generate() {
     const int nd = rank, k = fixed_kernel, s = fixed_stride, p = fixed_padding;
+    if (layout != Layout::contiguous) throw CompileError("max_unpool_gather is contiguous only");
     // Every cell must be a candidate of some output slot, or its index would go unchecked.
     if (k < s + p) throw CompileError("max_unpool_gather needs kernel >= stride + padding");
     const int candidates = (k + s - 1) / s;  // cells covering one slot, per dimension

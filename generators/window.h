@@ -3,9 +3,18 @@
 
 #include "Halide.h"
 
+#include <map>
+#include <string>
 #include <vector>
 
 namespace poolgen {
+
+// Memory layouts of the kernels' tensors. The algorithms index tensors in logical coordinates;
+// the layout only decides which argument is a buffer's dimension 0 (stride 1): the innermost
+// spatial one (contiguous: NCHW) or the channel (channels_last: NHWC, NDHWC, NLC).
+enum class Layout { contiguous, channels_last };
+inline const std::map<std::string, Layout> kLayoutNames = {
+    {"contiguous", Layout::contiguous}, {"channels_last", Layout::channels_last}};
 
 // One spatial dimension of a pooling window. Fields are Exprs so a window can be a runtime
 // input or a compile-time constant alike.
@@ -40,13 +49,23 @@ inline Halide::Expr lowest(const Halide::Type& t) {
                       : t.min();
 }
 
-// Halide's order of a rank-nd tensor's arguments: spatial (innermost first), channel, batch.
-inline std::vector<Halide::Expr> tensor_args(const std::vector<Halide::Expr>& spatial,
-                                             const Halide::Expr& c, const Halide::Expr& n) {
-  std::vector<Halide::Expr> args = spatial;
-  args.push_back(c);
+// Halide's order of a tensor's arguments: spatial (innermost first), channel, batch; in
+// channels-last, the channel comes first.
+template <typename T>
+struct Same { using type = T; };  // keeps c and n out of T's deduction
+
+template <typename T>
+std::vector<T> tensor_args(const std::vector<T>& spatial, const typename Same<T>::type& c,
+                           const typename Same<T>::type& n, Layout layout = Layout::contiguous) {
+  std::vector<T> args;
+  if (layout == Layout::channels_last) args.push_back(c);
+  args.insert(args.end(), spatial.begin(), spatial.end());
+  if (layout == Layout::contiguous) args.push_back(c);
   args.push_back(n);
   return args;
 }
+
+// The buffer dimension holding spatial dimension i (innermost first).
+inline int spatial_dim(int i, Layout layout) { return layout == Layout::channels_last ? i + 1 : i; }
 
 }  // namespace poolgen

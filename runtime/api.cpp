@@ -1,37 +1,82 @@
-// The small parts of the public API: views, introspection, threads.
+// The small parts of the public API: dtypes, views, introspection, threads.
 #include "kernels.hpp"
 
 #include <HalideRuntime.h>
 
+#include <utility>
+
 extern "C" {
-#define POOLGEN_KERNEL(op, nd, k, s, p, name)
-#include "kernel_table.inc"
+#define POOLGEN_KERNEL(op, nd, k, s, p, layout, value, index, name)
+#include "kernel_table.inc"  // for POOLGEN_CPU_TARGET_NAMES
 #undef POOLGEN_KERNEL
 }
 
 namespace poolgen {
 
-namespace {
-TensorView view_of(const void* data, DType dtype, Ints shape) {
+const char* dtype_name(DType dtype) {
+  static const char* const kNames[] = {"f32", "i64", "f64", "f16", "bf16", "i8", "u8", "i16", "i32"};
+  const auto i = static_cast<uint32_t>(dtype);
+  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "unknown";
+}
+
+size_t dtype_size(DType dtype) {
+  static const size_t kSizes[] = {4, 8, 8, 2, 2, 1, 1, 2, 4};
+  const auto i = static_cast<uint32_t>(dtype);
+  return i < sizeof(kSizes) / sizeof(kSizes[0]) ? kSizes[i] : 0;
+}
+
+TensorView contiguous(void* data, DType dtype, Ints shape) {
   TensorView view;
-  view.data = const_cast<void*>(data);
+  view.data = data;
   view.dtype = dtype;
   view.shape = std::move(shape);
   return view;
 }
-}  // namespace
 
-TensorView contiguous(float* data, Ints shape) { return view_of(data, DType::f32, shape); }
-TensorView contiguous(int64_t* data, Ints shape) { return view_of(data, DType::i64, shape); }
-TensorView contiguous(const float* data, Ints shape) { return view_of(data, DType::f32, shape); }
-TensorView contiguous(const int64_t* data, Ints shape) {
-  return view_of(data, DType::i64, shape);
+TensorView channels_last(void* data, DType dtype, Ints shape) {
+  TensorView view = contiguous(data, dtype, shape);
+  const size_t rank = view.shape.size();
+  if (rank < 2) return view;  // not a pooling tensor: the call's shape check reports it
+  // Batch-less (C, spatial...) tensors keep C at index 0; batched ones at index 1.
+  const size_t c = rank >= 4 || rank == 3 ? 1 : 0;
+  view.strides.assign(rank, 0);
+  int64_t stride = 1;
+  view.strides[c] = stride;
+  stride *= view.shape[c];
+  for (size_t d = rank; d-- > 0;) {
+    if (d == c) continue;
+    view.strides[d] = stride;
+    stride *= view.shape[d];
+  }
+  return view;
 }
 
+#define POOLGEN_TYPED_VIEWS(T, dtype)                                                        \
+  TensorView contiguous(T* data, Ints shape) { return contiguous(data, dtype, shape); }      \
+  TensorView contiguous(const T* data, Ints shape) {                                         \
+    return contiguous(const_cast<T*>(data), dtype, shape);                                   \
+  }                                                                                          \
+  TensorView channels_last(T* data, Ints shape) { return channels_last(data, dtype, shape); } \
+  TensorView channels_last(const T* data, Ints shape) {                                      \
+    return channels_last(const_cast<T*>(data), dtype, shape);                                \
+  }
+POOLGEN_TYPED_VIEWS(float, DType::f32)
+POOLGEN_TYPED_VIEWS(double, DType::f64)
+POOLGEN_TYPED_VIEWS(f16_t, DType::f16)
+POOLGEN_TYPED_VIEWS(bf16_t, DType::bf16)
+POOLGEN_TYPED_VIEWS(int8_t, DType::i8)
+POOLGEN_TYPED_VIEWS(uint8_t, DType::u8)
+POOLGEN_TYPED_VIEWS(int16_t, DType::i16)
+POOLGEN_TYPED_VIEWS(int32_t, DType::i32)
+POOLGEN_TYPED_VIEWS(int64_t, DType::i64)
+#undef POOLGEN_TYPED_VIEWS
+
 std::vector<KernelInfo> compiled_kernels() {
+  static const char* const kOps[] = {"pool", "unpool_scatter", "unpool_gather"};
   std::vector<KernelInfo> kernels;
   for (const detail::Kernel& k : detail::kernel_table()) {
-    kernels.push_back({k.name, {POOLGEN_CPU_TARGET_NAMES}});
+    kernels.push_back({k.name, kOps[static_cast<int>(k.op)], k.nd, k.layout, k.value, k.index,
+                       {POOLGEN_CPU_TARGET_NAMES}});
   }
   return kernels;
 }

@@ -3,9 +3,10 @@
 #include <HalideRuntime.h>
 
 #include <mutex>
+#include <set>
 
 extern "C" {
-#define POOLGEN_KERNEL(op, nd, k, s, p, name) int name##_argv(void** args);
+#define POOLGEN_KERNEL(op, nd, k, s, p, layout, value, index, name) int name##_argv(void** args);
 #include "kernel_table.inc"
 #undef POOLGEN_KERNEL
 }
@@ -14,24 +15,38 @@ namespace poolgen::detail {
 
 const std::vector<Kernel>& kernel_table() {
   static const std::vector<Kernel> table = {
-#define POOLGEN_KERNEL(op, nd, k, s, p, name) {Op::op, nd, k, s, p, name##_argv, #name},
+#define POOLGEN_KERNEL(op, nd, k, s, p, layout, value, index, name) \
+  {Op::op, nd, k, s, p, Layout::layout, DType::value, DType::index, name##_argv, #name},
 #include "kernel_table.inc"
 #undef POOLGEN_KERNEL
   };
   return table;
 }
 
+const char* layout_name(Layout layout) {
+  return layout == Layout::channels_last ? "channels_last" : "contiguous";
+}
+
 namespace {
 
-bool window_matches(const Kernel& k, const Window& w) {
+bool window_matches(const Kernel& k, const Window* w) {
   if (k.kernel == 0) return true;
-  for (int i = 0; i < w.nd; ++i) {
-    if (w.kernel[i] != k.kernel || w.stride[i] != k.stride || w.padding[i] != k.padding ||
-        w.dilation[i] != 1) {
+  if (w == nullptr) return false;
+  for (int i = 0; i < w->nd; ++i) {
+    if (w->kernel[i] != k.kernel || w->stride[i] != k.stride || w->padding[i] != k.padding ||
+        w->dilation[i] != 1) {
       return false;
     }
   }
   return true;
+}
+
+// Pooling compares values, so its kernels are per dtype; unpooling only moves them.
+bool serves(const Kernel& k, const KernelQuery& q) {
+  const bool value_ok =
+      q.op == Op::pool ? k.value == q.value : dtype_size(k.value) == dtype_size(q.value);
+  return k.op == q.op && (k.nd == 0 || k.nd == q.nd) && k.layout == q.layout && value_ok &&
+         k.index == q.index;
 }
 
 // Kernels are built with the user_context feature: the context is the call's ErrorSink. Parallel
@@ -50,17 +65,38 @@ void capture_error(void* user_context, const char* message) {
 
 }  // namespace
 
-const Kernel* find_kernel(Op op, int nd, const Window& window, Path path) {
+const Kernel* find_kernel(const KernelQuery& query) {
   const Kernel* general = nullptr;
   for (const Kernel& k : kernel_table()) {
-    if (k.op != op || (k.nd != 0 && k.nd != nd)) continue;
+    if (!serves(k, query)) continue;
     if (k.kernel == 0) {
       general = &k;
-    } else if (path == Path::automatic && window_matches(k, window)) {
+    } else if (window_matches(k, query.window)) {
       return &k;
     }
   }
   return general;
+}
+
+Status choose_kernel(const KernelQuery& query, const char* argument, const Kernel** kernel) {
+  *kernel = find_kernel(query);
+  if (*kernel) return {};
+  std::set<std::string> values, indices;
+  for (const Kernel& k : kernel_table()) {
+    if (k.op == Op::pool) values.insert(dtype_name(k.value));
+    indices.insert(dtype_name(k.index));
+  }
+  auto join = [](const std::set<std::string>& names) {
+    std::string list;
+    for (const std::string& name : names) list += (list.empty() ? "" : " ") + name;
+    return list;
+  };
+  return fail(Code::unsupported, argument, ": this build has no ",
+              query.op == Op::pool ? "max_pool" : "max_unpool", " kernel for dtype ",
+              dtype_name(query.value), " with ", dtype_name(query.index), " indices (",
+              layout_name(query.layout), " layout); it compiled value types {", join(values),
+              "} and index types {", join(indices),
+              "} (CMake options POOLGEN_VALUE_TYPES, POOLGEN_INDEX_TYPES)");
 }
 
 int run_kernel(const Kernel& kernel, std::vector<void*>& args, std::string* error) {

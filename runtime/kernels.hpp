@@ -1,5 +1,6 @@
 // The dispatch table: every compiled kernel (from the generated kernel_table.inc), chosen by
-// operation, rank and window, and called through Halide's uniform argv entry point.
+// operation, rank, layout, element types and window, and called through Halide's uniform argv
+// entry point.
 #pragma once
 
 #include "poolgen/poolgen.hpp"
@@ -14,20 +15,37 @@ enum class Op { pool, unpool_scatter, unpool_gather };
 
 struct Kernel {
   Op op;
-  int nd;                    // 0: any rank
+  int nd;                       // 0: any rank
   int kernel, stride, padding;  // the fixed window (dilation 1) in every dimension; 0: any
-  int (*entry)(void** args);    // Halide's <name>_argv
+  Layout layout;
+  DType value, index;  // unpooling kernels serve every value dtype of their width
+  int (*entry)(void** args);  // Halide's <name>_argv
   const char* name;
 };
 
 const std::vector<Kernel>& kernel_table();
 
-// The fastest kernel for `op` whose window accepts `window` (a fixed-window kernel only with
-// path == automatic); null if none.
-const Kernel* find_kernel(Op op, int nd, const Window& window, Path path);
+// What a call needs of a kernel.
+struct KernelQuery {
+  Op op;
+  int nd;
+  Layout layout;
+  DType value, index;
+  const Window* window;  // null: the general kernel only
+};
+
+// The fastest kernel serving `query`: one whose fixed window matches, else the general one;
+// null if the build has none.
+const Kernel* find_kernel(const KernelQuery& query);
+
+// find_kernel, or an `unsupported` error naming `argument` (the tensor whose dtype and layout
+// decided) and the combination this build lacks.
+Status choose_kernel(const KernelQuery& query, const char* argument, const Kernel** kernel);
 
 // Runs `kernel` with args[1...] already filled (args[0] is set to the call's error context).
 // Returns Halide's error code; the message Halide reported goes to *error.
 int run_kernel(const Kernel& kernel, std::vector<void*>& args, std::string* error);
+
+const char* layout_name(Layout layout);
 
 }  // namespace poolgen::detail

@@ -1,4 +1,4 @@
-// max_pool: validate, choose a kernel, call it.
+// max_pool: validate, choose a kernel for the input's layout and types, call it.
 #include "kernels.hpp"
 #include "shapes.hpp"
 #include "tensors.hpp"
@@ -17,6 +17,27 @@ Status plan(int nd, const Ints& input_shape, const PoolOptions& options, Window*
   return pool_output_shape(*window, input_shape, output_shape);
 }
 
+struct PoolCall {
+  Window window;
+  Ints output_shape;
+  View input;
+  const Kernel* kernel = nullptr;
+};
+
+// Everything about a call but its outputs' views and the data: shapes, types, layout, kernel.
+Status prepare(int nd, const TensorView& input, DType index_dtype, const PoolOptions& options,
+               PoolCall* call) {
+  POOLGEN_RETURN_IF_ERROR(plan(nd, input.shape, options, &call->window, &call->output_shape));
+  POOLGEN_RETURN_IF_ERROR(check_dtype("input", input.dtype));
+  POOLGEN_RETURN_IF_ERROR(
+      check_index_dtype("indices", index_dtype, spatial_elements(nd, input.shape)));
+  POOLGEN_RETURN_IF_ERROR(
+      check_view_shape("input", input, input.dtype, input.shape, nd, &call->input));
+  const KernelQuery query{Op::pool, nd, layout_of(call->input), input.dtype, index_dtype,
+                          options.path == Path::automatic ? &call->window : nullptr};
+  return choose_kernel(query, "input", &call->kernel);
+}
+
 }  // namespace
 
 Status max_pool_output_shape(int nd, const Ints& input_shape, const PoolOptions& options,
@@ -25,35 +46,44 @@ Status max_pool_output_shape(int nd, const Ints& input_shape, const PoolOptions&
   return plan(nd, input_shape, options, &window, output_shape);
 }
 
+Status max_pool_kernel_name(int nd, const TensorView& input, DType index_dtype,
+                            const PoolOptions& options, std::string* name) {
+  PoolCall call;
+  POOLGEN_RETURN_IF_ERROR(prepare(nd, input, index_dtype, options, &call));
+  *name = call.kernel->name;
+  return {};
+}
+
 Status max_pool_kernel_name(int nd, const Ints& input_shape, const PoolOptions& options,
                             std::string* name) {
-  Window window;
-  Ints output_shape;
-  POOLGEN_RETURN_IF_ERROR(plan(nd, input_shape, options, &window, &output_shape));
-  *name = find_kernel(Op::pool, nd, window, options.path)->name;
-  return {};
+  return max_pool_kernel_name(nd, contiguous(nullptr, DType::f32, input_shape), DType::i64,
+                              options, name);
 }
 
 Status max_pool(int nd, const TensorView& input, const TensorView& values,
                 const TensorView& indices, const PoolOptions& options) {
-  Window window;
-  Ints output_shape;
-  POOLGEN_RETURN_IF_ERROR(plan(nd, input.shape, options, &window, &output_shape));
-  POOLGEN_RETURN_IF_ERROR(check_value_dtype("input", input.dtype));
+  PoolCall call;
+  POOLGEN_RETURN_IF_ERROR(prepare(nd, input, indices.dtype, options, &call));
   View in, out_values, out_indices;
   POOLGEN_RETURN_IF_ERROR(check_view("input", input, input.dtype, input.shape, nd, &in));
   POOLGEN_RETURN_IF_ERROR(
-      check_view("values", values, input.dtype, output_shape, nd, &out_values));
+      check_view("values", values, input.dtype, call.output_shape, nd, &out_values));
   POOLGEN_RETURN_IF_ERROR(
-      check_view("indices", indices, DType::i64, output_shape, nd, &out_indices));
+      check_view("indices", indices, indices.dtype, call.output_shape, nd, &out_indices));
   POOLGEN_RETURN_IF_ERROR(check_no_overlap("values", out_values));
   POOLGEN_RETURN_IF_ERROR(check_no_overlap("indices", out_indices));
   if (out_values.elements() == 0) return {};
   POOLGEN_RETURN_IF_ERROR(check_plane("input", in));
 
-  const Kernel* kernel = find_kernel(Op::pool, nd, window, options.path);
-  HalideView in_buffer(in), values_buffer(out_values), indices_buffer(out_indices);
+  const Kernel& kernel = *call.kernel;
+  const Staged staged_in(in, kernel.layout, false, Staged::input);
+  const Staged staged_values(out_values, kernel.layout, false, Staged::output);
+  const Staged staged_indices(out_indices, kernel.layout, false, Staged::output);
+  HalideView in_buffer(staged_in.view(), kernel.layout, kernel.value);
+  HalideView values_buffer(staged_values.view(), kernel.layout, kernel.value);
+  HalideView indices_buffer(staged_indices.view(), kernel.layout, kernel.index);
   // Halide orders spatial dimensions innermost first; the generator's scalar inputs follow.
+  const Window& window = call.window;
   int32_t params[3][4];
   std::vector<void*> args{nullptr, &in_buffer.buffer};
   for (int i = 0; i < nd; ++i) {
@@ -67,9 +97,11 @@ Status max_pool(int nd, const TensorView& input, const TensorView& values,
   args.push_back(&values_buffer.buffer);
   args.push_back(&indices_buffer.buffer);
   std::string error;
-  if (run_kernel(*kernel, args, &error) != 0) {
-    return fail(Code::internal, kernel->name, " failed: ", error);
+  if (run_kernel(kernel, args, &error) != 0) {
+    return fail(Code::internal, kernel.name, " failed: ", error);
   }
+  staged_values.finish();
+  staged_indices.finish();
   return {};
 }
 

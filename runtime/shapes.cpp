@@ -1,5 +1,7 @@
 #include "shapes.hpp"
 
+#include <algorithm>
+
 namespace poolgen::detail {
 
 std::string format_shape(const Ints& shape) {
@@ -83,6 +85,14 @@ Status pool_window(int nd, const PoolOptions& o, Window* w) {
 
 Status unpool_window(int nd, const UnpoolOptions& o, Window* w) {
   return common_window(nd, o.kernel_size, o.stride, o.padding, w);
+}
+
+int64_t spatial_elements(int nd, const Ints& shape) {
+  int64_t count = 1;
+  for (size_t i = shape.size() - std::min<size_t>(nd, shape.size()); i < shape.size(); ++i) {
+    count *= shape[i];
+  }
+  return count;
 }
 
 Status check_input_shape(const char* op, int nd, const char* argument, const Ints& shape) {

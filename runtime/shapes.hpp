@@ -38,6 +38,9 @@ Status unpool_window(int nd, const UnpoolOptions& options, Window* window);
 // The input must be (N, C, spatial...) or (C, spatial...), every extent >= 1 except N.
 Status check_input_shape(const char* op, int nd, const char* argument, const Ints& shape);
 
+// Elements in one plane of a tensor of `shape`: the product of its last nd extents.
+int64_t spatial_elements(int nd, const Ints& shape);
+
 Status pool_output_shape(const Window& window, const Ints& input_shape, Ints* output_shape);
 Status unpool_output_shape(const Window& window, const Ints& input_shape, const Ints& output_size,
                            Ints* output_shape);

@@ -1,4 +1,5 @@
-// Tensor views checked against what a call expects, and their halide_buffer_t form.
+// Tensor views checked against what a call expects, staged into a layout a kernel takes, and
+// their halide_buffer_t form.
 #pragma once
 
 #include "poolgen/poolgen.hpp"
@@ -6,6 +7,7 @@
 #include <HalideRuntime.h>
 
 #include <functional>
+#include <vector>
 
 namespace poolgen::detail {
 
@@ -20,17 +22,32 @@ struct View {
   int64_t elements() const;
   // Elements in one (n, c) plane: the product of the spatial extents.
   int64_t plane() const;
-  // True when the spatial dimensions (from dimension 2) are packed row-major.
-  bool dense_planes() const;
+  // True when the spatial dimensions form one flat dimension of step plane_step(layout): 1 in
+  // contiguous, the innermost stepped spatial stride in channels-last.
+  bool flat_planes(Layout layout) const;
+  int64_t plane_step(Layout layout) const;
 };
 
-// The value types this build has kernels for (f32).
-Status check_value_dtype(const char* argument, DType dtype);
+// Whether a kernel of `layout` takes `view` as it is: the dimension that layout keeps innermost
+// (the last spatial one, or the channel) has stride 1.
+bool fits(const View& view, Layout layout);
+
+// The layout whose kernels serve a call on `view` (its input): contiguous when it fits, else
+// channels-last when it fits, else contiguous (through a packed copy).
+Layout layout_of(const View& view);
 
 // Checks `view` has `dtype` and `shape` and sits on the CPU with usable strides; `nd` spatial
-// dimensions decide where a missing batch dimension goes.
+// dimensions decide where a missing batch dimension goes. check_view_shape leaves data unchecked.
+Status check_view_shape(const char* argument, const TensorView& view, DType dtype,
+                        const Ints& shape, int nd, View* out);
 Status check_view(const char* argument, const TensorView& view, DType dtype, const Ints& shape,
                   int nd, View* out);
+
+// A dtype the API knows (whatever this build compiled).
+Status check_dtype(const char* argument, DType dtype);
+
+// Indices are i64 or i32; i32 ones must be able to name every slot of a plane of `plane` elements.
+Status check_index_dtype(const char* argument, DType dtype, int64_t plane);
 
 // An output must not reach one element through two positions (a zero or overlapping stride).
 Status check_no_overlap(const char* argument, const View& view);
@@ -38,23 +55,35 @@ Status check_no_overlap(const char* argument, const View& view);
 // Kernels address a plane with 32-bit offsets: larger planes are refused.
 Status check_plane(const char* argument, const View& view);
 
-// A halide_buffer_t over a View (dimensions reversed: innermost first). With flat_planes, the
-// spatial dimensions are presented as one (dense_planes() must hold).
+// What a kernel of `layout` gets for `view`: the view itself when it fits (with flat planes, if
+// asked), else a packed copy in `layout` that finish() writes back (outputs).
+class Staged {
+ public:
+  enum Role { input, output };
+  Staged(const View& view, Layout layout, bool flat, Role role);
+  const View& view() const { return staged_; }
+  void finish() const;  // outputs: copy a packed copy back into the caller's view
+
+ private:
+  View original_, staged_;
+  Role role_;
+  std::vector<char> scratch_;
+};
+
+// A halide_buffer_t over a View of `layout` (Halide's dimension order: innermost first), typed
+// as `type` (unpooling kernels move any dtype of their width). With flat, the spatial
+// dimensions are presented as one (flat_planes(layout) must hold).
 struct HalideView {
   halide_buffer_t buffer{};
   halide_dimension_t dims[5]{};
-  HalideView(const View& view, bool flat_planes = false);
+  HalideView(const View& view, Layout layout, DType type, bool flat = false);
 };
 
 // Calls f(position, offset) for every element in row-major order: position counts elements,
 // offset is the element's distance from data in elements.
 void for_each_element(const View& view, const std::function<void(int64_t, int64_t)>& f);
 
-// A contiguous copy of `view`, or back: copies every element between a view and packed storage.
-void pack(const View& view, void* packed);
-void unpack(const void* packed, const View& view);
-
-const char* dtype_name(DType dtype);
-size_t dtype_size(DType dtype);
+// Copies every element of `from` into `to` (same shape and dtype, any strides).
+void copy_elements(const View& from, const View& to);
 
 }  // namespace poolgen::detail

@@ -1,8 +1,10 @@
-# Knob values of the CPU schedules, per kernel, chosen by measurement with bench/poolgen_bench
-# on x86-64 (avx512_skylake, 2 cores). A kernel not listed uses the knobs' defaults
-# (schedules/cpu_schedules.h). Values apply to every CPU variant of the kernel.
+# Knob values of the CPU schedules, per kernel family (POOLGEN_KNOBS_<family>: the kernel name
+# without its value and index types), chosen by measurement with bench/poolgen_bench on x86-64
+# (avx512_skylake, 2 cores). A family not listed uses the knobs' defaults
+# (schedules/cpu_schedules.h). Values apply to every CPU variant and element type.
 #
 # Staging input rows pays where windows overlap or are padded; for kernel 2 stride 2 in 1-D and
-# 3-D it only adds a pass (1-D on 8x64x65536: 48 -> 33 ms on one thread).
+# 3-D it only adds a pass (1-D on 8x64x65536: 48 -> 33 ms on one thread). Channels-last kernels
+# never stage (their vectors run along the channels).
 set(POOLGEN_KNOBS_max_pool1d stage_rows=false)
 set(POOLGEN_KNOBS_max_pool3d_k2s2p0 stage_rows=false)

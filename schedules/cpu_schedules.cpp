@@ -1,27 +1,33 @@
 #include "cpu_schedules.h"
 
+#include <algorithm>
+
 namespace poolgen {
 
 using namespace Halide;
 
 namespace {
 
+// Narrow value types would get very wide vectors; two vectors of 32-bit winners is the cap.
 int vector_lanes(int knob, const Func& f, const Target& target) {
-  return knob > 0 ? knob : target.natural_vector_size(f.types()[0]);
+  if (knob > 0) return knob;
+  return std::min(target.natural_vector_size(f.types()[0]), 2 * target.natural_vector_size<int32_t>());
 }
 
-// Runs blocks of rows in parallel: the outermost spatial dimension (the channel, in 1-D) is split
-// into blocks of rows_per_task, and the blocks of every plane form one parallel loop. Inside a
-// block the spatial dimensions stay plain loops, so boundary conditions on them are partitioned
-// away and per-row buffers keep a constant size. The block's row loop is named `row`. Returns
-// the parallel variable.
+// Runs blocks of rows in parallel: the outermost spatial dimension (the channel, in contiguous
+// 1-D) is split into blocks of rows_per_task, and the blocks of every plane form one parallel
+// loop. Inside a block the spatial dimensions stay plain loops, so boundary conditions on them
+// are partitioned away and per-row buffers keep a constant size. The block's row loop is named
+// `row`. Returns the parallel variable.
 Var parallel_rows(Stage stage, const std::vector<Var>& spatial, const Var& c, const Var& n,
-                  int rows_per_task) {
-  const Var outermost = spatial.size() > 1 ? spatial.back() : c;
+                  Layout layout, int rows_per_task) {
+  // Channels-last keeps the channels inside each row: they are the vectors.
+  const bool channels_inside = layout == Layout::channels_last;
+  const Var outermost = spatial.size() > 1 || channels_inside ? spatial.back() : c;
   Var block("block"), row("row");
   stage.split(outermost, block, row, rows_per_task, TailStrategy::GuardWithIf);
   std::vector<Var> fused_dims{block};
-  if (spatial.size() > 1) fused_dims.push_back(c);
+  if (spatial.size() > 1 && !channels_inside) fused_dims.push_back(c);
   fused_dims.push_back(n);
   Var fused = block;
   for (size_t i = 1; i < fused_dims.size(); ++i) {
@@ -55,28 +61,33 @@ void vectorize_columns(Func f, const Var& x, const Expr& width, int lanes, const
 void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   Func result = s.result, scan = s.scan;
   const int lanes = vector_lanes(vector_width, result, target);
-  Var block = parallel_rows(result, s.x, s.c, s.n, rows_per_task);
+  const bool channels_last = s.layout == Layout::channels_last;
+  Var block = parallel_rows(result, s.x, s.c, s.n, s.layout, rows_per_task);
   Var xo("xo");
-  // With runtime windows, a column stride makes every tap a gather (strides 1 and 2 get dense
-  // loads), and the first in-bounds tap divides by the dilation (dilation 1 needs no division).
+  // Contiguous: vectors of output columns. With runtime windows, a column stride makes every tap
+  // a gather (strides 1 and 2 get dense loads), and the first in-bounds tap divides by the
+  // dilation (dilation 1 needs no division). Channels-last: vectors of channels, whose loads are
+  // dense whatever the window.
+  const Var lane = channels_last ? s.c : s.x[0];
   std::vector<Expr> stride_cases;
   if (s.column_stride.defined()) {
     stride_cases = {s.unit_dilation && s.column_stride == 1,
                     s.unit_dilation && s.column_stride == 2, s.unit_dilation};
+    if (channels_last) stride_cases = {s.unit_dilation};
   }
-  vectorize_columns(result, s.x[0], result.output_buffers()[0].dim(0).extent(), lanes, xo,
+  vectorize_columns(result, lane, result.output_buffers()[0].dim(0).extent(), lanes, xo,
                     stride_cases);
 
-  // The running maximum lives in registers: one vector of columns, taps looping outside it.
-  scan.compute_at(result, xo).vectorize(s.x[0]);
+  // The running maximum lives in registers: one vector of outputs, taps looping outside it.
+  scan.compute_at(result, xo).vectorize(lane);
   Stage update = scan.update();
-  std::vector<VarOrRVar> order{s.x[0]};
+  std::vector<VarOrRVar> order{lane};
   for (int i = 0; i < s.r.dimensions(); ++i) order.push_back(s.r[i]);
-  update.reorder(order).vectorize(s.x[0]);
+  update.reorder(order).vectorize(lane);
   if (s.window_fixed) {
     for (int i = 0; i < s.r.dimensions(); ++i) update.unroll(s.r[i]);
   }
-  if (stage_rows) {
+  if (stage_rows && !channels_last) {
     // Each output row computes only the input rows it needs that the block has not yet staged.
     Func padded = s.padded;
     padded.store_at(result, block).compute_at(result, Var("row"))
@@ -87,13 +98,19 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
 void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) const {
   // Inside a plane the scatter keeps input order: the latest duplicate wins.
   Func out = s.out;
-  out.vectorize(s.p, vector_lanes(vector_width, out, target), TailStrategy::GuardWithIf);
+  const int lanes = vector_lanes(vector_width, out, target);
+  if (s.layout == Layout::contiguous) {
+    out.vectorize(s.p, lanes, TailStrategy::GuardWithIf);
+  } else {
+    out.vectorize(s.c, lanes, TailStrategy::GuardWithIf);
+    out.update().reorder(s.c, s.r).vectorize(s.c, lanes, TailStrategy::GuardWithIf);
+  }
 }
 
 void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const {
   Func out = s.out;
   const int lanes = vector_lanes(vector_width, out, target);
-  Var block = parallel_rows(out, s.x, s.c, s.n, rows_per_task);
+  Var block = parallel_rows(out, s.x, s.c, s.n, Layout::contiguous, rows_per_task);
   Var xo("xo");
   vectorize_columns(out, s.x[0], out.output_buffer().dim(0).extent(), lanes, xo);
   // Each block of rows checks the cells it reads once: marks them (vectors), reduces each row

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "Halide.h"
+#include "window.h"
 
 #include <vector>
 
@@ -16,6 +17,7 @@ struct PoolStages {
   Halide::Func padded;  // the input read through the boundary condition
   std::vector<Halide::Var> x;  // spatial, innermost first
   Halide::Var c, n;
+  Layout layout;  // contiguous: vectors run along x[0]; channels-last: along c
   Halide::RDom r;
   bool window_fixed;            // kernel extents are compile-time constants
   Halide::Expr column_stride;  // the innermost stride when it is a runtime input
@@ -23,10 +25,11 @@ struct PoolStages {
 };
 
 struct CpuPoolSchedule {
-  // Output columns per vector; 0 takes the target's natural width for the value type.
+  // Outputs per vector; 0 takes the target's natural width for the value type, at most two
+  // vectors of 32-bit winners.
   Halide::GeneratorParam<int> vector_width{"vector_width", 0};
-  // Output rows (of the outermost spatial dimension; channels in 1-D) handed to one thread at a
-  // time. Halide's thread pool costs microseconds per task, so tasks must be large.
+  // Output rows (of the outermost spatial dimension; channels in contiguous 1-D) handed to one
+  // thread at a time. Halide's thread pool costs microseconds per task, so tasks must be large.
   Halide::GeneratorParam<int> rows_per_task{"rows_per_task", 64};
   // Copy the input rows a block needs into a padded scratch buffer (bounds handled once per
   // row, not once per tap), or read the input through the boundary condition directly.
@@ -35,14 +38,18 @@ struct CpuPoolSchedule {
   void apply(const PoolStages& s, const Halide::Target& target) const;
 };
 
-// Stages of max_unpool_scatter: out(p, c, n) zeroed, then one update scattering into each plane.
+// Stages of max_unpool_scatter: out(p, c, n) zeroed, then one update scattering the elements r
+// into each plane (channels-last: out(c, p, n)).
 struct ScatterStages {
   Halide::Func out;
   Halide::Var p, c, n;
+  Halide::RDom r;
+  Layout layout;
 };
 
 // The scatter runs on one group of planes per call, in one thread (the runtime spreads groups
-// over Halide's thread pool), so both stages stay serial and the zeroing is vectorized.
+// over Halide's thread pool), so both stages stay serial; the zeroing is vectorized, and in
+// channels-last so is the scatter, across the channels of one element (distinct planes).
 struct CpuScatterSchedule {
   Halide::GeneratorParam<int> vector_width{"vector_width", 0};
 

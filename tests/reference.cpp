@@ -1,6 +1,8 @@
 // Reference implementation of ../shared/SEMANTICS.md; see reference.hpp.
 #include "reference.hpp"
 
+#include "dtypes.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -74,19 +76,32 @@ Status check_shape(const char* name, int nd, const Ints& shape) {
   return Status();
 }
 
+// The 16-bit floats compare as the f32 values they widen to (exactly), as PyTorch does.
+template <typename T>
+auto key(T v) {
+  if constexpr (std::is_same_v<T, f16_t> || std::is_same_v<T, bf16_t>) {
+    return test::to_float(v);
+  } else {
+    return v;
+  }
+}
+
 template <typename T>
 bool is_nan(T v) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return std::isnan(v);
+  if constexpr (std::is_floating_point_v<decltype(key(v))>) {
+    return std::isnan(key(v));
   } else {
-    (void)v;
     return false;
   }
 }
 
 template <typename T>
 T lowest_value() {
-  if constexpr (std::is_floating_point_v<T>) {
+  if constexpr (std::is_same_v<T, f16_t>) {
+    return f16_t{0xfc00};  // -inf
+  } else if constexpr (std::is_same_v<T, bf16_t>) {
+    return bf16_t{0xff80};  // -inf
+  } else if constexpr (std::is_floating_point_v<T>) {
     return -std::numeric_limits<T>::infinity();
   } else {
     return std::numeric_limits<T>::lowest();
@@ -270,7 +285,7 @@ Status max_pool(int nd, const Ints& input_shape, const std::vector<T>& input,
               for (int64_t iw = start[2]; iw < end[2]; iw += d[2]) {
                 const int64_t flat = (id * in[1] + ih) * in[2] + iw;
                 const T v = src[flat];
-                if (v > best || is_nan(v)) {
+                if (key(v) > key(best) || is_nan(v)) {
                   best = v;
                   best_index = flat;
                 }
@@ -321,7 +336,7 @@ Status max_unpool(int nd, const Ints& input_shape, const std::vector<T>& values,
                         std::to_string(out_plane - 1) + ")");
     }
   }
-  std::vector<T> result(static_cast<size_t>(planes * out_plane), T(0));
+  std::vector<T> result(static_cast<size_t>(planes * out_plane), T{});  // all bits zero
   for (int64_t pl = 0; pl < planes; ++pl) {
     for (int64_t i = 0; i < in_plane; ++i) {
       const int64_t src = pl * in_plane + i;
@@ -340,10 +355,7 @@ Status max_unpool(int nd, const Ints& input_shape, const std::vector<T>& values,
                                 const std::vector<int64_t>&, const UnpoolOptions&, Ints*,     \
                                 std::vector<T>*);
 
-POOLGEN_REF_INSTANTIATE(float)
-POOLGEN_REF_INSTANTIATE(double)
-POOLGEN_REF_INSTANTIATE(int32_t)
-POOLGEN_REF_INSTANTIATE(int64_t)
+POOLGEN_REF_FOR_EACH_TYPE(POOLGEN_REF_INSTANTIATE)
 
 #undef POOLGEN_REF_INSTANTIATE
 

@@ -12,6 +12,9 @@
 
 namespace poolgen::ref {
 
+#define POOLGEN_REF_FOR_EACH_TYPE(X) \
+  X(float) X(double) X(f16_t) X(bf16_t) X(int8_t) X(uint8_t) X(int16_t) X(int32_t) X(int64_t)
+
 // Per-dimension window parameters after defaults and broadcasting (nd entries each).
 struct PoolWindow {
   Ints kernel, stride, padding, dilation;
@@ -51,29 +54,15 @@ Status max_unpool(int nd, const Ints& input_shape, const std::vector<T>& values,
                   const std::vector<int64_t>& indices, const UnpoolOptions& options,
                   Ints* output_shape, std::vector<T>* output);
 
-extern template Status max_pool<float>(int, const Ints&, const std::vector<float>&,
-                                       const PoolOptions&, Ints*, std::vector<float>*,
-                                       std::vector<int64_t>*);
-extern template Status max_pool<double>(int, const Ints&, const std::vector<double>&,
-                                        const PoolOptions&, Ints*, std::vector<double>*,
-                                        std::vector<int64_t>*);
-extern template Status max_pool<int32_t>(int, const Ints&, const std::vector<int32_t>&,
-                                         const PoolOptions&, Ints*, std::vector<int32_t>*,
-                                         std::vector<int64_t>*);
-extern template Status max_pool<int64_t>(int, const Ints&, const std::vector<int64_t>&,
-                                         const PoolOptions&, Ints*, std::vector<int64_t>*,
-                                         std::vector<int64_t>*);
-extern template Status max_unpool<float>(int, const Ints&, const std::vector<float>&,
-                                         const std::vector<int64_t>&, const UnpoolOptions&,
-                                         Ints*, std::vector<float>*);
-extern template Status max_unpool<double>(int, const Ints&, const std::vector<double>&,
-                                          const std::vector<int64_t>&, const UnpoolOptions&,
-                                          Ints*, std::vector<double>*);
-extern template Status max_unpool<int32_t>(int, const Ints&, const std::vector<int32_t>&,
-                                           const std::vector<int64_t>&, const UnpoolOptions&,
-                                           Ints*, std::vector<int32_t>*);
-extern template Status max_unpool<int64_t>(int, const Ints&, const std::vector<int64_t>&,
-                                           const std::vector<int64_t>&, const UnpoolOptions&,
-                                           Ints*, std::vector<int64_t>*);
+// Every value type of poolgen::DType (f16_t and bf16_t compare as the floats they hold).
+#define POOLGEN_REF_DECLARE(T)                                                               \
+  extern template Status max_pool<T>(int, const Ints&, const std::vector<T>&,                \
+                                     const PoolOptions&, Ints*, std::vector<T>*,             \
+                                     std::vector<int64_t>*);                                 \
+  extern template Status max_unpool<T>(int, const Ints&, const std::vector<T>&,              \
+                                       const std::vector<int64_t>&, const UnpoolOptions&,    \
+                                       Ints*, std::vector<T>*);
+POOLGEN_REF_FOR_EACH_TYPE(POOLGEN_REF_DECLARE)
+#undef POOLGEN_REF_DECLARE
 
 }  // namespace poolgen::ref

@@ -10,7 +10,18 @@
 extern "C" {
 #endif
 
-enum { POOLGEN_F32 = 0, POOLGEN_I64 = 1 };
+/* Element types (poolgen::DType). */
+enum {
+  POOLGEN_F32 = 0,
+  POOLGEN_I64 = 1,
+  POOLGEN_F64 = 2,
+  POOLGEN_F16 = 3,
+  POOLGEN_BF16 = 4,
+  POOLGEN_I8 = 5,
+  POOLGEN_U8 = 6,
+  POOLGEN_I16 = 7,
+  POOLGEN_I32 = 8
+};
 enum {
   POOLGEN_OK = 0,
   POOLGEN_INVALID_ARGUMENT = 1,
@@ -21,10 +32,10 @@ enum {
 
 typedef struct poolgen_tensor {
   void* data;
-  int32_t dtype; /* POOLGEN_F32, POOLGEN_I64 */
+  int32_t dtype; /* POOLGEN_F32, ...; indices are POOLGEN_I64 or POOLGEN_I32 */
   int32_t rank;  /* 2..5 */
   int64_t shape[5];
-  int64_t strides[5]; /* in elements; all zero means contiguous */
+  int64_t strides[5]; /* in elements; all zero means contiguous (channels-last: give strides) */
 } poolgen_tensor;
 
 typedef struct poolgen_pool_options {

@@ -11,8 +11,18 @@
 
 namespace poolgen {
 
-enum class DType : int32_t { f32 = 0, i64 = 1 };
+// Element types. Pooling takes every value type below, unpooling too (it moves bits, so any type
+// of a width works alike); indices are i64 (PyTorch's) or i32 (half the traffic, for planes of
+// fewer than 2^31 elements). Which value types a build compiles is a CMake option.
+enum class DType : int32_t { f32 = 0, i64 = 1, f64 = 2, f16 = 3, bf16 = 4, i8 = 5, u8 = 6, i16 = 7, i32 = 8 };
 enum class Device : int32_t { cpu = 0 };
+
+// The 16-bit float types have no C++ type of their own: these hold their bits.
+struct f16_t { uint16_t bits; };
+struct bf16_t { uint16_t bits; };
+
+const char* dtype_name(DType dtype);  // "f32", "bf16", ...
+size_t dtype_size(DType dtype);       // bytes per element
 
 // Error classes; every non-ok Status also carries a message naming the argument, what was
 // expected and what was given.
@@ -39,20 +49,39 @@ class Status {
 
 using Ints = std::vector<int64_t>;
 
+// Any strides are accepted (outputs must not reach an element twice). Kernels exist for the two
+// layouts PyTorch uses: contiguous (NCHW: the innermost spatial stride is 1) and channels-last
+// (NHWC, NDHWC, NLC: the channel stride is 1); any other view goes through a packed copy.
+// Indices mean the same in every layout: offsets inside one (n, c) plane.
 struct TensorView {
   void* data = nullptr;
   DType dtype = DType::f32;
-  Ints shape;    // PyTorch order
-  Ints strides;  // in elements, PyTorch order; empty means contiguous (row-major). The innermost
-                 // stride must be 1, and outputs may not reach an element twice.
+  Ints shape;    // PyTorch order: (N, C, spatial...) or (C, spatial...)
+  Ints strides;  // in elements, PyTorch order; empty means contiguous (row-major)
   Device device = Device::cpu;
 };
 
-// A contiguous view of `shape` at `data`.
-TensorView contiguous(float* data, Ints shape);
-TensorView contiguous(int64_t* data, Ints shape);
-TensorView contiguous(const float* data, Ints shape);
-TensorView contiguous(const int64_t* data, Ints shape);
+// A contiguous (row-major) view of `shape` at `data`.
+TensorView contiguous(void* data, DType dtype, Ints shape);
+// A channels-last view: `shape` is (N, C, spatial...) in PyTorch order, memory holds
+// (N, spatial..., C). A batch-less tensor takes N = 1 here, or explicit strides.
+TensorView channels_last(void* data, DType dtype, Ints shape);
+// Typed shorthands: the dtype follows the element type.
+#define POOLGEN_TYPED_VIEWS(T)                                                            \
+  TensorView contiguous(T* data, Ints shape);                                             \
+  TensorView contiguous(const T* data, Ints shape);                                       \
+  TensorView channels_last(T* data, Ints shape);                                          \
+  TensorView channels_last(const T* data, Ints shape);
+POOLGEN_TYPED_VIEWS(float)
+POOLGEN_TYPED_VIEWS(double)
+POOLGEN_TYPED_VIEWS(f16_t)
+POOLGEN_TYPED_VIEWS(bf16_t)
+POOLGEN_TYPED_VIEWS(int8_t)
+POOLGEN_TYPED_VIEWS(uint8_t)
+POOLGEN_TYPED_VIEWS(int16_t)
+POOLGEN_TYPED_VIEWS(int32_t)
+POOLGEN_TYPED_VIEWS(int64_t)
+#undef POOLGEN_TYPED_VIEWS
 
 // Which compiled kernels a call may use. `automatic` takes a window-specialized kernel when the
 // call matches one; `general` always takes the general kernel (results are identical).
@@ -84,7 +113,8 @@ Status max_pool_output_shape(int nd, const Ints& input_shape, const PoolOptions&
                              Ints* output_shape);
 
 // values and indices must have the shape max_pool_output_shape gives; values has the input's
-// dtype, indices is i64 (offsets inside one (n, c) plane, as PyTorch).
+// dtype, indices is i64 or i32 (offsets inside one (n, c) plane, as PyTorch). The kernel follows
+// the input's layout; outputs in another layout are written through a packed copy.
 Status max_pool(int nd, const TensorView& input, const TensorView& values,
                 const TensorView& indices, const PoolOptions& options);
 
@@ -98,15 +128,30 @@ Status max_unpool_output_shape(int nd, const Ints& input_shape, const UnpoolOpti
 Status max_unpool(int nd, const TensorView& values, const TensorView& indices,
                   const TensorView& output, const UnpoolOptions& options);
 
-// Name of the compiled kernel a call with these arguments would run (for tests and tools).
+// Name of the compiled kernel a call would run (for tests and tools): `input` (pooling) or
+// `values` (unpooling) gives shape, dtype and layout (its data is not read), `index_dtype` the
+// indices' dtype. An unsupported combination is an error naming it.
+Status max_pool_kernel_name(int nd, const TensorView& input, DType index_dtype,
+                            const PoolOptions& options, std::string* name);
+Status max_unpool_kernel_name(int nd, const TensorView& values, DType index_dtype,
+                              const UnpoolOptions& options, std::string* name);
+// The same for a contiguous f32 tensor of `shape` and i64 indices.
 Status max_pool_kernel_name(int nd, const Ints& input_shape, const PoolOptions& options,
                             std::string* name);
-Status max_unpool_kernel_name(int nd, const Ints& input_shape, const UnpoolOptions& options,
+Status max_unpool_kernel_name(int nd, const Ints& values_shape, const UnpoolOptions& options,
                               std::string* name);
 
-// Every compiled kernel, e.g. "max_pool2d_k2s2p0", with the CPU variants it carries.
+enum class Layout : int32_t { contiguous = 0, channels_last = 1 };
+
+// Every compiled kernel, e.g. "max_pool2d_k2s2p0_f32_i64", with what it serves and the CPU
+// variants it carries. Unpooling kernels move bits: they serve every value type of their width.
 struct KernelInfo {
   std::string name;
+  std::string op;      // "pool", "unpool_scatter" or "unpool_gather"
+  int nd = 0;          // 0: any rank
+  Layout layout = Layout::contiguous;
+  DType value_dtype = DType::f32;
+  DType index_dtype = DType::i64;
   std::vector<std::string> targets;
 };
 std::vector<KernelInfo> compiled_kernels();
