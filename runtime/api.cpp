@@ -33,12 +33,11 @@ TensorView contiguous(void* data, DType dtype, Ints shape) {
   return view;
 }
 
-TensorView channels_last(void* data, DType dtype, Ints shape) {
+TensorView channels_last(void* data, DType dtype, Ints shape, int nd) {
   TensorView view = contiguous(data, dtype, shape);
   const size_t rank = view.shape.size();
-  if (rank < 2) return view;  // not a pooling tensor: the call's shape check reports it
-  // Batch-less (C, spatial...) tensors keep C at index 0; batched ones at index 1.
-  const size_t c = rank >= 4 || rank == 3 ? 1 : 0;
+  const size_t c = nd > 0 && rank == static_cast<size_t>(nd) + 1 ? 0 : 1;  // batch-less: 0
+  if (rank < c + 2) return view;  // no spatial dimension: the call's shape check reports it
   view.strides.assign(rank, 0);
   int64_t stride = 1;
   view.strides[c] = stride;
@@ -56,9 +55,11 @@ TensorView channels_last(void* data, DType dtype, Ints shape) {
   TensorView contiguous(const T* data, Ints shape) {                                         \
     return contiguous(const_cast<T*>(data), dtype, shape);                                   \
   }                                                                                          \
-  TensorView channels_last(T* data, Ints shape) { return channels_last(data, dtype, shape); } \
-  TensorView channels_last(const T* data, Ints shape) {                                      \
-    return channels_last(const_cast<T*>(data), dtype, shape);                                \
+  TensorView channels_last(T* data, Ints shape, int nd) {                                   \
+    return channels_last(data, dtype, shape, nd);                                            \
+  }                                                                                          \
+  TensorView channels_last(const T* data, Ints shape, int nd) {                              \
+    return channels_last(const_cast<T*>(data), dtype, shape, nd);                            \
   }
 POOLGEN_TYPED_VIEWS(float, DType::f32)
 POOLGEN_TYPED_VIEWS(double, DType::f64)

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "poolgen/poolgen.hpp"
 
@@ -57,6 +58,23 @@ inline f16_t to_f16(float f) {
   if (a - below > above - a || (a - below == above - a && (lo & 1))) pick = hi;
   if (a == below) pick = lo;
   return f16_t{static_cast<uint16_t>(sign | pick)};
+}
+
+// A value of T from a float that T holds exactly (small integers, for integer types).
+template <typename T>
+T from_float(float x) {
+  if constexpr (std::is_same_v<T, f16_t>) {
+    return to_f16(x);
+  } else if constexpr (std::is_same_v<T, bf16_t>) {
+    return to_bf16(x);
+  } else {
+    return static_cast<T>(x);
+  }
+}
+
+template <typename T>
+constexpr bool is_float_type() {
+  return std::is_floating_point_v<T> || std::is_same_v<T, f16_t> || std::is_same_v<T, bf16_t>;
 }
 
 template <typename T>

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "dtypes.hpp"
 #include "lib_util.hpp"
 #include "poolgen/poolgen.h"
 #include "poolgen/poolgen.hpp"
@@ -252,14 +253,6 @@ TEST(PoolErrors, DTypes) {
     c.values.dtype = DType::i64;
     EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"values", "f32", "i64"}));
   }
-  {
-    PoolCall c;  // a valid request with no kernel in this build
-    std::vector<int64_t> in(72);
-    std::vector<int64_t> vals(18);
-    c.input = contiguous(in.data(), c.in_shape);
-    c.values = contiguous(vals.data(), c.out_shape);
-    EXPECT_TRUE(IsError(c.run(), Code::unsupported, {"input", "i64"}));
-  }
 }
 
 TEST(PoolErrors, OutputShapeMismatch) {
@@ -285,8 +278,8 @@ TEST(PoolErrors, Strides) {
     PoolCall c;
     c.in.resize(144);
     c.input.data = c.in.data();
-    c.input.strides = {144, 72, 12, 2};  // innermost stride 2
-    EXPECT_TRUE(IsError(c.run(), Code::unsupported, {"input", "2"}));
+    c.input.strides = {144, 72, 12, 2};  // innermost stride 2: served through a packed copy
+    EXPECT_TRUE(c.run().ok());
   }
 }
 
@@ -299,8 +292,8 @@ TEST(PoolErrors, OverlappingOutputs) {
   }
   {
     PoolCall c;
-    c.indices.strides = {18, 9, 3, 2};  // a non-unit innermost stride is refused first
-    EXPECT_TRUE(IsError(c.run(), Code::unsupported, {"indices", "innermost stride"}));
+    c.indices.strides = {18, 9, 2, 1};  // rows 2 apart, but a row spans 3
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"indices", "stride 2", "3"}));
     c.indices.strides = {9, 2, 3, 1};  // channels 2 apart, but a plane spans 9
     EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"indices", "stride 2", "9"}));
   }
@@ -523,8 +516,8 @@ TEST(UnpoolErrors, TensorMismatches) {
   {
     UnpoolCall c;
     std::vector<int64_t> v(18);
-    c.values = contiguous(v.data(), c.in_shape);
-    EXPECT_TRUE(IsError(c.run(), Code::unsupported, {"values", "i64"}));
+    c.values = contiguous(v.data(), c.in_shape);  // i64 values want an i64 output
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"output", "i64", "f32"}));
   }
   for (int which = 0; which < 3; ++which) {
     UnpoolCall c;
@@ -957,6 +950,298 @@ TEST(UnpoolErrors, InvalidIndicesInManyPlanesConcurrently) {
     }
   }
   set_num_threads(0);
+}
+
+}  // namespace
+}  // namespace poolgen
+
+namespace poolgen {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Value and index dtypes: every value type (when compiled), indices i64 or i32.
+
+bool pool_dtype_compiled(DType value) {
+  for (const KernelInfo& k : compiled_kernels()) {
+    if (k.op == "pool" && k.value_dtype == value) return true;
+  }
+  return false;
+}
+
+TEST(DTypeErrors, IndexDTypeOtherThanI64OrI32) {
+  for (DType bad : {DType::f32, DType::i16, DType::u8, DType::f64}) {
+    SCOPED_TRACE(dtype_name(bad));
+    PoolCall c;
+    c.indices.dtype = bad;
+    EXPECT_TRUE(
+        IsError(c.run(), Code::invalid_argument, {"indices", "i64", "i32", dtype_name(bad)}));
+    std::string name;
+    EXPECT_TRUE(IsError(max_pool_kernel_name(2, c.input, bad, c.o, &name), Code::invalid_argument,
+                        {"indices", dtype_name(bad)}));
+    UnpoolCall u;
+    u.indices.dtype = bad;
+    EXPECT_TRUE(
+        IsError(u.run(), Code::invalid_argument, {"indices", "i64", "i32", dtype_name(bad)}));
+    EXPECT_TRUE(u.guards_ok());
+    EXPECT_TRUE(IsError(max_unpool_kernel_name(2, u.values, bad, u.o, &name),
+                        Code::invalid_argument, {"indices", dtype_name(bad)}));
+  }
+}
+
+TEST(DTypeErrors, PoolValuesDTypeDiffersFromInput) {
+  for (DType bad : {DType::f64, DType::i32, DType::f16}) {  // i32: the same width as f32
+    PoolCall c;
+    c.values.dtype = bad;
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"values", "f32", dtype_name(bad)}));
+  }
+  if (pool_dtype_compiled(DType::f16)) {  // 16-bit floats of the other kind
+    PoolCall c;
+    c.input.dtype = DType::f16;  // the float buffers are big enough; nothing is read
+    c.values.dtype = DType::bf16;
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"values", "f16", "bf16"}));
+  }
+}
+
+TEST(DTypeErrors, UnpoolOutputDTypeDiffersFromValues) {
+  for (DType bad : {DType::i32, DType::f64, DType::bf16}) {  // i32: the same width as f32
+    UnpoolCall c;
+    c.output.dtype = bad;
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"output", "f32", dtype_name(bad)}));
+    EXPECT_TRUE(c.guards_ok());
+  }
+  if (pool_dtype_compiled(DType::f16)) {  // one 16-bit unpooling kernel serves both; still refused
+    UnpoolCall c;
+    c.values.dtype = DType::f16;
+    c.output.dtype = DType::bf16;
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"output", "f16", "bf16"}));
+    EXPECT_TRUE(c.guards_ok());
+  }
+}
+
+// A dtype code outside the enum: invalid_argument naming the tensor and the code.
+TEST(DTypeErrors, UnknownDTypeCode) {
+  const DType bad = static_cast<DType>(42);
+  {
+    PoolCall c;
+    c.input.dtype = bad;
+    c.values.dtype = bad;
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"input", "42"}));
+  }
+  {
+    PoolCall c;
+    c.indices.dtype = bad;
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"indices", "42"}));
+  }
+  {
+    UnpoolCall c;
+    c.values.dtype = bad;
+    c.output.dtype = bad;
+    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"values", "42"}));
+    EXPECT_TRUE(c.guards_ok());
+  }
+}
+
+// A value dtype left out of the build (POOLGEN_VALUE_TYPES) is unsupported, naming the dtype.
+TEST(DTypeErrors, ValueDTypeNotCompiled) {
+  int missing = 0;
+  for (DType value : test::kAllDTypes) {
+    if (pool_dtype_compiled(value)) continue;
+    ++missing;
+    SCOPED_TRACE(dtype_name(value));
+    std::vector<int64_t> in(72), vals(18);  // 8 bytes an element: big enough for any dtype
+    PoolCall c;
+    c.input = contiguous(in.data(), value, c.in_shape);
+    c.values = contiguous(vals.data(), value, c.out_shape);
+    EXPECT_TRUE(IsError(c.run(), Code::unsupported, {"input", dtype_name(value)}));
+    // Unpooling moves bits: without any kernel of the dtype's width it is unsupported too.
+    bool width_compiled = false;
+    for (const KernelInfo& k : compiled_kernels()) {
+      width_compiled = width_compiled || (k.op.rfind("unpool", 0) == 0 &&
+                                          dtype_size(k.value_dtype) == dtype_size(value));
+    }
+    if (!width_compiled) {
+      UnpoolCall u;
+      std::vector<int64_t> uv(18), uo(72);
+      u.values = contiguous(uv.data(), value, u.in_shape);
+      u.output = contiguous(uo.data(), value, u.out_shape);
+      EXPECT_TRUE(IsError(u.run(), Code::unsupported, {dtype_name(value)}));
+    }
+  }
+  if (missing == 0) GTEST_SKIP() << "every value dtype is compiled in this build";
+}
+
+// i32 indices cannot name an element of a plane of 2^31 or more: refused before any data is
+// touched (the pointers are fake: any access would crash), naming i32 and the plane size.
+::testing::AssertionResult IsI32Refusal(const Status& s, std::initializer_list<std::string> parts) {
+  if (s.code() != Code::invalid_argument && s.code() != Code::unsupported) {
+    return ::testing::AssertionFailure()
+           << "code " << static_cast<int>(s.code()) << ", expected invalid_argument or unsupported"
+           << " (message: \"" << s.message() << "\")";
+  }
+  const std::string& m = s.message();
+  if (m.find("i32") == std::string::npos && m.find("int32") == std::string::npos) {
+    return ::testing::AssertionFailure()
+           << "message \"" << m << "\" mentions neither i32 nor int32";
+  }
+  for (const std::string& p : parts) {
+    if (m.find(p) == std::string::npos) {
+      return ::testing::AssertionFailure()
+             << "message \"" << m << "\" does not contain \"" << p << "\"";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(DTypeErrors, I32IndicesForPlanesOf2To31Elements) {
+  void* const fake = reinterpret_cast<void*>(uintptr_t{0x1000});
+  const int64_t plane = int64_t{65536} * 32769;  // 2147549184 = 2^31 + 65536
+  const Ints in_shape{1, 1, 65536, 32769}, out_shape{1, 1, 32768, 16384};
+  PoolOptions o;
+  o.kernel_size = {2};
+  for (bool cl : {false, true}) {
+    SCOPED_TRACE(cl ? "channels-last" : "contiguous");
+    auto view = [&](DType t, const Ints& shape) {
+      return cl ? channels_last(fake, t, shape) : contiguous(fake, t, shape);
+    };
+    EXPECT_TRUE(IsI32Refusal(max_pool(2, view(DType::f32, in_shape), view(DType::f32, out_shape),
+                                      view(DType::i32, out_shape), o),
+                             {"indices", std::to_string(plane)}));
+    // Unpooling: values planes are small, the output plane (from output_size) is too big.
+    UnpoolOptions u;
+    u.kernel_size = {2};
+    u.output_size = {65536, 32769};  // default 65536 x 32768, allowed up to +1
+    Ints s;
+    ASSERT_TRUE(max_unpool_output_shape(2, out_shape, u, &s).ok());
+    ASSERT_EQ(s, in_shape);
+    EXPECT_TRUE(IsI32Refusal(max_unpool(2, view(DType::f32, out_shape), view(DType::i32, out_shape),
+                                        view(DType::f32, in_shape), u),
+                             {"indices", std::to_string(plane)}));
+  }
+}
+
+TEST(CApi, F16ChannelsLastWithI32Indices) {
+  if (!pool_dtype_compiled(DType::f16)) GTEST_SKIP() << "f16 is not compiled in this build";
+  const Ints in_shape{1, 2, 6, 6}, out_shape{1, 2, 3, 3};
+  // Logical values with ties, NaN and -inf, stored channels-last: (N, H, W, C).
+  std::vector<f16_t> logical(72);
+  for (size_t i = 0; i < logical.size(); ++i) {
+    logical[i] = test::to_f16(static_cast<float>((i * 7) % 5) * 0.5f);
+  }
+  logical[9] = f16_t{0x7e00};   // NaN
+  logical[30] = f16_t{0xfc00};  // -inf
+  std::vector<f16_t> in(72);
+  for (int64_t c = 0; c < 2; ++c) {
+    for (int64_t h = 0; h < 6; ++h) {
+      for (int64_t w = 0; w < 6; ++w) in[(h * 6 + w) * 2 + c] = logical[(c * 6 + h) * 6 + w];
+    }
+  }
+  std::vector<f16_t> vals(18 + 2 * test::kGuard, f16_t{0x5a5a});
+  std::vector<int32_t> idx(18 + 2 * test::kGuard, 0x5a5a5a5a);
+  poolgen_tensor input = c_tensor(in.data(), POOLGEN_F16, in_shape);
+  const int64_t in_strides[4] = {72, 1, 12, 2};
+  std::copy(in_strides, in_strides + 4, input.strides);
+  poolgen_tensor values = c_tensor(vals.data() + test::kGuard, POOLGEN_F16, out_shape);
+  const int64_t out_strides[4] = {18, 1, 6, 2};
+  std::copy(out_strides, out_strides + 4, values.strides);
+  poolgen_tensor indices = c_tensor(idx.data() + test::kGuard, POOLGEN_I32, out_shape);
+  poolgen_pool_options o;
+  std::memset(&o, 0, sizeof o);
+  o.kernel_size[0] = o.kernel_size[1] = 2;
+  char message[kMsg] = {};
+  ASSERT_EQ(poolgen_max_pool(2, &input, &values, &indices, &o, message, kMsg), POOLGEN_OK)
+      << message;
+
+  PoolOptions po;
+  po.kernel_size = {2};
+  Ints shape;
+  std::vector<f16_t> ref_values;
+  std::vector<int64_t> ref_indices;
+  ASSERT_TRUE(
+      ref::max_pool<f16_t>(2, in_shape, logical, po, &shape, &ref_values, &ref_indices).ok());
+  for (int64_t c = 0; c < 2; ++c) {
+    for (int64_t k = 0; k < 9; ++k) {
+      const f16_t got = vals[test::kGuard + k * 2 + c], want = ref_values[c * 9 + k];
+      const bool nan = (want.bits & 0x7fff) > 0x7c00;
+      EXPECT_TRUE(nan ? (got.bits & 0x7fff) > 0x7c00 : got.bits == want.bits)
+          << "value (c " << c << ", " << k << "): 0x" << std::hex << got.bits << " vs 0x"
+          << want.bits;
+      EXPECT_EQ(idx[test::kGuard + c * 9 + k], ref_indices[c * 9 + k]) << "c " << c << " k " << k;
+    }
+  }
+  for (int64_t g = 0; g < test::kGuard; ++g) {
+    EXPECT_EQ(vals[g].bits, 0x5a5a);
+    EXPECT_EQ(vals[vals.size() - 1 - g].bits, 0x5a5a);
+    EXPECT_EQ(idx[g], 0x5a5a5a5a);
+    EXPECT_EQ(idx[idx.size() - 1 - g], 0x5a5a5a5a);
+  }
+
+  // Back through the C unpooling: channels-last f16 values, i32 indices, channels-last output.
+  std::vector<f16_t> out(72 + 2 * test::kGuard, f16_t{0x5a5a});
+  poolgen_tensor output = c_tensor(out.data() + test::kGuard, POOLGEN_F16, in_shape);
+  std::copy(in_strides, in_strides + 4, output.strides);
+  poolgen_unpool_options u;
+  std::memset(&u, 0, sizeof u);
+  u.kernel_size[0] = u.kernel_size[1] = 2;
+  ASSERT_EQ(poolgen_max_unpool(2, &values, &indices, &output, &u, message, kMsg), POOLGEN_OK)
+      << message;
+  UnpoolOptions uo;
+  uo.kernel_size = {2};
+  std::vector<f16_t> ref_out;
+  ASSERT_TRUE(
+      ref::max_unpool<f16_t>(2, out_shape, ref_values, ref_indices, uo, &shape, &ref_out).ok());
+  for (int64_t c = 0; c < 2; ++c) {
+    for (int64_t k = 0; k < 36; ++k) {
+      const f16_t got = out[test::kGuard + k * 2 + c], want = ref_out[c * 36 + k];
+      const bool nan = (want.bits & 0x7fff) > 0x7c00;
+      EXPECT_TRUE(nan ? (got.bits & 0x7fff) > 0x7c00 : got.bits == want.bits)
+          << "output (c " << c << ", " << k << "): 0x" << std::hex << got.bits << " vs 0x"
+          << want.bits;
+    }
+  }
+  for (int64_t g = 0; g < test::kGuard; ++g) {
+    EXPECT_EQ(out[g].bits, 0x5a5a);
+    EXPECT_EQ(out[out.size() - 1 - g].bits, 0x5a5a);
+  }
+}
+
+TEST(CApi, BadDTypeCode) {
+  for (int32_t bad : {42, -1}) {
+    SCOPED_TRACE(bad);
+    {
+      CPool c;
+      c.input.dtype = bad;
+      c.values.dtype = bad;
+      EXPECT_TRUE(
+          CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"input", std::to_string(bad)}));
+    }
+    {
+      CPool c;
+      c.indices.dtype = bad;
+      EXPECT_TRUE(
+          CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"indices", std::to_string(bad)}));
+    }
+    {
+      CUnpool c;
+      c.values.dtype = bad;
+      EXPECT_TRUE(
+          CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"values", std::to_string(bad)}));
+      EXPECT_TRUE(c.guards_ok());
+    }
+    {
+      CUnpool c;
+      c.output.dtype = bad;
+      EXPECT_TRUE(
+          CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"output", std::to_string(bad)}));
+      EXPECT_TRUE(c.guards_ok());
+    }
+    {
+      CUnpool c;
+      c.indices.dtype = bad;
+      EXPECT_TRUE(
+          CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"indices", std::to_string(bad)}));
+      EXPECT_TRUE(c.guards_ok());
+    }
+  }
 }
 
 }  // namespace

@@ -1,73 +1,272 @@
-// PyTorch's golden vectors against (a) the reference and (b) the library, on both paths.
+// The library against PyTorch's golden vectors (the reference is checked against them by
+// reference_test). Every case runs with i64 and i32 indices, with all its tensors contiguous and
+// with all of them channels-last (whichever layout PyTorch computed the case in: layouts must
+// agree), on Path::automatic and Path::general, plus once with the outputs in the other layout
+// than the input. Outputs sit between guard elements that must come back untouched and are
+// filled with a sentinel beforehand (twice, with two sentinels, so no element can pass
+// unwritten by matching the sentinel).
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
+#include "built_kernels.hpp"
 #include "golden_cases.hpp"
-#include "lib_util.hpp"
-#include "reference.hpp"
-#include "test_util.hpp"
+#include "poolgen/poolgen.hpp"
 
 namespace poolgen {
 namespace {
 
 using golden::Case;
-using test::same_floats;
-using test::same_ints;
+using golden::LibraryRun;
 
-class Golden : public ::testing::TestWithParam<Case> {};
+constexpr int64_t kGuard = 16;       // guard elements on each side of every output
+constexpr uint8_t kGuardByte = 0xa7;
+constexpr uint8_t kSentinels[] = {0x5c, 0xc3};
 
-TEST_P(Golden, ReferenceAndLibraryBitExact) {
-  const Case& c = GetParam();
+const char* path_str(Path p) { return p == Path::automatic ? "automatic" : "general"; }
+
+Layout other(Layout l) {
+  return l == Layout::contiguous ? Layout::channels_last : Layout::contiguous;
+}
+
+int64_t count(const Ints& shape) {
+  int64_t n = 1;
+  for (int64_t e : shape) n *= e;
+  return n;
+}
+
+// Strides (in elements, PyTorch order) of a dense `layout` tensor of `shape` (rank nd+2, or
+// nd+1 batch-less). Channels-last memory holds (N, spatial..., C).
+Ints layout_strides(int nd, Layout layout, const Ints& shape) {
+  const size_t rank = shape.size();
+  Ints s(rank, 1);
+  if (layout == Layout::contiguous) {
+    for (size_t d = rank - 1; d-- > 0;) s[d] = s[d + 1] * shape[d + 1];
+    return s;
+  }
+  const size_t c = rank == static_cast<size_t>(nd) + 2 ? 1 : 0;  // channel dimension
+  s[c] = 1;
+  int64_t step = shape[c];
+  for (size_t d = rank; d-- > c + 1;) {  // spatial, innermost first
+    s[d] = step;
+    step *= shape[d];
+  }
+  if (c == 1) s[0] = step;
+  return s;
+}
+
+// Memory offset (elements) of every logical row-major position.
+std::vector<int64_t> offsets(const Ints& shape, const Ints& strides) {
+  std::vector<int64_t> off(static_cast<size_t>(count(shape)));
+  Ints idx(shape.size(), 0);
+  for (size_t i = 0; i < off.size(); ++i) {
+    int64_t o = 0;
+    for (size_t d = 0; d < shape.size(); ++d) o += idx[d] * strides[d];
+    off[i] = o;
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return off;
+}
+
+// A tensor of `count(shape)` elements of `elem` bytes in `layout`, between guard elements.
+struct Buffer {
+  int nd;
+  Ints shape, strides;
+  std::vector<int64_t> off;
+  size_t elem = 0;
+  std::vector<uint8_t> bytes;
+
+  Buffer(int nd_, Layout layout, const Ints& s, size_t element_size, uint8_t fill)
+      : nd(nd_), shape(s), strides(layout_strides(nd_, layout, s)), off(offsets(shape, strides)),
+        elem(element_size),
+        bytes(static_cast<size_t>(count(s) + 2 * kGuard) * element_size, kGuardByte) {
+    std::memset(data(), fill, static_cast<size_t>(count(s)) * elem);
+  }
+  uint8_t* data() { return bytes.data() + kGuard * elem; }
+
+  // Logical row-major bytes in, memory order out, and back.
+  void store(const std::vector<uint8_t>& logical) {
+    for (size_t i = 0; i < off.size(); ++i) {
+      std::memcpy(data() + off[i] * elem, logical.data() + i * elem, elem);
+    }
+  }
+  std::vector<uint8_t> load() {
+    std::vector<uint8_t> logical(off.size() * elem);
+    for (size_t i = 0; i < off.size(); ++i) {
+      std::memcpy(logical.data() + i * elem, data() + off[i] * elem, elem);
+    }
+    return logical;
+  }
+  bool guards_intact() const {
+    const size_t g = static_cast<size_t>(kGuard) * elem;
+    for (size_t i = 0; i < g; ++i) {
+      if (bytes[i] != kGuardByte || bytes[bytes.size() - 1 - i] != kGuardByte) return false;
+    }
+    return true;
+  }
+};
+
+// The view of a buffer: poolgen::contiguous / poolgen::channels_last, except for batch-less
+// channels-last tensors, which get explicit strides: channels_last() sees only a shape, and reads
+// rank 3 as (N, C, L) and rank 4 as (N, C, H, W), so it cannot describe a batch-less (C, H, W)
+// or (C, D, H, W) tensor with the channel innermost.
+TensorView view(Buffer& b, DType dtype, Layout layout) {
+  if (layout == Layout::contiguous) return contiguous(b.data(), dtype, b.shape);
+  if (b.shape.size() == static_cast<size_t>(b.nd) + 2) {
+    return channels_last(b.data(), dtype, b.shape);
+  }
+  TensorView v;
+  v.data = b.data();
+  v.dtype = dtype;
+  v.shape = b.shape;
+  v.strides = b.strides;
+  return v;
+}
+
+// Effective strides of a view (empty means row-major).
+Ints view_strides(const TensorView& v) {
+  if (!v.strides.empty()) return v.strides;
+  Ints s(v.shape.size(), 1);
+  for (size_t d = v.shape.size(); d-- > 1;) s[d - 1] = s[d] * v.shape[d];
+  return s;
+}
+
+std::vector<uint8_t> index_bytes(const std::vector<int64_t>& idx, DType index_dtype) {
+  if (index_dtype == DType::i64) return golden::bytes_of(idx);
+  std::vector<int32_t> narrow(idx.size());
+  for (size_t i = 0; i < idx.size(); ++i) {
+    EXPECT_EQ(idx[i], static_cast<int32_t>(idx[i])) << "index does not fit i32";
+    narrow[i] = static_cast<int32_t>(idx[i]);
+  }
+  return golden::bytes_of(narrow);
+}
+
+std::vector<int64_t> widen_indices(const std::vector<uint8_t>& b, DType index_dtype) {
+  if (index_dtype == DType::i64) return golden::values_as<int64_t>(b);
+  std::vector<int32_t> narrow = golden::values_as<int32_t>(b);
+  return std::vector<int64_t>(narrow.begin(), narrow.end());
+}
+
+#define EXPECT_NO_DIFF(diff)                      \
+  do {                                            \
+    const std::string d_ = (diff);                \
+    EXPECT_TRUE(d_.empty()) << d_;                \
+  } while (0)
+
+void run_pool(const Case& c, DType index_dtype, Layout in_layout, Layout out_layout, Path path,
+              uint8_t sentinel) {
+  const size_t w = golden::dtype_bytes(c.dtype), iw = golden::dtype_bytes(index_dtype);
+  SCOPED_TRACE(std::string("input ") + golden::layout_str(in_layout) + ", outputs " +
+               golden::layout_str(out_layout) + ", path " + path_str(path) + ", sentinel 0x" +
+               (sentinel == 0x5c ? "5c" : "c3"));
+  Buffer in(c.nd, in_layout, c.input_shape, w, 0);
+  in.store(c.in_values);
+  Buffer vals(c.nd, out_layout, c.output_shape, w, sentinel);
+  Buffer idx(c.nd, out_layout, c.output_shape, iw, sentinel);
+  PoolOptions o = c.pool;
+  o.path = path;
+  const TensorView iv = view(in, c.dtype, in_layout);
+  EXPECT_EQ(view_strides(iv), in.strides) << "view maker strides";
+  std::string kernel;
+  Status st = max_pool_kernel_name(c.nd, iv, index_dtype, o, &kernel);
+  ASSERT_TRUE(st.ok()) << "max_pool_kernel_name: " << st.message();
+  SCOPED_TRACE("kernel " + kernel);
+  const std::vector<uint8_t> before = in.bytes;
+  st = max_pool(c.nd, iv, view(vals, c.dtype, out_layout), view(idx, index_dtype, out_layout), o);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_TRUE(in.bytes == before) << "the input was written";
+  EXPECT_TRUE(vals.guards_intact()) << "elements around the values were written";
+  EXPECT_TRUE(idx.guards_intact()) << "elements around the indices were written";
+  EXPECT_NO_DIFF(golden::compare_values(c.dtype, c.out_values, vals.load(), c.output_shape));
+  EXPECT_NO_DIFF(golden::compare_indices(c.out_indices, widen_indices(idx.load(), index_dtype)));
+}
+
+void run_unpool(const Case& c, DType index_dtype, Layout in_layout, Layout out_layout, Path path,
+                uint8_t sentinel) {
+  const size_t w = golden::dtype_bytes(c.dtype), iw = golden::dtype_bytes(index_dtype);
+  SCOPED_TRACE(std::string("inputs ") + golden::layout_str(in_layout) + ", output " +
+               golden::layout_str(out_layout) + ", path " + path_str(path) + ", sentinel 0x" +
+               (sentinel == 0x5c ? "5c" : "c3"));
+  Buffer vals(c.nd, in_layout, c.input_shape, w, 0);
+  vals.store(c.in_values);
+  Buffer idx(c.nd, in_layout, c.input_shape, iw, 0);
+  idx.store(index_bytes(c.in_indices, index_dtype));
+  Buffer out(c.nd, out_layout, c.output_shape, w, sentinel);
+  UnpoolOptions o = c.unpool;
+  o.path = path;
+  const TensorView vv = view(vals, c.dtype, in_layout);
+  EXPECT_EQ(view_strides(vv), vals.strides) << "view maker strides";
+  std::string kernel;
+  Status st = max_unpool_kernel_name(c.nd, vv, index_dtype, o, &kernel);
+  ASSERT_TRUE(st.ok()) << "max_unpool_kernel_name: " << st.message();
+  SCOPED_TRACE("kernel " + kernel);
+  const std::vector<uint8_t> vbefore = vals.bytes, ibefore = idx.bytes;
+  st = max_unpool(c.nd, vv, view(idx, index_dtype, in_layout), view(out, c.dtype, out_layout), o);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_TRUE(vals.bytes == vbefore && idx.bytes == ibefore) << "an input was written";
+  EXPECT_TRUE(out.guards_intact()) << "elements around the output were written";
+  EXPECT_NO_DIFF(golden::compare_values(c.dtype, c.out_values, out.load(), c.output_shape));
+}
+
+class Golden : public ::testing::TestWithParam<LibraryRun> {};
+
+TEST_P(Golden, LibraryBitExact) {
+  const LibraryRun& r = GetParam();
+  const Case& c = r.golden();
   ASSERT_TRUE(c.op == "pool" || c.op == "unpool") << c.op;
+  SCOPED_TRACE(c.file + ":" + c.name + " (" + golden::dtype_str(c.dtype) + ", PyTorch layout " +
+               golden::layout_str(c.layout) + "), " + golden::dtype_str(r.index_dtype) +
+               " indices");
+  const bool built = c.op == "pool" ? test::pool_kernel_built(c.dtype, r.index_dtype)
+                                     : test::unpool_kernel_built(c.dtype, r.index_dtype);
+  if (!built) {
+    GTEST_SKIP() << "this build compiles no " << c.op << " kernel for " << dtype_name(c.dtype)
+                 << " values with " << dtype_name(r.index_dtype)
+                 << " indices (POOLGEN_VALUE_TYPES, POOLGEN_INDEX_TYPES)";
+  }
   if (c.op == "pool") {
     Ints shape;
-    std::vector<float> values;
-    std::vector<int64_t> indices;
-    Status st = ref::max_pool<float>(c.nd, c.input_shape, c.in_values, c.pool, &shape, &values,
-                                     &indices);
+    Status st = max_pool_output_shape(c.nd, c.input_shape, c.pool, &shape);
     ASSERT_TRUE(st.ok()) << st.message();
-    EXPECT_EQ(shape, c.output_shape) << "reference";
-    EXPECT_TRUE(same_floats(c.out_values, values)) << "reference";
-    EXPECT_TRUE(same_ints(c.out_indices, indices)) << "reference";
-
-    Ints lib_shape;
-    st = max_pool_output_shape(c.nd, c.input_shape, c.pool, &lib_shape);
-    ASSERT_TRUE(st.ok()) << st.message();
-    EXPECT_EQ(lib_shape, c.output_shape) << "max_pool_output_shape";
+    EXPECT_EQ(shape, c.output_shape) << "max_pool_output_shape";
     for (Path path : {Path::automatic, Path::general}) {
-      SCOPED_TRACE(std::string("path ") + test::path_name(path));
-      test::PoolRun r = test::run_pool(c.nd, c.input_shape, c.in_values, c.output_shape, c.pool,
-                                       path);
-      ASSERT_TRUE(r.status.ok()) << r.status.message();
-      EXPECT_TRUE(r.guards_ok) << "bytes outside the outputs were written";
-      EXPECT_TRUE(same_floats(c.out_values, r.values));
-      EXPECT_TRUE(same_ints(c.out_indices, r.indices));
+      for (uint8_t s : kSentinels) run_pool(c, r.index_dtype, r.layout, r.layout, path, s);
     }
+    run_pool(c, r.index_dtype, r.layout, other(r.layout), Path::automatic, kSentinels[0]);
   } else {
     Ints shape;
-    std::vector<float> out;
-    Status st = ref::max_unpool<float>(c.nd, c.input_shape, c.in_values, c.in_indices, c.unpool,
-                                       &shape, &out);
+    Status st = max_unpool_output_shape(c.nd, c.input_shape, c.unpool, &shape);
     ASSERT_TRUE(st.ok()) << st.message();
-    EXPECT_EQ(shape, c.output_shape) << "reference";
-    EXPECT_TRUE(same_floats(c.out_values, out)) << "reference";
-
-    Ints lib_shape;
-    st = max_unpool_output_shape(c.nd, c.input_shape, c.unpool, &lib_shape);
-    ASSERT_TRUE(st.ok()) << st.message();
-    EXPECT_EQ(lib_shape, c.output_shape) << "max_unpool_output_shape";
+    EXPECT_EQ(shape, c.output_shape) << "max_unpool_output_shape";
     for (Path path : {Path::automatic, Path::general}) {
-      SCOPED_TRACE(std::string("path ") + test::path_name(path));
-      test::UnpoolRun r = test::run_unpool(c.nd, c.input_shape, c.in_values, c.in_indices,
-                                           c.output_shape, c.unpool, path);
-      ASSERT_TRUE(r.status.ok()) << r.status.message();
-      EXPECT_TRUE(r.guards_ok) << "bytes outside the output were written";
-      EXPECT_TRUE(same_floats(c.out_values, r.output));
+      for (uint8_t s : kSentinels) run_unpool(c, r.index_dtype, r.layout, r.layout, path, s);
     }
+    run_unpool(c, r.index_dtype, r.layout, other(r.layout), Path::automatic, kSentinels[0]);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(PyTorch, Golden, ::testing::ValuesIn(golden::cases_for_gtest()),
-                         golden::case_name);
+INSTANTIATE_TEST_SUITE_P(PyTorch, Golden, ::testing::ValuesIn(golden::runs_for_gtest()),
+                         golden::run_name);
+
+// The runs above cover every dtype, both layouts and both index dtypes.
+TEST(GoldenCoverage, EveryDTypeInBothLayouts) {
+  ASSERT_GT(golden::all_cases().size(), 1u) << golden::all_cases()[0].op;
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::u8,
+                  DType::i16, DType::i32, DType::i64}) {
+    for (Layout l : {Layout::contiguous, Layout::channels_last}) {
+      int n = 0;
+      for (const Case& c : golden::all_cases()) n += c.dtype == t && c.layout == l;
+      EXPECT_GT(n, 0) << golden::dtype_str(t) << " " << golden::layout_str(l);
+    }
+  }
+}
 
 }  // namespace
 }  // namespace poolgen

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "dtypes.hpp"
 #include "golden_cases.hpp"
 #include "reference.hpp"
 #include "test_util.hpp"
@@ -13,35 +14,80 @@ namespace poolgen {
 namespace {
 
 using golden::Case;
-using test::same_floats;
-using test::same_ints;
 
 class ReferenceGolden : public ::testing::TestWithParam<Case> {};
 
+// Every golden case, in its dtype: values bit for bit (any NaN equals any NaN), indices exactly.
+// The reference works on logical row-major data, so the case's layout does not enter.
 TEST_P(ReferenceGolden, BitExact) {
   const Case& c = GetParam();
   ASSERT_TRUE(c.op == "pool" || c.op == "unpool") << c.op;
-  Ints shape;
-  std::vector<float> values;
-  if (c.op == "pool") {
-    std::vector<int64_t> indices;
-    Status st = ref::max_pool<float>(c.nd, c.input_shape, c.in_values, c.pool, &shape, &values,
-                                     &indices);
-    ASSERT_TRUE(st.ok()) << st.message();
-    EXPECT_EQ(shape, c.output_shape);
-    EXPECT_TRUE(same_floats(c.out_values, values));
-    EXPECT_TRUE(same_ints(c.out_indices, indices));
-  } else {
-    Status st = ref::max_unpool<float>(c.nd, c.input_shape, c.in_values, c.in_indices, c.unpool,
-                                       &shape, &values);
-    ASSERT_TRUE(st.ok()) << st.message();
-    EXPECT_EQ(shape, c.output_shape);
-    EXPECT_TRUE(same_floats(c.out_values, values));
-  }
+  SCOPED_TRACE(std::string("dtype ") + golden::dtype_str(c.dtype) + ", layout " +
+               golden::layout_str(c.layout) + (c.via.empty() ? "" : ", computed via " + c.via));
+  test::visit_dtype(c.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    ASSERT_EQ(test::dtype_of<T>(), c.dtype);
+    Ints shape;
+    std::vector<T> values;
+    if (c.op == "pool") {
+      std::vector<int64_t> indices;
+      Status st = ref::max_pool<T>(c.nd, c.input_shape, c.in<T>(), c.pool, &shape, &values,
+                                   &indices);
+      ASSERT_TRUE(st.ok()) << st.message();
+      EXPECT_EQ(shape, c.output_shape);
+      EXPECT_EQ("", golden::compare_values(c.dtype, c.out_values, golden::bytes_of(values),
+                                           c.output_shape));
+      EXPECT_EQ("", golden::compare_indices(c.out_indices, indices));
+    } else {
+      Status st = ref::max_unpool<T>(c.nd, c.input_shape, c.in<T>(), c.in_indices, c.unpool,
+                                     &shape, &values);
+      ASSERT_TRUE(st.ok()) << st.message();
+      EXPECT_EQ(shape, c.output_shape);
+      EXPECT_EQ("", golden::compare_values(c.dtype, c.out_values, golden::bytes_of(values),
+                                           c.output_shape));
+    }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, ReferenceGolden,
                          ::testing::ValuesIn(golden::cases_for_gtest()), golden::case_name);
+
+// The golden files cover every dtype in both layouts and every rank, for both ops.
+TEST(ReferenceGoldenCoverage, EveryDTypeLayoutRankAndOp) {
+  const std::vector<Case> all = golden::cases_for_gtest();
+  ASSERT_GT(all.size(), 1u) << all[0].op;
+  for (DType t : test::kAllDTypes) {
+    for (Layout l : {Layout::contiguous, Layout::channels_last}) {
+      for (int nd = 1; nd <= 3; ++nd) {
+        for (const char* op : {"pool", "unpool"}) {
+          int n = 0;
+          for (const Case& c : all) n += c.dtype == t && c.layout == l && c.nd == nd && c.op == op;
+          EXPECT_GT(n, 0) << golden::dtype_str(t) << " " << golden::layout_str(l) << " " << nd
+                          << "-D " << op;
+        }
+      }
+    }
+  }
+}
+
+// A few values of the typed files decoded by hand (the bit-pattern format of make_golden.py).
+TEST(ReferenceGoldenFormat, TypedBitPatterns) {
+  EXPECT_EQ(golden::show_element(DType::f16, 0x3c00), "1 (0x3c00)");
+  EXPECT_EQ(golden::show_element(DType::bf16, 0xbf80), "-1 (0xbf80)");
+  EXPECT_EQ(golden::show_element(DType::i8, 0xff), "-1 (0xff)");
+  EXPECT_EQ(golden::show_element(DType::u8, 0xff), "255 (0xff)");
+  EXPECT_EQ(golden::show_element(DType::i64, 0x8000000000000000ull),
+            "-9223372036854775808 (0x8000000000000000)");
+  EXPECT_TRUE(golden::is_nan_bits(DType::f16, 0x7e00));
+  EXPECT_TRUE(golden::is_nan_bits(DType::bf16, 0xffff));
+  EXPECT_FALSE(golden::is_nan_bits(DType::f16, 0x7c00));  // inf
+  EXPECT_EQ(golden::compare_values(DType::f32, golden::bytes_of(std::vector<float>{NAN}),
+                                   golden::bytes_of(std::vector<float>{-NAN})),
+            "");
+  EXPECT_NE(golden::compare_values(DType::f32, golden::bytes_of(std::vector<float>{0.0f}),
+                                   golden::bytes_of(std::vector<float>{-0.0f})),
+            "");
+}
 
 TEST(Reference, EmptyWindowGivesSteppedStart) {
   PoolOptions o;

@@ -1,18 +1,21 @@
-// Every CPU variant of the fat kernels gives the reference's results. Each run of this binary
+// Every CPU variant of every fat kernel gives the reference's results. Each run of this binary
 // forces one variant (POOLGEN_FORCE_TARGET = avx512_skylake | avx2 | sse41 | baseline) through
-// Halide's can-use-target-features hook; ctest runs it once per variant, one process each.
+// Halide's can-use-target-features hook; ctest runs it once per variant, one process each. Every
+// compiled value type, index type and layout goes through a pool + unpool round trip.
 #include "poolgen/poolgen.hpp"
+#include "dtypes.hpp"
 #include "reference.hpp"
 
 #include <HalideRuntime.h>
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -68,34 +71,90 @@ class Variant : public ::testing::Test {
   }
 };
 
-std::vector<float> random_values(size_t n, uint32_t seed) {
+// Small integers (many ties) that every type holds, and a NaN in float types.
+template <typename T>
+std::vector<T> random_values(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> small(-8, 8);
-  std::vector<float> v(n);
-  for (float& x : v) x = small(rng) * 0.5f;  // many ties
-  v[n / 3] = NAN;
+  std::uniform_int_distribution<int> small(std::is_unsigned_v<T> ? 0 : -8, 8);
+  std::vector<T> v(n);
+  for (T& x : v) x = test::from_float<T>(static_cast<float>(small(rng)));
+  if constexpr (test::is_float_type<T>()) v[n / 3] = test::from_float<T>(NAN);
   return v;
 }
 
-bool same_bits(float a, float b) {
-  return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, sizeof a) == 0;
+template <typename T>
+bool same_value(T a, T b) {
+  if constexpr (std::is_same_v<T, f16_t> || std::is_same_v<T, bf16_t>) {
+    const float x = test::to_float(a), y = test::to_float(b);
+    if (std::isnan(x) && std::isnan(y)) return true;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(a) && std::isnan(b)) return true;
+  }
+  return std::memcmp(&a, &b, sizeof a) == 0;
 }
 
-void check_round_trip(int nd, const Ints& shape, const PoolOptions& pool, uint32_t seed) {
-  SCOPED_TRACE("nd=" + std::to_string(nd) + " seed=" + std::to_string(seed));
-  const std::vector<float> input = random_values(ref::numel(shape), seed);
+// A tensor of `shape` in `layout`, holding `logical` (row-major order) at the view's offsets.
+template <typename T>
+struct Tensor {
+  std::vector<T> data;
+  TensorView view;
+  Tensor(const Ints& shape, Layout layout, const std::vector<T>& logical = {})
+      : data(ref::numel(shape)) {
+    view = layout == Layout::channels_last ? channels_last(data.data(), shape)
+                                           : contiguous(data.data(), shape);
+    if (!logical.empty()) set(logical);
+  }
+  // Offset of each element, in row-major order of the shape.
+  std::vector<int64_t> offsets() const {
+    const Ints& s = view.shape;
+    Ints strides = view.strides;
+    if (strides.empty()) {
+      strides.assign(s.size(), 1);
+      for (size_t d = s.size() - 1; d-- > 0;) strides[d] = strides[d + 1] * s[d + 1];
+    }
+    std::vector<int64_t> out;
+    Ints index(s.size(), 0);
+    for (size_t e = 0; e < data.size(); ++e) {
+      int64_t offset = 0;
+      for (size_t d = 0; d < s.size(); ++d) offset += index[d] * strides[d];
+      out.push_back(offset);
+      for (size_t d = s.size(); d-- > 0;) {
+        if (++index[d] < s[d]) break;
+        index[d] = 0;
+      }
+    }
+    return out;
+  }
+  void set(const std::vector<T>& logical) {
+    const std::vector<int64_t> at = offsets();
+    for (size_t i = 0; i < at.size(); ++i) data[at[i]] = logical[i];
+  }
+  std::vector<T> logical() const {
+    std::vector<T> out;
+    for (int64_t offset : offsets()) out.push_back(data[offset]);
+    return out;
+  }
+};
+
+template <typename T, typename Index>
+void check_round_trip(int nd, const Ints& shape, const PoolOptions& pool, Layout layout,
+                      uint32_t seed) {
+  const std::vector<T> input = random_values<T>(ref::numel(shape), seed);
   Ints out_shape;
-  std::vector<float> want_values;
+  std::vector<T> want_values;
   std::vector<int64_t> want_indices;
   ASSERT_TRUE(ref::max_pool(nd, shape, input, pool, &out_shape, &want_values, &want_indices).ok());
 
-  std::vector<float> values(want_values.size());
-  std::vector<int64_t> indices(want_indices.size());
-  Status s = max_pool(nd, contiguous(input.data(), shape), contiguous(values.data(), out_shape),
-                      contiguous(indices.data(), out_shape), pool);
+  Tensor<T> in(shape, layout, input), values(out_shape, layout);
+  Tensor<Index> indices(out_shape, layout);
+  Status s = max_pool(nd, in.view, values.view, indices.view, pool);
   ASSERT_TRUE(s.ok()) << s.message();
-  EXPECT_EQ(indices, want_indices);
-  for (size_t i = 0; i < values.size(); ++i) ASSERT_TRUE(same_bits(values[i], want_values[i]));
+  const std::vector<T> got_values = values.logical();
+  const std::vector<Index> got_indices = indices.logical();
+  for (size_t i = 0; i < got_values.size(); ++i) {
+    ASSERT_EQ(got_indices[i], want_indices[i]) << i;
+    ASSERT_TRUE(same_value(got_values[i], want_values[i])) << i;
+  }
 
   UnpoolOptions unpool;
   unpool.kernel_size = pool.kernel_size;
@@ -105,30 +164,52 @@ void check_round_trip(int nd, const Ints& shape, const PoolOptions& pool, uint32
   for (Path path : {Path::automatic, Path::general}) {
     unpool.path = path;
     Ints unpooled_shape;
-    std::vector<float> want;
-    ASSERT_TRUE(
-        ref::max_unpool(nd, out_shape, values, indices, unpool, &unpooled_shape, &want).ok());
-    std::vector<float> got(want.size(), 123.0f);
-    s = max_unpool(nd, contiguous(values.data(), out_shape), contiguous(indices.data(), out_shape),
-                   contiguous(got.data(), unpooled_shape), unpool);
+    std::vector<T> want;
+    ASSERT_TRUE(ref::max_unpool(nd, out_shape, want_values, want_indices, unpool,
+                                &unpooled_shape, &want)
+                    .ok());
+    Tensor<T> got(unpooled_shape, layout);
+    s = max_unpool(nd, values.view, indices.view, got.view, unpool);
     ASSERT_TRUE(s.ok()) << s.message();
-    for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(same_bits(got[i], want[i])) << i;
+    const std::vector<T> got_logical = got.logical();
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_TRUE(same_value(got_logical[i], want[i])) << i;
   }
 }
 
 TEST_F(Variant, EveryKernelMatchesTheReference) {
+  std::set<std::pair<DType, DType>> built;  // (value, index) with pooling kernels
+  for (const KernelInfo& k : compiled_kernels()) {
+    if (k.op == "pool") built.insert({k.value_dtype, k.index_dtype});
+  }
+  ASSERT_FALSE(built.empty());
   uint32_t seed = 1;
-  for (const auto& [k, s, p] : {std::tuple{2, 2, 0}, std::tuple{3, 2, 1}, std::tuple{3, 1, 1}}) {
-    PoolOptions o;
-    o.kernel_size = {k};
-    o.stride = {s};
-    o.padding = {p};
-    for (bool ceil_mode : {false, true}) {
-      o.ceil_mode = ceil_mode;
-      check_round_trip(1, {2, 3, 37}, o, seed++);
-      check_round_trip(2, {2, 3, 19, 23}, o, seed++);
-      check_round_trip(3, {1, 2, 7, 9, 11}, o, seed++);
-    }
+  for (const auto& [value, index] : built) {
+    test::visit_dtype(value, [&](auto tag) {
+      using T = decltype(tag);
+      for (Layout layout : {Layout::contiguous, Layout::channels_last}) {
+        SCOPED_TRACE(std::string(dtype_name(value)) + " values, " + dtype_name(index) +
+                     " indices, " + (layout == Layout::contiguous ? "contiguous" : "channels_last"));
+        for (const auto& [k, s, p] :
+             {std::tuple{2, 2, 0}, std::tuple{3, 2, 1}, std::tuple{3, 1, 1}}) {
+          PoolOptions o;
+          o.kernel_size = {k};
+          o.stride = {s};
+          o.padding = {p};
+          o.ceil_mode = (seed & 1) != 0;
+          const auto run = [&](int nd, const Ints& shape) {
+            SCOPED_TRACE("nd=" + std::to_string(nd) + " seed=" + std::to_string(seed));
+            if (index == DType::i64) {
+              check_round_trip<T, int64_t>(nd, shape, o, layout, seed++);
+            } else {
+              check_round_trip<T, int32_t>(nd, shape, o, layout, seed++);
+            }
+          };
+          run(1, {2, 5, 37});
+          run(2, {2, 19, 11, 13});
+          run(3, {1, 3, 7, 9, 11});
+        }
+      }
+    });
   }
   // Every kernel settled on the forced variant: nothing richer was accepted, and it was (the
   // baseline is the wrappers' fallback, never asked about, so then nothing was accepted).

@@ -28,6 +28,39 @@ File format (line based, read by tests/golden.hpp). A file holds cases; each cas
 
 f32 values are written as their IEEE-754 bit pattern in 8 hex digits (bit-exact, NaN/inf/-0.0
 included). Lines starting with '#' are comments.
+
+Typed cases (files typed_pool{1,2,3}d.txt and typed_unpool{1,2,3}d.txt) add two optional lines
+right after `nd`; a case without them is f32 and contiguous, which keeps the six original files
+(pool{1,2,3}d.txt, unpool{1,2,3}d.txt) unchanged:
+
+    dtype <f32|f64|f16|bf16|i8|u8|i16|i32|i64>     default f32
+    layout <contiguous|channels_last>               default contiguous
+
+Values (in_values, out_values) are then the dtype's bit pattern as one unsigned integer in hex,
+2, 4, 8 or 16 digits per element (i8 -1 is `ff`, f16 1.0 is `3c00`). Data is always written in
+logical row-major (N, C, spatial...) order; `layout` says which memory format the tensors had
+when PyTorch computed the case: `channels_last` is torch.channels_last in 2-D,
+torch.channels_last_3d in 3-D and, in 1-D, an (N, C, L) view x.transpose(1, 2) of a contiguous
+(N, L, C) tensor. (PyTorch 1.13's CPU max_pool3d / max_unpool3d accept channels_last_3d input
+but compute in contiguous memory; max_pool1d/2d and max_unpool2d have channels-last kernels.)
+
+What PyTorch 1.13 CPU computes natively: f32 and f64 everything; bf16 max_pool1d/2d (both
+layouts). Everything else raises "not implemented", so those cases are computed with PyTorch on
+another dtype that represents them exactly and mapped back; such a case carries a comment line
+`# computed via <dtype> ...`:
+- f16 pooling, bf16 3-D pooling: via f32 (widening is exact, max is exact, narrowing back is
+  exact; an empty window's -inf stays -inf).
+- integer pooling (i8, u8, i16, i32, i64): via f64 on order-preserving ranks: each value is
+  replaced by its rank among the tensor's distinct values (small integers, exact in f64), so
+  comparisons, ties and therefore indices are PyTorch's own; ranks map back to the values, and
+  an empty window's -inf maps to the type's lowest value (SEMANTICS.md: integer pooling starts
+  from the type's lowest value). This keeps every i64 exact, 2^63-1 included. For i8..i32 the
+  script checks that pooling a plain f64 cast gives the same.
+- unpooling of f16, bf16 and integers: via f64 on positions: PyTorch unpools 1, 2, ..., n (the
+  values' flat positions, exact in f64) with the case's indices, and the output takes the value
+  at the position that landed there, or zero where none did. So PyTorch decides which input
+  wins every slot, and every bit pattern (NaN payloads included) is moved exactly.
+The native bf16 pooling cases are checked against the via-f32 computation too.
 """
 
 import os
@@ -330,6 +363,327 @@ def unpool_cases(w, nd, g):
         w.unpool(U + "nonsquare", nd, rand(g, [1, 2] + in_sp), idx7, kk, ss, pp)
 
 
+# ---------------------------------------------------------------------------------------------
+# Typed cases: every value dtype, contiguous and channels-last.
+
+DTYPES = ["f32", "f64", "f16", "bf16", "i8", "u8", "i16", "i32", "i64"]
+TORCH_DTYPE = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16,
+               "bf16": torch.bfloat16, "i8": torch.int8, "u8": torch.uint8, "i16": torch.int16,
+               "i32": torch.int32, "i64": torch.int64}
+FLOATS = ("f32", "f64", "f16", "bf16")
+# The integer type of the same width whose bits are written.
+BITS_VIEW = {"f32": torch.int32, "f64": torch.int64, "f16": torch.int16, "bf16": torch.int16,
+             "i8": torch.uint8, "u8": torch.uint8, "i16": torch.int16, "i32": torch.int32,
+             "i64": torch.int64}
+WIDTH = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2, "i8": 1, "u8": 1, "i16": 2, "i32": 4, "i64": 8}
+
+
+def int_range(dt):
+    info = torch.iinfo(TORCH_DTYPE[dt])
+    return info.min, info.max
+
+
+def typed_bits(t, dt):
+    """Hex bit patterns of t's elements in logical row-major order."""
+    flat = t.reshape(-1).contiguous().view(BITS_VIEW[dt])
+    mask = (1 << (8 * WIDTH[dt])) - 1
+    fmt = "%%0%dx" % (2 * WIDTH[dt])
+    return " ".join(fmt % (v & mask) for v in flat.tolist())
+
+
+def to_layout(t, nd, layout):
+    """t (logical shape (N, C, spatial...)) in the memory format `layout`."""
+    if layout == "contiguous":
+        return t.contiguous()
+    assert t.dim() == nd + 2, "channels-last cases need a batch dimension"
+    if nd == 1:
+        r = t.transpose(1, 2).contiguous().transpose(1, 2)
+    elif nd == 2:
+        r = t.contiguous(memory_format=torch.channels_last)
+    else:
+        r = t.contiguous(memory_format=torch.channels_last_3d)
+    assert r.stride(1) == 1 or r.shape[1] == 1, r.stride()
+    assert r.stride(-1) == r.shape[1] or r.shape[-1] == 1, r.stride()
+    return r
+
+
+def same_bits(a, b, dt):
+    """Bit-identical, any NaN equal to any NaN."""
+    if a.shape != b.shape:
+        return False
+    if dt in FLOATS:
+        na, nb = torch.isnan(a.float()), torch.isnan(b.float())
+        if not torch.equal(na, nb):
+            return False
+        a, b = a[~na], b[~nb]
+    return torch.equal(a.contiguous().view(BITS_VIEW[dt]), b.contiguous().view(BITS_VIEW[dt]))
+
+
+def pool_native(nd, dt):
+    return dt in ("f32", "f64") or (dt == "bf16" and nd in (1, 2))
+
+
+def run_pool(nd, x, dt, layout, kw):
+    """PyTorch's max pooling of x (dtype dt) in `layout`: (values, indices, via-comment)."""
+    f = POOL[nd]
+    if pool_native(nd, dt):
+        v, i = f(to_layout(x, nd, layout), **kw)
+        if dt == "bf16":  # cross-check the native kernel against the exact f32 computation
+            v2, i2 = f(to_layout(x.float(), nd, layout), **kw)
+            assert torch.equal(i, i2) and same_bits(v, v2.to(torch.bfloat16), dt), kw
+        return v, i, None
+    if dt in FLOATS:
+        v, i = f(to_layout(x.float(), nd, layout), **kw)
+        return v.to(TORCH_DTYPE[dt]), i, "f32"
+    lo, _ = int_range(dt)
+    uniq = torch.unique(x.reshape(-1), sorted=True)
+    ranks = torch.searchsorted(uniq, x).to(torch.float64)
+    v, i = f(to_layout(ranks, nd, layout), **kw)
+    empty = torch.isinf(v)
+    assert bool((v[empty] < 0).all())
+    out = uniq[torch.where(empty, torch.zeros_like(v), v).to(torch.int64)]
+    out[empty] = lo
+    out = out.to(TORCH_DTYPE[dt])
+    if dt != "i64":  # a plain f64 cast is exact for these: it must agree
+        v2, i2 = f(to_layout(x.to(torch.float64), nd, layout), **kw)
+        v2 = torch.where(torch.isinf(v2), torch.full_like(v2, lo), v2).to(TORCH_DTYPE[dt])
+        assert torch.equal(i, i2) and torch.equal(out, v2), kw
+    return out, i, "f64 (order-preserving ranks)"
+
+
+def run_unpool(nd, vals, idx, dt, layout, kw):
+    """PyTorch's max unpooling of vals (dtype dt) in `layout`: (output, via-comment)."""
+    f = UNPOOL[nd]
+    if dt in ("f32", "f64"):
+        return f(to_layout(vals, nd, layout), to_layout(idx, nd, layout), **kw), None
+    n = vals.numel()
+    pos = torch.arange(1, n + 1, dtype=torch.float64).reshape(vals.shape)
+    p = f(to_layout(pos, nd, layout), to_layout(idx, nd, layout), **kw)
+    assert bool((p == p.round()).all())
+    p = p.to(torch.int64)
+    src = torch.cat([torch.zeros(1, dtype=vals.dtype), vals.reshape(-1)])
+    return src[p.reshape(-1)].reshape(p.shape), "f64 (positions)"
+
+
+def typed_header(name, op, nd, dt, layout, via):
+    t = "case %s\n" % name
+    if via:
+        t += "# computed via %s\n" % via
+    t += "op %s\nnd %d\ndtype %s\nlayout %s\n" % (op, nd, dt, layout)
+    return t
+
+
+def typed_pool(w, name, nd, dt, layout, x, k, s=None, p=0, d=1, ceil=False):
+    assert name not in w.names, name
+    w.names.add(name)
+    check_pool_params(nd, k, s, p, d)
+    assert x.dtype == TORCH_DTYPE[dt]
+    kw = dict(kernel_size=k, padding=p, dilation=d, ceil_mode=ceil, return_indices=True)
+    if s is not None:
+        kw["stride"] = s
+    vals, idx, via = run_pool(nd, x, dt, layout, kw)
+    t = typed_header(name, "pool", nd, dt, layout, via)
+    t += line("kernel_size", ints(k))
+    t += line("stride", ints(s))
+    t += line("padding", ints(p))
+    t += line("dilation", ints(d))
+    t += "ceil_mode %d\n" % int(ceil)
+    t += line("input_shape", ints(x.shape))
+    t += line("in_values", typed_bits(x, dt))
+    t += line("output_shape", ints(vals.shape))
+    t += line("out_values", typed_bits(vals, dt))
+    t += line("out_indices", ints(idx.reshape(-1).tolist()))
+    t += "end\n"
+    w.add("typed_pool%dd.txt" % nd, t)
+    return vals.contiguous(), idx.contiguous()
+
+
+def typed_unpool(w, name, nd, dt, layout, vals, idx, k, s=None, p=0, output_size=None):
+    assert name not in w.names, name
+    w.names.add(name)
+    assert vals.dtype == TORCH_DTYPE[dt]
+    kw = dict(kernel_size=k, padding=p)
+    if s is not None:
+        kw["stride"] = s
+    if output_size is not None:
+        kw["output_size"] = list(output_size)
+    out, via = run_unpool(nd, vals, idx, dt, layout, kw)
+    t = typed_header(name, "unpool", nd, dt, layout, via)
+    t += line("kernel_size", ints(k))
+    t += line("stride", ints(s))
+    t += line("padding", ints(p))
+    t += line("output_size", ints(output_size))
+    t += line("input_shape", ints(vals.shape))
+    t += line("in_values", typed_bits(vals, dt))
+    t += line("in_indices", ints(idx.reshape(-1).tolist()))
+    t += line("output_shape", ints(out.shape))
+    t += line("out_values", typed_bits(out, dt))
+    t += "end\n"
+    w.add("typed_unpool%dd.txt" % nd, t)
+    return out
+
+
+def pick(g, shape, options, dt):
+    """Elements drawn from `options` (python numbers), as dtype dt."""
+    if dt in FLOATS:
+        opts = torch.tensor(options, dtype=torch.float64).to(TORCH_DTYPE[dt])
+    else:
+        opts = torch.tensor(options, dtype=torch.int64).to(TORCH_DTYPE[dt])
+    return opts[torch.randint(0, len(options), shape, generator=g)]
+
+
+def typed_rand(g, shape, dt):
+    """Random values with plenty of ties."""
+    if dt in FLOATS:
+        # Quarters in [-8, 8): exact in every float type, ties frequent.
+        q = torch.randint(-32, 32, shape, generator=g).to(torch.float64) / 4
+        return q.to(TORCH_DTYPE[dt])
+    lo, hi = int_range(dt)
+    if dt == "i64":
+        r = torch.randint(-2 ** 63, 2 ** 63 - 1, shape, generator=g, dtype=torch.int64)
+    else:
+        r = torch.randint(lo, hi + 1, shape, generator=g, dtype=torch.int64)
+    # Half the elements from a small set, so windows tie.
+    small = pick(g, shape, [lo + 1, -7 if lo < 0 else 7, 0, 3, hi - 1], "i64")
+    coin = torch.randint(0, 2, shape, generator=g).bool()
+    return torch.where(coin, small, r).to(TORCH_DTYPE[dt])
+
+
+def specials(dt):
+    if dt in FLOATS:
+        fi = torch.finfo(TORCH_DTYPE[dt])
+        sub = float(fi.tiny) * float(fi.eps)  # the smallest subnormal: no flushing to zero
+        return [NAN, INF, -INF, -0.0, 0.0, float(fi.max), float(fi.min), float(fi.tiny), sub, -sub]
+    lo, hi = int_range(dt)
+    return [lo, hi, lo, hi, lo + 1, hi - 1]
+
+
+def typed_special(g, shape, dt, frac=5):
+    """Random values with about one in `frac` elements special (NaN, +-inf, +-0, extremes and
+    +-the smallest subnormal for floats; the lowest and highest values for integers)."""
+    x = typed_rand(g, shape, dt)
+    sp = pick(g, shape, specials(dt), dt)
+    coin = torch.randint(0, frac, shape, generator=g) == 0
+    return torch.where(coin, sp, x)
+
+
+def typed_lowest(shape, dt):
+    if dt in FLOATS:
+        return torch.full(shape, -INF, dtype=torch.float64).to(TORCH_DTYPE[dt])
+    return torch.full(shape, int_range(dt)[0], dtype=TORCH_DTYPE[dt])
+
+
+def typed_pool_cases(w, nd, dt, g):
+    P = "t%dd_%s_" % (nd, dt)
+    sp = {1: [13], 2: [7, 6], 3: [3, 4, 4]}[nd]
+    nc = {1: [2, 2], 2: [1, 2], 3: [1, 2]}[nd]
+    full = nc + sp
+    small = [1, 2] + {1: [9], 2: [5, 4], 3: [3, 3, 4]}[nd]
+    # Vector tails: 37 along the innermost dimension (18 or 19 outputs).
+    wide = {1: [1, 2, 37], 2: [1, 1, 3, 37], 3: [1, 1, 2, 2, 37]}[nd]
+    wide_d2 = {1: [1, 2, 37], 2: [1, 1, 3, 37], 3: [1, 1, 3, 3, 21]}[nd]
+    c = "contiguous"
+    typed_pool(w, P + "ties_k3s1", nd, dt, c, typed_rand(g, full, dt), 3, 1)
+    typed_pool(w, P + "special_k3s1p1", nd, dt, c, typed_special(g, full, dt), 3, 1, 1)
+    typed_pool(w, P + "k2s2p0_special", nd, dt, c, typed_special(g, full, dt), 2, 2)
+    typed_pool(w, P + "k3s2p1_special", nd, dt, c, typed_special(g, full, dt), 3, 2, 1)
+    typed_pool(w, P + "k2s2p0_wide", nd, dt, c, typed_special(g, wide, dt, 9), 2, 2)
+    typed_pool(w, P + "k3s2p1_wide", nd, dt, c, typed_special(g, wide, dt, 9), 3, 2, 1)
+    typed_pool(w, P + "k3s1p1d2_wide", nd, dt, c, typed_special(g, wide_d2, dt, 9), 3, 1, 1, 2)
+    typed_pool(w, P + "k3s2p1_ceil", nd, dt, c, typed_special(g, full, dt), 3, 2, 1, 1, True)
+    drop = {1: [5], 2: [5, 7], 3: [5, 5, 3]}[nd]
+    typed_pool(w, P + "k2s2p1_ceil_drop", nd, dt, c, typed_rand(g, [1, 2] + drop, dt), 2, 2, 1, 1,
+               True)
+    typed_pool(w, P + "k3s2p1d2", nd, dt, c, typed_special(g, full, dt), 3, 2, 1, 2)
+    if nd == 1:
+        typed_pool(w, P + "empty_window", nd, dt, c, typed_special(g, [2, 3, 3], dt), 2, 1, 1, 4)
+    elif nd == 2:
+        typed_pool(w, P + "empty_window", nd, dt, c, typed_special(g, [1, 2, 3, 6], dt), [2, 2],
+                   [1, 2], [1, 0], [4, 1])
+    else:
+        typed_pool(w, P + "empty_window", nd, dt, c, typed_special(g, [1, 2, 3, 4, 5], dt),
+                   [2, 2, 2], 1, [1, 0, 1], [4, 1, 2])
+    typed_pool(w, P + "all_lowest_k3s2p1", nd, dt, c, typed_lowest(small, dt), 3, 2, 1)
+    typed_pool(w, P + "extremes_k2s1", nd, dt, c, pick(g, small, specials(dt)[:3], dt), 2, 1)
+    typed_pool(w, P + "batchless_k3s2p1", nd, dt, c, typed_special(g, small[1:], dt), 3, 2, 1)
+
+    c = "channels_last"
+    P = "t%dd_%s_cl_" % (nd, dt)
+    ncl = {1: [2, 5], 2: [1, 3], 3: [1, 3]}[nd]
+    spl = {1: [9], 2: [5, 6], 3: [3, 3, 4]}[nd]
+    fcl = ncl + spl
+    wcl = {1: [1, 37, 4], 2: [1, 19, 3, 3], 3: [1, 19, 2, 2, 3]}[nd]  # channel tails
+    typed_pool(w, P + "k2s2p0", nd, dt, c, typed_special(g, fcl, dt), 2, 2)
+    typed_pool(w, P + "k3s2p1", nd, dt, c, typed_special(g, fcl, dt), 3, 2, 1)
+    typed_pool(w, P + "k3s1p1d2", nd, dt, c, typed_special(g, fcl, dt), 3, 1, 1, 2)
+    typed_pool(w, P + "k3s2p0_ceil", nd, dt, c, typed_special(g, fcl, dt), 3, 2, 0, 1, True)
+    typed_pool(w, P + "k3s2p1_wide_c", nd, dt, c, typed_special(g, wcl, dt, 9), 3, 2, 1)
+    typed_pool(w, P + "k2s2p0_wide_c", nd, dt, c, typed_special(g, wcl, dt, 9), 2, 2)
+    if nd == 1:
+        typed_pool(w, P + "empty_window", nd, dt, c, typed_special(g, [2, 3, 3], dt), 2, 1, 1, 4)
+    elif nd == 2:
+        typed_pool(w, P + "empty_window", nd, dt, c, typed_special(g, [1, 2, 3, 6], dt), [2, 2],
+                   [1, 2], [1, 0], [4, 1])
+    else:
+        typed_pool(w, P + "empty_window", nd, dt, c, typed_special(g, [1, 2, 3, 4, 5], dt),
+                   [2, 2, 2], 1, [1, 0, 1], [4, 1, 2])
+    typed_pool(w, P + "all_lowest_k3s2p1", nd, dt, c, typed_lowest(ncl + [3] * nd, dt), 3, 2, 1)
+
+
+def typed_unpool_cases(w, nd, dt, g):
+    U = "tu%dd_%s_" % (nd, dt)
+    sp = {1: [13], 2: [7, 6], 3: [3, 4, 5]}[nd]
+    sp_even = {1: [12], 2: [6, 4], 3: [2, 4, 4]}[nd]
+    nc = {1: [2, 2], 2: [1, 2], 3: [1, 2]}[nd]
+    wide = {1: [1, 2, 37], 2: [1, 1, 3, 37], 3: [1, 1, 2, 2, 37]}[nd]
+    in_sp = {1: [6], 2: [3, 4], 3: [2, 3, 2]}[nd]
+    pk = dict(return_indices=True)
+
+    for layout, U, ncs, wsh in (("contiguous", U, nc, wide),
+                                ("channels_last", "tu%dd_%s_cl_" % (nd, dt),
+                                 {1: [2, 5], 2: [1, 3], 3: [1, 3]}[nd],
+                                 {1: [1, 37, 4], 2: [1, 19, 3, 3], 3: [1, 19, 2, 2, 3]}[nd])):
+        # Indices from a real pooling (the values of the pooling too).
+        x = typed_special(g, ncs + sp_even, dt)
+        v, i, _ = run_pool(nd, x, dt, layout, dict(kernel_size=2, stride=2, **pk))
+        typed_unpool(w, U + "from_pool_k2s2", nd, dt, layout, v.contiguous(), i.contiguous(), 2, 2)
+        x = typed_special(g, ncs + sp, dt)
+        v, i, _ = run_pool(nd, x, dt, layout, dict(kernel_size=3, stride=2, padding=1, **pk))
+        typed_unpool(w, U + "from_pool_k3s2p1_outsize", nd, dt, layout, v.contiguous(),
+                     i.contiguous(), 3, 2, 1, list(x.shape[2:]))
+        x = typed_special(g, wsh, dt, 9)
+        v, i, _ = run_pool(nd, x, dt, layout, dict(kernel_size=2, stride=2, ceil_mode=True, **pk))
+        typed_unpool(w, U + "from_pool_k2s2_ceil_wide", nd, dt, layout, v.contiguous(),
+                     i.contiguous(), 2, 2, 0, list(x.shape))
+        # Random indices with duplicates (the latest in input order wins).
+        k, s, p = 3, 2, 1
+        out_sp = [(n - 1) * s - 2 * p + k for n in in_sp]
+        plane = 1
+        for e in out_sp:
+            plane *= e
+        vals = typed_special(g, ncs + in_sp, dt)
+        idx = torch.randint(0, plane, ncs + in_sp, generator=g, dtype=torch.int64)
+        typed_unpool(w, U + "random_dups", nd, dt, layout, vals, idx, k, s, p)
+        idx = torch.randint(0, min(3, plane), ncs + in_sp, generator=g, dtype=torch.int64)
+        typed_unpool(w, U + "many_dups", nd, dt, layout, vals, idx, k, s, p)
+        if layout == "channels_last":
+            continue
+        # output_size at both edges of the allowed range; special values are moved, not read.
+        for edge, delta in (("lo", -(s - 1)), ("hi", s - 1)):
+            osz = [e + delta for e in out_sp]
+            pl = 1
+            for e in osz:
+                pl *= e
+            idx3 = torch.randint(0, pl, ncs + in_sp, generator=g, dtype=torch.int64)
+            vals = pick(g, ncs + in_sp, specials(dt), dt)
+            typed_unpool(w, U + "special_outsize_" + edge, nd, dt, layout, vals, idx3, k, s, p,
+                         osz)
+        # Batch-less.
+        idx6 = torch.randint(0, plane, [2] + in_sp, generator=g, dtype=torch.int64)
+        typed_unpool(w, U + "batchless_random", nd, dt, layout, typed_special(g, [2] + in_sp, dt),
+                     idx6, k, s, p)
+
+
 def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden")
@@ -339,12 +693,18 @@ def main():
         pool_cases(w, nd, g)
         g = torch.Generator().manual_seed(2000 + nd)
         unpool_cases(w, nd, g)
+    for nd in (1, 2, 3):
+        for j, dt in enumerate(DTYPES):
+            g = torch.Generator().manual_seed(3000 + 100 * nd + j)
+            typed_pool_cases(w, nd, dt, g)
+            g = torch.Generator().manual_seed(4000 + 100 * nd + j)
+            typed_unpool_cases(w, nd, dt, g)
     w.write(outdir)
     total = 0
     for fname in sorted(w.files):
         size = os.path.getsize(os.path.join(outdir, fname))
         total += size
-        print("%-14s %3d cases %7d bytes" % (fname, len(w.files[fname]), size))
+        print("%-20s %3d cases %7d bytes" % (fname, len(w.files[fname]), size))
     print("total %d bytes" % total)
 
 

@@ -49,7 +49,8 @@ class Status {
 
 using Ints = std::vector<int64_t>;
 
-// Any strides are accepted (outputs must not reach an element twice). Kernels exist for the two
+// Any strides are accepted; an output's must keep its elements apart (sorted by stride, each
+// dimension steps over all that the finer ones cover). Kernels exist for the two
 // layouts PyTorch uses: contiguous (NCHW: the innermost spatial stride is 1) and channels-last
 // (NHWC, NDHWC, NLC: the channel stride is 1); any other view goes through a packed copy.
 // Indices mean the same in every layout: offsets inside one (n, c) plane.
@@ -64,14 +65,15 @@ struct TensorView {
 // A contiguous (row-major) view of `shape` at `data`.
 TensorView contiguous(void* data, DType dtype, Ints shape);
 // A channels-last view: `shape` is (N, C, spatial...) in PyTorch order, memory holds
-// (N, spatial..., C). A batch-less tensor takes N = 1 here, or explicit strides.
-TensorView channels_last(void* data, DType dtype, Ints shape);
+// (N, spatial..., C); with `nd` spatial dimensions given, a shape of rank nd + 1 is batch-less
+// (C, spatial...) over memory (spatial..., C).
+TensorView channels_last(void* data, DType dtype, Ints shape, int nd = 0);
 // Typed shorthands: the dtype follows the element type.
 #define POOLGEN_TYPED_VIEWS(T)                                                            \
   TensorView contiguous(T* data, Ints shape);                                             \
   TensorView contiguous(const T* data, Ints shape);                                       \
-  TensorView channels_last(T* data, Ints shape);                                          \
-  TensorView channels_last(const T* data, Ints shape);
+  TensorView channels_last(T* data, Ints shape, int nd = 0);                              \
+  TensorView channels_last(const T* data, Ints shape, int nd = 0);
 POOLGEN_TYPED_VIEWS(float)
 POOLGEN_TYPED_VIEWS(double)
 POOLGEN_TYPED_VIEWS(f16_t)

@@ -1,0 +1,31 @@
+// What this build compiled (POOLGEN_VALUE_TYPES, POOLGEN_INDEX_TYPES): tests of a dtype the build
+// left out are skipped, not failed.
+#pragma once
+
+#include "poolgen/poolgen.hpp"
+
+namespace poolgen::test {
+
+inline bool pool_kernel_built(DType value, DType index) {
+  for (const KernelInfo& k : compiled_kernels()) {
+    if (k.op == "pool" && k.value_dtype == value && k.index_dtype == index) return true;
+  }
+  return false;
+}
+
+inline bool any_pool_kernel(DType value) {
+  return pool_kernel_built(value, DType::i64) || pool_kernel_built(value, DType::i32);
+}
+
+// Unpooling kernels move bits: one of the same element width serves.
+inline bool unpool_kernel_built(DType value, DType index) {
+  for (const KernelInfo& k : compiled_kernels()) {
+    if (k.op.rfind("unpool", 0) == 0 && dtype_size(k.value_dtype) == dtype_size(value) &&
+        k.index_dtype == index) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace poolgen::test

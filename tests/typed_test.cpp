@@ -1,0 +1,1370 @@
+// Typed differential tests: every value dtype (f32 f64 f16 bf16 i8 u8 i16 i32 i64), both index
+// dtypes (i64, i32), and three input layouts (contiguous, channels-last, any other strided view:
+// permuted spatial memory order, innermost stride 2), with outputs sometimes in another layout,
+// against the reference (tests/reference.cpp), bit for bit (any NaN equals any NaN when pooling;
+// unpooling moves bits, so its outputs must be bit-identical). Every buffer sits in a bigger
+// backing with guard elements; nothing outside a view may change, inputs must be unchanged, and
+// input bytes outside a view hold values that would win (NaN, the type's highest) or invalid
+// indices (-1), so reading them shows.
+//
+// Also: contiguous vs channels-last results identical on bigger shapes, kernel choice by layout,
+// dtype, index dtype and path, and duplicate unpool indices on several thread counts.
+//
+// Seeds are fixed; each parameterized test draws its own sequence.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "built_kernels.hpp"
+#include "dtypes.hpp"
+#include "poolgen/poolgen.hpp"
+#include "reference.hpp"
+#include "test_util.hpp"
+
+namespace poolgen {
+namespace {
+
+using test::str;
+using test::any_pool_kernel;
+using test::pool_kernel_built;
+using test::unpool_kernel_built;
+
+constexpr int kPoolConfigs = 96;    // per dtype x index dtype x layout x rank
+constexpr int kUnpoolConfigs = 96;  // likewise
+constexpr int kMaxReportedFailures = 3;
+constexpr int64_t kGuardElements = 8;  // extra elements before and after every backing
+
+// ---------------------------------------------------------------------------------------------
+// Random numbers.
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : gen_(seed) {}
+  int64_t uniform(int64_t lo, int64_t hi) {  // inclusive
+    return std::uniform_int_distribution<int64_t>(lo, hi)(gen_);
+  }
+  bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(gen_) < p; }
+  double normal() { return std::normal_distribution<double>(0.0, 1.0)(gen_); }
+  uint64_t bits() { return gen_(); }
+  template <typename V>
+  void shuffle(std::vector<V>& v) {
+    std::shuffle(v.begin(), v.end(), gen_);
+  }
+
+ private:
+  std::mt19937_64 gen_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Element types.
+
+template <typename T>
+constexpr bool kIsHalf = std::is_same_v<T, f16_t> || std::is_same_v<T, bf16_t>;
+template <typename T>
+constexpr bool kIsFloat = kIsHalf<T> || std::is_floating_point_v<T>;
+
+template <typename T>
+bool is_nan_value(T v) {
+  if constexpr (std::is_same_v<T, f16_t>) {
+    return (v.bits & 0x7c00) == 0x7c00 && (v.bits & 0x03ff) != 0;
+  } else if constexpr (std::is_same_v<T, bf16_t>) {
+    return (v.bits & 0x7f80) == 0x7f80 && (v.bits & 0x007f) != 0;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return std::isnan(v);
+  } else {
+    (void)v;
+    return false;
+  }
+}
+
+template <typename T>
+bool same_bits(T a, T b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+// Bit-identical, except that any NaN equals any NaN.
+template <typename T>
+bool same_value(T a, T b) {
+  return (is_nan_value(a) && is_nan_value(b)) || same_bits(a, b);
+}
+
+template <typename T>
+T from_bits(uint64_t b) {
+  T v;
+  std::memcpy(&v, &b, sizeof(T));  // little-endian: the low bytes
+  return v;
+}
+
+template <typename T>
+uint64_t bits_of(T v) {
+  uint64_t b = 0;
+  std::memcpy(&b, &v, sizeof(T));
+  return b;
+}
+
+// A float-like T from a double (rounded to nearest even).
+template <typename T>
+T from_double(double x) {
+  if constexpr (std::is_same_v<T, f16_t>) {
+    return test::to_f16(static_cast<float>(x));
+  } else if constexpr (std::is_same_v<T, bf16_t>) {
+    return test::to_bf16(static_cast<float>(x));
+  } else {
+    return static_cast<T>(x);
+  }
+}
+
+template <typename T>
+double as_double(T v) {
+  if constexpr (kIsHalf<T>) {
+    return test::to_float(v);
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+template <typename T>
+std::string show(T v) {
+  std::ostringstream os;
+  if constexpr (kIsFloat<T>) {
+    os << as_double(v) << " (0x" << std::hex << bits_of(v) << ")";
+  } else {
+    os << static_cast<int64_t>(v);
+  }
+  return os.str();
+}
+
+// The largest and smallest finite value (floats) or the type's range (integers).
+template <typename T>
+T highest() {
+  if constexpr (std::is_same_v<T, f16_t>) {
+    return f16_t{0x7bff};
+  } else if constexpr (std::is_same_v<T, bf16_t>) {
+    return bf16_t{0x7f7f};
+  } else {
+    return std::numeric_limits<T>::max();
+  }
+}
+
+template <typename T>
+T lowest() {
+  if constexpr (std::is_same_v<T, f16_t>) {
+    return f16_t{0xfbff};
+  } else if constexpr (std::is_same_v<T, bf16_t>) {
+    return bf16_t{0xff7f};
+  } else {
+    return std::numeric_limits<T>::lowest();
+  }
+}
+
+// A value that would win any window: what input bytes outside a view hold.
+template <typename T>
+T winning_value() {
+  if constexpr (std::is_same_v<T, f16_t>) {
+    return f16_t{0x7e00};
+  } else if constexpr (std::is_same_v<T, bf16_t>) {
+    return bf16_t{0x7fc0};
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return std::numeric_limits<T>::quiet_NaN();
+  } else {
+    return std::numeric_limits<T>::max();
+  }
+}
+
+template <typename T>
+T byte_pattern(unsigned char byte) {
+  T v;
+  std::memset(&v, byte, sizeof v);
+  return v;
+}
+
+template <typename T>
+T guard_value() {  // output bytes outside a view
+  return byte_pattern<T>(0xa5);
+}
+
+template <typename T>
+T sentinel_value() {  // output elements inside a view before a call
+  return byte_pattern<T>(0x5a);
+}
+
+// Random values with many ties. Floats: signed zeros, occasional NaN (various payloads), -inf,
+// +inf, the extreme finite values, random bit patterns (subnormals too). Integers: the type's
+// lowest and highest, all-lowest stretches (windows whose maximum is the starting value).
+template <typename T>
+std::vector<T> random_values(Rng& rng, int64_t n) {
+  std::vector<T> v(static_cast<size_t>(n));
+  if constexpr (kIsFloat<T>) {
+    const int style = static_cast<int>(rng.uniform(0, 4));
+    const double nan_p = rng.chance(0.3) ? 0.04 : 0.0;
+    const double ninf_p = rng.chance(0.3) ? 0.2 : 0.0;
+    const double extreme_p = rng.chance(0.2) ? 0.05 : 0.0;
+    const double inf = std::numeric_limits<double>::infinity();
+    for (T& x : v) {
+      switch (style) {
+        case 0: x = from_double<T>(static_cast<double>(rng.uniform(0, 3))); break;  // ties
+        case 1: x = from_double<T>(rng.chance(0.5) ? -0.0 : 0.0); break;
+        case 2: x = from_double<T>(rng.normal()); break;
+        case 3: x = from_bits<T>(rng.bits()); break;  // any pattern
+        default: x = from_double<T>(static_cast<double>(rng.uniform(-2, 2)) * 0.5); break;
+      }
+      if (rng.chance(ninf_p)) x = from_double<T>(-inf);
+      if (rng.chance(extreme_p)) {
+        const int64_t which = rng.uniform(0, 2);
+        x = which == 0 ? lowest<T>() : which == 1 ? highest<T>() : from_double<T>(inf);
+      }
+      if (rng.chance(nan_p)) {
+        // Quiet NaN, or a NaN with another payload and sign.
+        x = winning_value<T>();
+        if (rng.chance(0.5)) {
+          const uint64_t flip = (rng.bits() & 0x3) | (uint64_t(1) << (sizeof(T) * 8 - 1));
+          const T other = from_bits<T>(bits_of(x) ^ flip);
+          if (is_nan_value(other)) x = other;
+        }
+      }
+    }
+  } else {
+    const int64_t lo = static_cast<int64_t>(std::numeric_limits<T>::lowest());
+    const int64_t hi = static_cast<int64_t>(std::numeric_limits<T>::max());
+    const int style = static_cast<int>(rng.uniform(0, 3));
+    const double low_p = rng.chance(0.3) ? 0.2 : 0.0;
+    const double high_p = rng.chance(0.3) ? 0.05 : 0.0;
+    for (T& x : v) {
+      int64_t y;
+      switch (style) {
+        case 0: y = std::clamp<int64_t>(rng.uniform(-1, 2), lo, hi); break;  // ties
+        case 1: y = rng.uniform(lo, hi); break;
+        case 2: y = rng.chance(0.8) ? lo : rng.uniform(lo, std::min<int64_t>(lo + 2, hi)); break;
+        default: y = rng.uniform(std::max<int64_t>(hi - 3, lo), hi); break;
+      }
+      if (rng.chance(low_p)) y = lo;
+      if (rng.chance(high_p)) y = hi;
+      x = static_cast<T>(y);
+    }
+  }
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layouts and strided buffers.
+
+enum class Kind { contiguous = 0, channels_last = 1, strided = 2 };
+constexpr Kind kAllKinds[] = {Kind::contiguous, Kind::channels_last, Kind::strided};
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::contiguous: return "contiguous";
+    case Kind::channels_last: return "channels_last";
+    case Kind::strided: return "strided";
+  }
+  return "?";
+}
+
+Kind random_kind(Rng& rng) { return kAllKinds[rng.uniform(0, 2)]; }
+
+// Where a view lies in its backing (elements): strides in PyTorch dimension order, the first
+// element's offset, the backing's size (guard elements on both sides included).
+struct ViewLayout {
+  Kind kind = Kind::contiguous;
+  Ints shape, strides;
+  int64_t start = 0, total = 0;
+  std::string memory;  // the memory order, outermost first, e.g. "N H W C (x2)"
+
+  std::string describe() const {
+    std::ostringstream os;
+    os << kind_name(kind) << " shape " << str(shape) << " strides " << str(strides)
+       << " memory order " << memory << " offset " << start - kGuardElements;
+    return os.str();
+  }
+};
+
+// Dimension names of a shape of rank nd+1 or nd+2, PyTorch order.
+std::vector<std::string> dim_names(int nd, size_t rank) {
+  static const char* spatial[3][3] = {{"L"}, {"H", "W"}, {"D", "H", "W"}};
+  std::vector<std::string> n;
+  if (rank == static_cast<size_t>(nd) + 2) n.push_back("N");
+  n.push_back("C");
+  for (int i = 0; i < nd; ++i) n.push_back(spatial[nd - 1][i]);
+  return n;
+}
+
+// A layout of `kind` for `shape`: contiguous (row-major memory order), channels-last (N,
+// spatial..., C), or strided: a memory order where neither C nor the innermost spatial
+// dimension is innermost (a transposed view), or either standard order with every element 2
+// apart. gaps: each dimension may be a slice of a longer one (padding between rows, planes...).
+ViewLayout make_layout(Rng& rng, int nd, const Ints& shape, Kind kind, bool gaps) {
+  const int rank = static_cast<int>(shape.size());
+  const int cdim = rank - nd - 1;
+  const int wdim = rank - 1;
+  std::vector<int> order(rank);  // outermost first
+  for (int i = 0; i < rank; ++i) order[i] = i;
+  auto channels_last_order = [&] {
+    std::vector<int> o;
+    for (int i = 0; i < cdim; ++i) o.push_back(i);
+    for (int i = cdim + 1; i < rank; ++i) o.push_back(i);
+    o.push_back(cdim);
+    return o;
+  };
+  int64_t step = 1;
+  if (kind == Kind::channels_last) order = channels_last_order();
+  if (kind == Kind::strided) {
+    int variant = static_cast<int>(rng.uniform(0, 2));
+    if (variant == 2 && rank < 3) variant = static_cast<int>(rng.uniform(0, 1));
+    if (variant == 0) {
+      step = 2;
+    } else if (variant == 1) {
+      order = channels_last_order();
+      step = 2;
+    } else {
+      std::vector<int> inner_choices;
+      for (int i = 0; i < rank; ++i) {
+        if (i != cdim && i != wdim) inner_choices.push_back(i);
+      }
+      const int inner =
+          inner_choices[rng.uniform(0, static_cast<int64_t>(inner_choices.size()) - 1)];
+      std::vector<int> rest;
+      for (int i = 0; i < rank; ++i) {
+        if (i != inner) rest.push_back(i);
+      }
+      rng.shuffle(rest);
+      order = rest;
+      order.push_back(inner);
+      if (rng.chance(0.25)) step = 2;
+    }
+  }
+  Ints backing(rank), offset(rank, 0);
+  for (int i = 0; i < rank; ++i) {
+    const int64_t extra = gaps ? rng.uniform(0, 2) : 0;
+    backing[i] = std::max<int64_t>(shape[i] + extra, 1);
+    offset[i] = rng.uniform(0, extra);
+  }
+  ViewLayout l;
+  l.kind = kind;
+  l.shape = shape;
+  l.strides.assign(rank, 0);
+  int64_t acc = step;
+  for (int j = rank - 1; j >= 0; --j) {
+    l.strides[order[j]] = acc;
+    acc *= backing[order[j]];
+  }
+  l.start = kGuardElements;
+  for (int i = 0; i < rank; ++i) l.start += offset[i] * l.strides[i];
+  l.total = acc + 2 * kGuardElements;
+  const std::vector<std::string> names = dim_names(nd, shape.size());
+  for (int j = 0; j < rank; ++j) l.memory += (j ? " " : "") + names[order[j]];
+  if (step != 1) l.memory += " (x" + std::to_string(step) + ")";
+  return l;
+}
+
+// Offsets of a view's elements (row-major logical order) from `start`; empty strides: row-major.
+std::vector<int64_t> element_offsets(const Ints& shape, Ints strides, int64_t start) {
+  const size_t rank = shape.size();
+  if (strides.empty()) {
+    strides.assign(rank, 1);
+    for (int d = static_cast<int>(rank) - 2; d >= 0; --d) {
+      strides[d] = strides[d + 1] * shape[d + 1];
+    }
+  }
+  std::vector<int64_t> out;
+  const int64_t n = test::numel(shape);
+  out.reserve(static_cast<size_t>(std::max<int64_t>(n, 0)));
+  Ints idx(rank, 0);
+  for (int64_t e = 0; e < n; ++e) {
+    int64_t off = start;
+    for (size_t d = 0; d < rank; ++d) off += idx[d] * strides[d];
+    out.push_back(off);
+    for (int d = static_cast<int>(rank) - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+// A view of `layout` in an owned backing.
+template <typename T>
+struct Buf {
+  ViewLayout layout;
+  std::vector<T> data;
+  std::vector<int64_t> offsets;
+
+  Buf(const ViewLayout& l, T outside)
+      : layout(l),
+        data(static_cast<size_t>(l.total), outside),
+        offsets(element_offsets(l.shape, l.strides, l.start)) {}
+  void set(const std::vector<T>& v) {
+    for (size_t k = 0; k < offsets.size(); ++k) data[offsets[k]] = v[k];
+  }
+  std::vector<T> get() const {
+    std::vector<T> v;
+    v.reserve(offsets.size());
+    for (int64_t o : offsets) v.push_back(data[o]);
+    return v;
+  }
+  // Every backing element outside the view, guard elements included, reset to `outside`; every
+  // element inside to `inside`.
+  void reset(T outside, T inside) {
+    std::fill(data.begin(), data.end(), outside);
+    for (int64_t o : offsets) data[o] = inside;
+  }
+  TensorView view() {
+    TensorView v;
+    v.data = data.data() + layout.start;
+    v.dtype = test::dtype_of<T>();
+    v.shape = layout.shape;
+    v.strides = layout.strides;
+    return v;
+  }
+  // True when every element outside the view still has the bits of `outside`.
+  bool outside_is(T outside) const {
+    std::vector<char> in_view(data.size(), 0);
+    for (int64_t o : offsets) in_view[o] = 1;
+    for (size_t k = 0; k < data.size(); ++k) {
+      if (!in_view[k] && !same_bits(data[k], outside)) return false;
+    }
+    return true;
+  }
+  bool bytes_equal(const std::vector<T>& before) const {
+    return std::memcmp(data.data(), before.data(), data.size() * sizeof(T)) == 0;
+  }
+};
+
+// The first 48 entries of a list.
+std::string head(const std::vector<int64_t>& v) {
+  if (v.size() <= 48) return str(v);
+  return str(Ints(v.begin(), v.begin() + 48))
+      .insert(0, "(first 48 of " + std::to_string(v.size()) + ") ");
+}
+
+// The logical position of flat element `flat` of `shape`, e.g. "[1, 0, 3, 2]".
+std::string position(const Ints& shape, int64_t flat) {
+  Ints idx(shape.size());
+  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+    idx[d] = shape[d] > 0 ? flat % shape[d] : 0;
+    flat = shape[d] > 0 ? flat / shape[d] : 0;
+  }
+  return str(idx);
+}
+
+// "" when equal; otherwise how many differ and the first few, with their logical positions.
+template <typename T, typename Eq>
+std::string mismatches(const Ints& shape, const std::vector<T>& expected, const std::vector<T>& got,
+                       Eq eq) {
+  if (expected.size() != got.size()) {
+    return "size " + std::to_string(got.size()) + ", expected " + std::to_string(expected.size());
+  }
+  std::ostringstream os;
+  int bad = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (!eq(expected[i], got[i])) {
+      if (bad < 6) {
+        os << "\n      at " << position(shape, static_cast<int64_t>(i)) << ": got " << show(got[i])
+           << ", expected " << show(expected[i]);
+      }
+      ++bad;
+    }
+  }
+  if (bad == 0) return "";
+  return std::to_string(bad) + " of " + std::to_string(expected.size()) + " differ:" + os.str();
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the build compiled.
+
+// Empty when the build has kernels for the combination; otherwise why the test is skipped.
+std::string missing_kernels(DType value, DType index, bool unpool) {
+  if (!any_pool_kernel(value)) {
+    return std::string("value dtype ") + dtype_name(value) +
+           " is not compiled in this build (POOLGEN_VALUE_TYPES)";
+  }
+  if (!pool_kernel_built(value, index)) {
+    return std::string("index dtype ") + dtype_name(index) +
+           " is not compiled in this build (POOLGEN_INDEX_TYPES)";
+  }
+  if (unpool && !unpool_kernel_built(value, index)) {
+    return std::string("no unpooling kernel of ") + std::to_string(8 * dtype_size(value)) +
+           "-bit elements with " + dtype_name(index) + " indices in this build";
+  }
+  return "";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Random configurations.
+
+Ints maybe_short(Rng& rng, const Ints& v) {
+  if (std::all_of(v.begin(), v.end(), [&](int64_t x) { return x == v[0]; }) && rng.chance(0.5)) {
+    return {v[0]};
+  }
+  return v;
+}
+
+// (N, C, spatial...) or (C, spatial...); N sometimes 0; C mostly small, sometimes many
+// channels (channel vectors and their tails in channels-last kernels).
+Ints random_shape(Rng& rng, const Ints& spatial, bool many_channels) {
+  Ints shape;
+  if (!rng.chance(0.2)) shape.push_back(rng.chance(0.06) ? 0 : rng.uniform(1, 2));
+  shape.push_back(many_channels ? rng.uniform(13, 40) : rng.uniform(1, 4));
+  shape.insert(shape.end(), spatial.begin(), spatial.end());
+  return shape;
+}
+
+std::string describe(const PoolOptions& o) {
+  std::ostringstream os;
+  os << "kernel_size " << str(o.kernel_size) << " stride " << str(o.stride) << " padding "
+     << str(o.padding) << " dilation " << str(o.dilation) << " ceil_mode " << o.ceil_mode;
+  return os.str();
+}
+
+std::string describe(const UnpoolOptions& o) {
+  std::ostringstream os;
+  os << "kernel_size " << str(o.kernel_size) << " stride " << str(o.stride) << " padding "
+     << str(o.padding) << " output_size " << str(o.output_size);
+  return os.str();
+}
+
+// A valid random pooling configuration. fast: 0 random, 1 k2s2p0, 2 k3s2p1 (dilation 1).
+void random_pool_config(Rng& rng, int nd, int fast, bool unit_dilation, Ints* shape,
+                        PoolOptions* o) {
+  const int64_t max_extent = nd == 3 ? 7 : (nd == 2 ? 10 : 16);
+  for (;;) {
+    Ints k(nd), s(nd), p(nd), d(nd), sp(nd);
+    bool default_stride = false;
+    for (int i = 0; i < nd; ++i) {
+      if (fast == 1) {
+        k[i] = 2, s[i] = 2, p[i] = 0, d[i] = 1;
+      } else if (fast == 2) {
+        k[i] = 3, s[i] = 2, p[i] = 1, d[i] = 1;
+      } else {
+        k[i] = rng.uniform(1, 4);
+        d[i] = unit_dilation || rng.chance(0.7) ? 1 : rng.uniform(2, 3);
+        s[i] = rng.uniform(1, 3);
+        const int64_t limit = nd == 3 ? k[i] / 2 : (d[i] * (k[i] - 1) + 1) / 2;
+        p[i] = rng.uniform(0, limit);
+      }
+      sp[i] = rng.uniform(1, max_extent);
+    }
+    const int64_t r = rng.uniform(0, 99);
+    bool many_channels = false;
+    if (r < 12) {
+      // Long innermost rows: full vectors plus tails, work split across threads.
+      sp[nd - 1] = rng.uniform(max_extent, 5 * max_extent);
+    } else if (r < 24) {
+      // Many channels on a small plane, e.g. 2x37x5x9.
+      many_channels = true;
+      if (nd == 2) sp = {5, 9};
+      if (nd == 3) sp = {3, 5, rng.uniform(4, 9)};
+      if (nd == 1) sp = {rng.uniform(9, 23)};
+    }
+    if (fast == 0 && rng.chance(0.15)) {
+      default_stride = true;
+      s = k;
+    }
+    o->kernel_size = maybe_short(rng, k);
+    o->stride = default_stride ? Ints{} : maybe_short(rng, s);
+    o->padding = maybe_short(rng, p);
+    o->dilation = maybe_short(rng, d);
+    o->ceil_mode = rng.chance(0.5);
+    *shape = random_shape(rng, sp, many_channels);
+    Ints out;
+    if (ref::max_pool_output_shape(nd, *shape, *o, &out).ok()) return;
+  }
+}
+
+// seed for one parameterized test
+uint64_t seed_of(DType value, DType index, Kind kind, int nd, uint64_t op) {
+  return 0x7e57'0000ULL + op * 100000 + static_cast<uint64_t>(value) * 1000 +
+         static_cast<uint64_t>(index) * 100 + static_cast<uint64_t>(kind) * 10 +
+         static_cast<uint64_t>(nd);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parameters: value dtype x index dtype x input layout x rank.
+
+struct Param {
+  DType value;
+  DType index;
+  Kind kind;
+  int nd;
+};
+
+std::vector<Param> all_params() {
+  std::vector<Param> v;
+  for (DType value : test::kAllDTypes) {
+    for (DType index : {DType::i64, DType::i32}) {
+      for (Kind kind : kAllKinds) {
+        for (int nd = 1; nd <= 3; ++nd) v.push_back({value, index, kind, nd});
+      }
+    }
+  }
+  return v;
+}
+
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << dtype_name(p.value) << " values, " << dtype_name(p.index) << " indices, "
+      << kind_name(p.kind) << " input, " << p.nd << "-d";
+}
+
+std::string param_name(const ::testing::TestParamInfo<Param>& info) {
+  const Param& p = info.param;
+  return std::string(dtype_name(p.value)) + "_" + dtype_name(p.index) + "_" + kind_name(p.kind) +
+         "_" + std::to_string(p.nd) + "d";
+}
+
+const char* path_name(Path p) { return p == Path::automatic ? "automatic" : "general"; }
+
+// ---------------------------------------------------------------------------------------------
+// Pooling.
+
+template <typename T, typename I>
+void pool_configs(const Param& p) {
+  const int nd = p.nd;
+  Rng rng(seed_of(p.value, p.index, p.kind, nd, 1));
+  int failures = 0, fast_hits = 0, configs = 0;
+  for (int iter = 0; iter < kPoolConfigs && failures < kMaxReportedFailures; ++iter) {
+    const int fast = rng.chance(0.45) ? static_cast<int>(rng.uniform(1, 2)) : 0;
+    Ints shape;
+    PoolOptions o;
+    random_pool_config(rng, nd, fast, false, &shape, &o);
+    const std::vector<T> input = random_values<T>(rng, test::numel(shape));
+    Ints out_shape;
+    std::vector<T> expected_values;
+    std::vector<int64_t> expected_indices64;
+    Status rs =
+        ref::max_pool<T>(nd, shape, input, o, &out_shape, &expected_values, &expected_indices64);
+    ASSERT_TRUE(rs.ok()) << rs.message();
+    const std::vector<I> expected_indices(expected_indices64.begin(), expected_indices64.end());
+
+    const bool gaps = rng.chance(0.5);
+    Buf<T> in(make_layout(rng, nd, shape, p.kind, gaps), winning_value<T>());
+    in.set(input);
+    const Kind vk = rng.chance(0.6) ? p.kind : random_kind(rng);
+    const Kind ik = rng.chance(0.6) ? vk : random_kind(rng);
+    Buf<T> vals(make_layout(rng, nd, out_shape, vk, rng.chance(0.5)), guard_value<T>());
+    Buf<I> idxs(make_layout(rng, nd, out_shape, ik, rng.chance(0.5)), guard_value<I>());
+    ++configs;
+    {
+      std::string automatic, general;
+      PoolOptions q = o;
+      q.path = Path::general;
+      if (max_pool_kernel_name(nd, in.view(), p.index, o, &automatic).ok() &&
+          max_pool_kernel_name(nd, in.view(), p.index, q, &general).ok() && automatic != general) {
+        ++fast_hits;
+      }
+    }
+    const std::vector<T> in_before = in.data;
+    for (Path path : {Path::automatic, Path::general}) {
+      o.path = path;
+      vals.reset(guard_value<T>(), sentinel_value<T>());
+      idxs.reset(guard_value<I>(), sentinel_value<I>());
+      const Status st = max_pool(nd, in.view(), vals.view(), idxs.view(), o);
+      const std::string value_diff =
+          st.ok() ? mismatches(out_shape, expected_values, vals.get(), same_value<T>) : "";
+      const std::string index_diff =
+          st.ok() ? mismatches(out_shape, expected_indices, idxs.get(), same_bits<I>) : "";
+      const bool values_outside = vals.outside_is(guard_value<T>());
+      const bool indices_outside = idxs.outside_is(guard_value<I>());
+      const bool input_same = in.bytes_equal(in_before);
+      if (!st.ok() || !value_diff.empty() || !index_diff.empty() || !values_outside ||
+          !indices_outside || !input_same) {
+        ++failures;
+        std::string kernel;
+        max_pool_kernel_name(nd, in.view(), p.index, o, &kernel);
+        ADD_FAILURE() << "config " << iter << ": max_pool" << nd << "d values "
+                      << dtype_name(p.value) << " indices " << dtype_name(p.index) << " path "
+                      << path_name(path) << " kernel " << kernel << "\n  " << describe(o)
+                      << "\n  input   " << in.layout.describe() << "\n  values  "
+                      << vals.layout.describe() << "\n  indices " << idxs.layout.describe()
+                      << "\n  status: " << (st.ok() ? "ok" : st.message())
+                      << "\n  values: " << (value_diff.empty() ? "same" : value_diff)
+                      << "\n  indices: " << (index_diff.empty() ? "same" : index_diff)
+                      << "\n  bytes outside values view untouched: " << values_outside
+                      << ", outside indices view: " << indices_outside
+                      << ", input unchanged: " << input_same;
+        break;
+      }
+    }
+  }
+  if (p.kind == Kind::contiguous && nd >= 2) {
+    EXPECT_GT(fast_hits, configs / 5) << "too few window-kernel configurations";
+  }
+}
+
+class TypedPool : public ::testing::TestWithParam<Param> {};
+
+TEST_P(TypedPool, MatchesReference) {
+  const Param p = GetParam();
+  const std::string missing = missing_kernels(p.value, p.index, false);
+  if (!missing.empty()) GTEST_SKIP() << missing;
+  test::visit_dtype(p.value, [&](auto v) {
+    using T = decltype(v);
+    if (p.index == DType::i64) {
+      pool_configs<T, int64_t>(p);
+    } else {
+      pool_configs<T, int32_t>(p);
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(, TypedPool, ::testing::ValuesIn(all_params()), param_name);
+
+// ---------------------------------------------------------------------------------------------
+// Unpooling.
+
+// Values/indices and options. mode 0: indices from a real pooling with the same window; 1:
+// random indices with duplicates; 2: pooled indices with a few replaced by other valid ones;
+// 3: like 1 with an invalid index injected (fits I).
+template <typename T, typename I>
+void random_unpool_case(Rng& rng, int nd, int mode, Ints* shape, std::vector<T>* values,
+                        std::vector<int64_t>* indices, UnpoolOptions* o) {
+  for (;;) {
+    Ints pool_shape;
+    PoolOptions po;
+    const int fast = rng.chance(0.5) ? static_cast<int>(rng.uniform(1, 2)) : 0;
+    random_pool_config(rng, nd, fast, true, &pool_shape, &po);
+    Ints pooled_shape;
+    if (!ref::max_pool_output_shape(nd, pool_shape, po, &pooled_shape).ok()) continue;
+    o->kernel_size = po.kernel_size;
+    o->stride = po.stride;
+    o->padding = po.padding;
+    o->output_size.clear();
+    const int os_style = static_cast<int>(rng.uniform(0, 2));
+    if (os_style > 0) {
+      Ints def;
+      if (!ref::max_unpool_output_shape(nd, pooled_shape, *o, &def).ok()) continue;
+      ref::PoolWindow w;
+      ref::expand_unpool_options(nd, *o, &w);
+      Ints os(nd);
+      for (int i = 0; i < nd; ++i) {
+        const int64_t dflt = def[def.size() - nd + i];
+        os[i] = os_style == 1 ? pool_shape[pool_shape.size() - nd + i]
+                              : rng.uniform(dflt - w.stride[i] + 1, dflt + w.stride[i] - 1);
+      }
+      if (rng.chance(0.3)) os.insert(os.begin(), {rng.uniform(0, 9), rng.uniform(0, 9)});
+      o->output_size = os;
+    }
+    Ints out_shape;
+    if (!ref::max_unpool_output_shape(nd, pooled_shape, *o, &out_shape).ok()) continue;
+    int64_t plane = 1;
+    for (int i = 0; i < nd; ++i) plane *= out_shape[out_shape.size() - nd + i];
+    const int64_t n = test::numel(pooled_shape);
+    if (mode == 0 || mode == 2) {
+      const std::vector<T> input = random_values<T>(rng, test::numel(pool_shape));
+      Ints tmp;
+      ref::max_pool<T>(nd, pool_shape, input, po, &tmp, values, indices);
+      if (std::any_of(indices->begin(), indices->end(),
+                      [&](int64_t i) { return i < 0 || i >= plane; })) {
+        continue;  // an output_size smaller than the pooled input cut some off
+      }
+      if (mode == 2 && n > 0) {
+        const int64_t changes = rng.uniform(1, 3);
+        for (int64_t c = 0; c < changes; ++c) {
+          (*indices)[rng.uniform(0, n - 1)] = rng.uniform(0, plane - 1);
+        }
+      }
+    } else {
+      *values = random_values<T>(rng, n);
+      indices->resize(n);
+      const int64_t range = rng.chance(0.3) ? std::min<int64_t>(plane, 3) : plane;
+      for (int64_t& i : *indices) i = rng.uniform(0, range - 1);
+      if (mode == 3 && n > 0) {
+        const int64_t bad[] = {-1,
+                               plane,
+                               plane + 7,
+                               -1000,
+                               static_cast<int64_t>(std::numeric_limits<I>::max()),
+                               static_cast<int64_t>(std::numeric_limits<I>::min())};
+        (*indices)[rng.uniform(0, n - 1)] = bad[rng.uniform(0, 5)];
+      }
+    }
+    *shape = pooled_shape;
+    return;
+  }
+}
+
+template <typename T, typename I>
+void unpool_configs(const Param& p) {
+  const int nd = p.nd;
+  Rng rng(seed_of(p.value, p.index, p.kind, nd, 2));
+  int failures = 0, errors = 0;
+  for (int iter = 0; iter < kUnpoolConfigs && failures < kMaxReportedFailures; ++iter) {
+    const int64_t r = rng.uniform(0, 99);
+    const int mode = r < 40 ? 0 : r < 70 ? 1 : r < 88 ? 2 : 3;
+    Ints shape;
+    std::vector<T> values;
+    std::vector<int64_t> indices64;
+    UnpoolOptions o;
+    random_unpool_case<T, I>(rng, nd, mode, &shape, &values, &indices64, &o);
+    Ints out_shape;
+    std::vector<T> expected;
+    const Status ref_status =
+        ref::max_unpool<T>(nd, shape, values, indices64, o, &out_shape, &expected);
+    int64_t first_bad = 0;
+    if (!ref_status.ok()) {
+      ASSERT_EQ(ref_status.code(), Code::index_out_of_range) << ref_status.message();
+      ASSERT_TRUE(ref::max_unpool_output_shape(nd, shape, o, &out_shape).ok());
+      int64_t plane = 1;
+      for (int i = 0; i < nd; ++i) plane *= out_shape[out_shape.size() - nd + i];
+      for (int64_t i : indices64) {
+        if (i < 0 || i >= plane) {
+          first_bad = i;
+          break;
+        }
+      }
+      ++errors;
+    }
+    const std::vector<I> indices(indices64.begin(), indices64.end());
+
+    Buf<T> v(make_layout(rng, nd, shape, p.kind, rng.chance(0.5)), winning_value<T>());
+    v.set(values);
+    const Kind ik = rng.chance(0.7) ? p.kind : random_kind(rng);
+    const Kind ok = rng.chance(0.6) ? p.kind : random_kind(rng);
+    Buf<I> ix(make_layout(rng, nd, shape, ik, rng.chance(0.5)), static_cast<I>(-1));
+    ix.set(indices);
+    Buf<T> out(make_layout(rng, nd, out_shape, ok, rng.chance(0.5)), guard_value<T>());
+    const std::vector<T> v_before = v.data;
+    const std::vector<I> ix_before = ix.data;
+    for (Path path : {Path::automatic, Path::general}) {
+      o.path = path;
+      out.reset(guard_value<T>(), sentinel_value<T>());
+      const Status st = max_unpool(nd, v.view(), ix.view(), out.view(), o);
+      bool good = st.code() == ref_status.code();
+      std::string diff;
+      if (good && ref_status.ok()) {
+        diff = mismatches(out_shape, expected, out.get(), same_bits<T>);
+        good = diff.empty();
+      }
+      if (good && !ref_status.ok()) {
+        good = st.message().find("indices") != std::string::npos &&
+               st.message().find(std::to_string(first_bad)) != std::string::npos;
+      }
+      const bool outside = out.outside_is(guard_value<T>());
+      const bool inputs_same = v.bytes_equal(v_before) && ix.bytes_equal(ix_before);
+      if (!good || !outside || !inputs_same) {
+        ++failures;
+        std::string kernel;
+        max_unpool_kernel_name(nd, v.view(), p.index, o, &kernel);
+        ADD_FAILURE() << "config " << iter << " (mode " << mode << "): max_unpool" << nd
+                      << "d values " << dtype_name(p.value) << " indices " << dtype_name(p.index)
+                      << " path " << path_name(path) << " kernel " << kernel << "\n  "
+                      << describe(o) << "\n  values  " << v.layout.describe() << "\n  indices "
+                      << ix.layout.describe() << "\n  output  " << out.layout.describe()
+                      << "\n  indices (logical order) " << head(indices64)
+                      << "\n  status: " << (st.ok() ? "ok" : st.message())
+                      << "\n  expected status: " << (ref_status.ok() ? "ok" : ref_status.message())
+                      << "\n  output: " << (diff.empty() ? "same (or not compared)" : diff)
+                      << "\n  bytes outside output view untouched: " << outside
+                      << ", inputs unchanged: " << inputs_same;
+        break;
+      }
+    }
+  }
+  EXPECT_GT(errors, 0) << "no invalid-index configuration was generated";
+}
+
+class TypedUnpool : public ::testing::TestWithParam<Param> {};
+
+TEST_P(TypedUnpool, MatchesReference) {
+  const Param p = GetParam();
+  const std::string missing = missing_kernels(p.value, p.index, true);
+  if (!missing.empty()) GTEST_SKIP() << missing;
+  test::visit_dtype(p.value, [&](auto v) {
+    using T = decltype(v);
+    if (p.index == DType::i64) {
+      unpool_configs<T, int64_t>(p);
+    } else {
+      unpool_configs<T, int32_t>(p);
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(, TypedUnpool, ::testing::ValuesIn(all_params()), param_name);
+
+// ---------------------------------------------------------------------------------------------
+// Layout equivalence on bigger shapes: contiguous and channels-last inputs (through the view
+// makers) give identical bytes, pooling (values and indices) and unpooling; both also match the
+// reference.
+
+std::vector<PoolOptions> equivalence_windows() {
+  std::vector<PoolOptions> w(4);
+  w[0].kernel_size = {2};  // k2s2p0
+  w[1].kernel_size = {3};  // k3s2p1
+  w[1].stride = {2};
+  w[1].padding = {1};
+  w[2].kernel_size = {3};  // general: overlapping, ceil_mode
+  w[2].stride = {1};
+  w[2].padding = {1};
+  w[2].ceil_mode = true;
+  w[3].kernel_size = {2};  // general: dilated
+  w[3].stride = {2};
+  w[3].padding = {1};
+  w[3].dilation = {2};
+  return w;
+}
+
+template <typename T, typename I>
+void layout_equivalence(DType index, Rng& rng) {
+  const DType value = test::dtype_of<T>();
+  // The last two are batch-less: channels_last() is told nd.
+  const std::pair<int, Ints> shapes[] = {{1, {3, 20, 101}},
+                                         {2, {2, 24, 17, 19}},
+                                         {3, {2, 16, 5, 9, 11}},
+                                         {2, {24, 17, 19}},
+                                         {1, {20, 101}}};
+  for (const auto& [nd, shape] : shapes) {
+    const std::vector<T> input = random_values<T>(rng, test::numel(shape));
+    for (PoolOptions o : equivalence_windows()) {
+      Ints out_shape;
+      std::vector<T> ref_values;
+      std::vector<int64_t> ref_indices64;
+      ASSERT_TRUE(
+          ref::max_pool<T>(nd, shape, input, o, &out_shape, &ref_values, &ref_indices64).ok());
+      const std::vector<I> ref_indices(ref_indices64.begin(), ref_indices64.end());
+      const int64_t n_out = test::numel(out_shape);
+      for (Path path : {Path::automatic, Path::general}) {
+        o.path = path;
+        SCOPED_TRACE(std::string(dtype_name(value)) + " indices " + dtype_name(index) + " " +
+                     str(shape) + " " + describe(o) + " path " + path_name(path));
+        // Contiguous everywhere.
+        std::vector<T> c_values(n_out, sentinel_value<T>());
+        std::vector<I> c_indices(n_out, sentinel_value<I>());
+        Status st = max_pool(nd, contiguous(const_cast<T*>(input.data()), value, shape),
+                             contiguous(c_values.data(), value, out_shape),
+                             contiguous(c_indices.data(), index, out_shape), o);
+        ASSERT_TRUE(st.ok()) << st.message();
+        // Channels-last everywhere: the input's bytes permuted into (N, spatial..., C) order.
+        const TensorView cl_in_probe = channels_last(static_cast<void*>(nullptr), value, shape, nd);
+        std::vector<T> cl_input(input.size());
+        const std::vector<int64_t> in_off = element_offsets(shape, cl_in_probe.strides, 0);
+        for (size_t k = 0; k < in_off.size(); ++k) cl_input[in_off[k]] = input[k];
+        std::vector<T> l_values(n_out, sentinel_value<T>());
+        std::vector<I> l_indices(n_out, sentinel_value<I>());
+        const TensorView cl_out_probe =
+            channels_last(static_cast<void*>(nullptr), value, out_shape, nd);
+        st = max_pool(nd, channels_last(cl_input.data(), value, shape, nd),
+                      channels_last(l_values.data(), value, out_shape, nd),
+                      channels_last(l_indices.data(), index, out_shape, nd), o);
+        ASSERT_TRUE(st.ok()) << st.message();
+        const std::vector<int64_t> out_off = element_offsets(out_shape, cl_out_probe.strides, 0);
+        std::vector<T> cl_values;
+        std::vector<I> cl_indices;
+        for (int64_t off : out_off) {
+          cl_values.push_back(l_values[off]);
+          cl_indices.push_back(l_indices[off]);
+        }
+        std::string diff = mismatches(out_shape, ref_values, c_values, same_value<T>);
+        EXPECT_TRUE(diff.empty()) << "contiguous values vs reference: " << diff;
+        diff = mismatches(out_shape, ref_indices, c_indices, same_bits<I>);
+        EXPECT_TRUE(diff.empty()) << "contiguous indices vs reference: " << diff;
+        diff = mismatches(out_shape, c_values, cl_values, same_bits<T>);
+        EXPECT_TRUE(diff.empty()) << "channels-last values vs contiguous (bytes): " << diff;
+        diff = mismatches(out_shape, c_indices, cl_indices, same_bits<I>);
+        EXPECT_TRUE(diff.empty()) << "channels-last indices vs contiguous (bytes): " << diff;
+
+        // Unpooling the pooled result, with a few duplicates, both layouts.
+        if (path == Path::general) continue;  // the unpool paths below cover both
+        std::vector<I> u_indices = c_indices;
+        int64_t plane = 1;
+        for (int i = 0; i < nd; ++i) plane *= shape[shape.size() - nd + i];
+        for (int c = 0; c < 20 && n_out > 0; ++c) {
+          u_indices[rng.uniform(0, n_out - 1)] = static_cast<I>(rng.uniform(0, plane - 1));
+        }
+        if (o.dilation != Ints{1}) continue;  // unpooling has no dilation
+        UnpoolOptions u;
+        u.kernel_size = o.kernel_size;
+        u.stride = o.stride;
+        u.padding = o.padding;
+        u.output_size = Ints(shape.end() - nd, shape.end());
+        {
+          // The input's extents as output_size, when in range (ceil_mode may leave them out).
+          Ints def;
+          UnpoolOptions d = u;
+          d.output_size.clear();
+          ref::PoolWindow w;
+          ASSERT_TRUE(ref::expand_unpool_options(nd, d, &w).ok());
+          ASSERT_TRUE(ref::max_unpool_output_shape(nd, out_shape, d, &def).ok());
+          bool in_range = true;
+          for (int i = 0; i < nd; ++i) {
+            const int64_t e = shape[shape.size() - nd + i], df = def[def.size() - nd + i];
+            in_range = in_range && df - w.stride[i] < e && e < df + w.stride[i];
+          }
+          if (!in_range) continue;
+        }
+        const std::vector<int64_t> u_indices64(u_indices.begin(), u_indices.end());
+        std::vector<T> ref_out;
+        Ints unpooled_shape;
+        ASSERT_TRUE(
+            ref::max_unpool<T>(nd, out_shape, c_values, u_indices64, u, &unpooled_shape, &ref_out)
+                .ok());
+        ASSERT_EQ(unpooled_shape, shape);
+        for (Path upath : {Path::automatic, Path::general}) {
+          u.path = upath;
+          SCOPED_TRACE(std::string("unpool path ") + path_name(upath));
+          std::vector<T> c_out(input.size(), sentinel_value<T>());
+          st = max_unpool(nd, contiguous(c_values.data(), value, out_shape),
+                          contiguous(u_indices.data(), index, out_shape),
+                          contiguous(c_out.data(), value, shape), u);
+          ASSERT_TRUE(st.ok()) << st.message();
+          // Channels-last values and indices (the same logical tensors), channels-last output.
+          std::vector<T> l_u_values(c_values.size());
+          std::vector<I> l_u_indices(u_indices.size());
+          for (size_t k = 0; k < out_off.size(); ++k) {
+            l_u_values[out_off[k]] = c_values[k];
+            l_u_indices[out_off[k]] = u_indices[k];
+          }
+          std::vector<T> l_out(input.size(), sentinel_value<T>());
+          st = max_unpool(nd, channels_last(l_u_values.data(), value, out_shape, nd),
+                          channels_last(l_u_indices.data(), index, out_shape, nd),
+                          channels_last(l_out.data(), value, shape, nd), u);
+          ASSERT_TRUE(st.ok()) << st.message();
+          std::vector<T> cl_out;
+          for (int64_t off : in_off) cl_out.push_back(l_out[off]);
+          diff = mismatches(shape, ref_out, c_out, same_bits<T>);
+          EXPECT_TRUE(diff.empty()) << "contiguous unpool vs reference: " << diff;
+          diff = mismatches(shape, c_out, cl_out, same_bits<T>);
+          EXPECT_TRUE(diff.empty()) << "channels-last unpool vs contiguous (bytes): " << diff;
+        }
+      }
+    }
+  }
+}
+
+// One value dtype (printed by name in test listings).
+struct ValueDType {
+  DType value;
+};
+
+void PrintTo(const ValueDType& p, std::ostream* os) { *os << dtype_name(p.value); }
+
+std::vector<ValueDType> all_value_dtypes() {
+  std::vector<ValueDType> v;
+  for (DType d : test::kAllDTypes) v.push_back({d});
+  return v;
+}
+
+class TypedLayoutEquivalence : public ::testing::TestWithParam<ValueDType> {};
+
+TEST_P(TypedLayoutEquivalence, ContiguousEqualsChannelsLast) {
+  const DType value = GetParam().value;
+  if (!any_pool_kernel(value)) {
+    GTEST_SKIP() << "value dtype " << dtype_name(value) << " is not compiled in this build";
+  }
+  Rng rng(0xe9e9 + static_cast<uint64_t>(value));
+  test::visit_dtype(value, [&](auto v) {
+    using T = decltype(v);
+    for (DType index : {DType::i64, DType::i32}) {
+      if (!missing_kernels(value, index, true).empty()) {
+        std::cout << "[ NOTE     ] " << missing_kernels(value, index, true) << "\n";
+        continue;
+      }
+      if (index == DType::i64) {
+        layout_equivalence<T, int64_t>(index, rng);
+      } else {
+        layout_equivalence<T, int32_t>(index, rng);
+      }
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(, TypedLayoutEquivalence, ::testing::ValuesIn(all_value_dtypes()),
+                         [](const ::testing::TestParamInfo<ValueDType>& info) {
+                           return std::string(dtype_name(info.param.value));
+                         });
+
+// ---------------------------------------------------------------------------------------------
+// The view makers.
+
+TEST(TypedViews, ChannelsLastStrides) {
+  float x = 0;
+  EXPECT_EQ(channels_last(&x, {2, 3, 4, 5}).strides, (Ints{60, 1, 15, 3}));
+  EXPECT_EQ(channels_last(&x, {2, 3, 4, 5}, 2).strides, (Ints{60, 1, 15, 3}));
+  EXPECT_EQ(channels_last(&x, {3, 4, 5}, 2).strides, (Ints{1, 15, 3}));  // batch-less (C, H, W)
+  EXPECT_EQ(channels_last(&x, {3, 4, 5}).strides, (Ints{20, 1, 4}));     // (N, C, L)
+  EXPECT_EQ(channels_last(&x, {3, 4, 5}, 1).strides, (Ints{20, 1, 4}));
+  EXPECT_EQ(channels_last(&x, {3, 4}, 1).strides, (Ints{1, 3}));  // batch-less (C, L)
+  EXPECT_EQ(channels_last(&x, {2, 3, 4, 5, 6}, 3).strides, (Ints{360, 1, 90, 18, 3}));
+  EXPECT_EQ(channels_last(&x, {3, 4, 5, 6}, 3).strides, (Ints{1, 90, 18, 3}));  // (C, D, H, W)
+  const TensorView v = channels_last(static_cast<void*>(&x), DType::bf16, {0, 3, 4, 5});
+  EXPECT_EQ(v.dtype, DType::bf16);
+  EXPECT_EQ(v.shape, (Ints{0, 3, 4, 5}));
+  EXPECT_EQ(v.data, static_cast<void*>(&x));
+  const TensorView c = contiguous(static_cast<void*>(&x), DType::i8, {2, 3, 4, 5});
+  EXPECT_EQ(c.dtype, DType::i8);
+  EXPECT_TRUE(c.strides.empty() || c.strides == (Ints{60, 20, 5, 1})) << str(c.strides);
+  EXPECT_EQ(contiguous(static_cast<const f16_t*>(nullptr), {1, 2}).dtype, DType::f16);
+  EXPECT_EQ(channels_last(static_cast<const int64_t*>(nullptr), {1, 2, 3}).dtype, DType::i64);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernel choice: layout, dtypes and path decide the kernel's name (data is never read).
+
+const KernelInfo* find_kernel(const std::vector<KernelInfo>& kernels, const std::string& name) {
+  for (const KernelInfo& k : kernels) {
+    if (k.name == name) return &k;
+  }
+  return nullptr;
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+TEST(TypedKernelChoice, PoolNamesFollowLayoutDTypesAndPath) {
+  const std::vector<KernelInfo> kernels = compiled_kernels();
+  void* const fake = reinterpret_cast<void*>(uintptr_t{0x1000});  // never read
+  int checked = 0;
+  for (DType value : test::kAllDTypes) {
+    for (DType index : {DType::i64, DType::i32}) {
+      if (!pool_kernel_built(value, index)) continue;
+      const std::string suffix = std::string("_") + dtype_name(value) + "_" + dtype_name(index);
+      for (int nd = 1; nd <= 3; ++nd) {
+        Ints shape{2, 5};
+        for (int i = 0; i < nd; ++i) shape.push_back(8 + i);
+        std::vector<PoolOptions> windows(3);
+        windows[0].kernel_size = {3};
+        windows[0].stride = {1};       // no window kernel
+        windows[1].kernel_size = {2};  // k2s2p0
+        windows[2].kernel_size = {3};  // k3s2p1
+        windows[2].stride = {2};
+        windows[2].padding = {1};
+        const char* window_tag[] = {"", "_k2s2p0", "_k3s2p1"};
+        const std::string base = "max_pool" + std::to_string(nd) + "d";
+        for (int w = 0; w < 3; ++w) {
+          SCOPED_TRACE(base + suffix + " window " + std::to_string(w));
+          const TensorView c = contiguous(fake, value, shape);
+          const TensorView cl = channels_last(fake, value, shape);
+          // A transposed view, packed first: memory order N C [D] W H (1-D: L C N).
+          TensorView other = c;
+          other.strides.assign(shape.size(), 0);
+          {
+            const size_t r = shape.size();
+            int64_t acc = 1;
+            std::vector<size_t> order;
+            for (size_t i = 0; i < r; ++i) order.push_back(i);
+            if (nd >= 2) {
+              std::swap(order[r - 1], order[r - 2]);
+            } else {
+              std::swap(order[0], order[r - 1]);  // 1-D: (L, C, N) memory, N innermost
+            }
+            for (size_t j = r; j-- > 0;) {
+              other.strides[order[j]] = acc;
+              acc *= shape[order[j]];
+            }
+          }
+          const std::string window_kernel = base + window_tag[w] + suffix;
+          const bool has_window = w > 0 && find_kernel(kernels, window_kernel) != nullptr;
+          for (Path path : {Path::automatic, Path::general}) {
+            PoolOptions o = windows[w];
+            o.path = path;
+            std::string name;
+            Status st = max_pool_kernel_name(nd, c, index, o, &name);
+            ASSERT_TRUE(st.ok()) << st.message();
+            const std::string expect_c =
+                path == Path::automatic && has_window ? window_kernel : base + suffix;
+            EXPECT_EQ(name, expect_c) << "contiguous, path " << path_name(path);
+            st = max_pool_kernel_name(nd, cl, index, o, &name);
+            ASSERT_TRUE(st.ok()) << st.message();
+            EXPECT_EQ(name, base + "_cl" + suffix) << "channels-last, path " << path_name(path);
+            EXPECT_TRUE(contains(name, "_cl_"));
+            st = max_pool_kernel_name(nd, other, index, o, &name);
+            ASSERT_TRUE(st.ok()) << st.message();
+            EXPECT_EQ(name, expect_c)
+                << "strided " << str(other.strides) << " (packed first), path " << path_name(path);
+            if (path == Path::general) {
+              for (const TensorView* t :
+                   std::initializer_list<const TensorView*>{&c, &cl, &other}) {
+                ASSERT_TRUE(max_pool_kernel_name(nd, *t, index, o, &name).ok());
+                EXPECT_FALSE(contains(name, "_k2s2p0") || contains(name, "_k3s2p1")) << name;
+              }
+            }
+            if (index == DType::i32) {
+              EXPECT_EQ(name.substr(name.size() - 4), "_i32") << name;
+            }
+            ++checked;
+          }
+          // Every named kernel is listed, with what it serves.
+          for (const std::string& n : {base + suffix, base + "_cl" + suffix}) {
+            const KernelInfo* k = find_kernel(kernels, n);
+            ASSERT_NE(k, nullptr) << n << " is not in compiled_kernels()";
+            EXPECT_EQ(k->op, "pool");
+            EXPECT_EQ(k->nd, nd);
+            EXPECT_EQ(k->layout, contains(n, "_cl_") ? Layout::channels_last : Layout::contiguous);
+            EXPECT_EQ(k->value_dtype, value);
+            EXPECT_EQ(k->index_dtype, index);
+            EXPECT_FALSE(k->targets.empty());
+          }
+          if (nd >= 2 && w > 0 && value == DType::f32 && index == DType::i64) {
+            EXPECT_TRUE(has_window) << window_kernel << " is not compiled";
+          }
+        }
+        // Channels-last memory with C = 1, or a contiguous view whose innermost extent is 1:
+        // the contiguous kernel (the rule looks at the innermost spatial stride first).
+        {
+          PoolOptions o;
+          o.kernel_size = {1};
+          Ints c1 = shape;
+          c1[1] = 1;
+          std::string name;
+          ASSERT_TRUE(
+              max_pool_kernel_name(nd, channels_last(fake, value, c1), index, o, &name).ok());
+          EXPECT_EQ(name, base + suffix) << "channels-last memory with C = 1";
+          Ints w1 = shape;
+          w1.back() = 1;
+          ASSERT_TRUE(
+              max_pool_kernel_name(nd, channels_last(fake, value, w1), index, o, &name).ok());
+          EXPECT_EQ(name, base + suffix) << "channels-last memory with innermost extent 1";
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 0) << "no pool kernel compiled";
+}
+
+TEST(TypedKernelChoice, UnpoolNamesFollowWidthLayoutAndIndexDType) {
+  const std::vector<KernelInfo> kernels = compiled_kernels();
+  void* const fake = reinterpret_cast<void*>(uintptr_t{0x1000});
+  int checked = 0;
+  for (DType value : test::kAllDTypes) {
+    if (!any_pool_kernel(value)) continue;
+    for (DType index : {DType::i64, DType::i32}) {
+      if (!unpool_kernel_built(value, index)) continue;
+      const std::string bits = "_b" + std::to_string(8 * dtype_size(value)) + "_";
+      for (int nd = 1; nd <= 3; ++nd) {
+        Ints shape{2, 6};
+        for (int i = 0; i < nd; ++i) shape.push_back(4 + i);
+        for (bool cl : {false, true}) {
+          const TensorView v =
+              cl ? channels_last(fake, value, shape) : contiguous(fake, value, shape);
+          for (Path path : {Path::automatic, Path::general}) {
+            UnpoolOptions o;
+            o.kernel_size = {2};
+            o.path = path;
+            std::string name;
+            Status st = max_unpool_kernel_name(nd, v, index, o, &name);
+            ASSERT_TRUE(st.ok()) << st.message();
+            SCOPED_TRACE(std::string(dtype_name(value)) + " " + dtype_name(index) + " nd " +
+                         std::to_string(nd) + (cl ? " channels-last" : " contiguous") + " path " +
+                         path_name(path));
+            if (path == Path::automatic && name.rfind("max_unpool_scatter", 0) != 0) {
+              // A gather kernel (opt-in build): contiguous only, never for channels-last.
+              EXPECT_FALSE(cl) << name;
+              continue;
+            }
+            const std::string expect =
+                std::string("max_unpool_scatter") + (cl ? "_cl" : "") + bits + dtype_name(index);
+            EXPECT_EQ(name, expect);
+            if (value == DType::f16 || value == DType::bf16 || value == DType::i16) {
+              EXPECT_TRUE(contains(name, "_b16_")) << name;
+            }
+            const KernelInfo* k = find_kernel(kernels, name);
+            ASSERT_NE(k, nullptr) << name << " is not in compiled_kernels()";
+            EXPECT_EQ(k->op, "unpool_scatter");
+            EXPECT_EQ(k->layout, cl ? Layout::channels_last : Layout::contiguous);
+            EXPECT_EQ(dtype_size(k->value_dtype), dtype_size(value));
+            EXPECT_EQ(k->index_dtype, index);
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 0) << "no unpool kernel compiled";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Duplicate unpool indices: the latest in input order wins for channels-last views and i32
+// indices on any thread count, on shapes big enough to be split across threads.
+
+struct ThreadsReset {
+  ~ThreadsReset() { set_num_threads(0); }
+};
+
+template <typename T, typename I>
+void duplicates_on_threads(DType index, int* failures) {
+  Rng rng(0xd0b1e + static_cast<uint64_t>(test::dtype_of<T>()) * 7 + static_cast<uint64_t>(index));
+  for (int nd = 1; nd <= 3; ++nd) {
+    const Ints spatial = nd == 1 ? Ints{300} : nd == 2 ? Ints{24, 20} : Ints{8, 9, 10};
+    Ints shape{2, 24};
+    shape.insert(shape.end(), spatial.begin(), spatial.end());
+    UnpoolOptions o;
+    o.kernel_size = {2};
+    Ints out_shape;
+    ASSERT_TRUE(ref::max_unpool_output_shape(nd, shape, o, &out_shape).ok());
+    int64_t plane = 1;
+    for (int i = 0; i < nd; ++i) plane *= out_shape[2 + i];
+    const int64_t n = test::numel(shape);
+    std::vector<T> values(n);
+    for (int64_t i = 0; i < n; ++i) {  // distinct within every run of duplicates we can tell
+      if constexpr (kIsFloat<T>) {
+        values[i] = from_double<T>(static_cast<double>(i % 2000 + 1));
+      } else {
+        values[i] = static_cast<T>(i % 250 + 1);
+      }
+    }
+    std::vector<int64_t> indices64(n);
+    for (int64_t& i : indices64) i = rng.uniform(0, std::min<int64_t>(plane, 40) - 1);
+    const std::vector<I> indices(indices64.begin(), indices64.end());
+    std::vector<T> expected;
+    ASSERT_TRUE(ref::max_unpool<T>(nd, shape, values, indices64, o, &out_shape, &expected).ok());
+    // values and indices channels-last (indices also contiguous), output channels-last and
+    // contiguous.
+    for (int combo = 0; combo < 3; ++combo) {
+      const Kind ik = combo == 1 ? Kind::contiguous : Kind::channels_last;
+      const Kind ok = combo == 2 ? Kind::contiguous : Kind::channels_last;
+      Buf<T> v(make_layout(rng, nd, shape, Kind::channels_last, false), winning_value<T>());
+      v.set(values);
+      Buf<I> ix(make_layout(rng, nd, shape, ik, false), static_cast<I>(-1));
+      ix.set(indices);
+      Buf<T> out(make_layout(rng, nd, out_shape, ok, combo == 2), guard_value<T>());
+      for (int threads : {1, 2, 3, 8}) {
+        set_num_threads(threads);
+        for (Path path : {Path::automatic, Path::general}) {
+          o.path = path;
+          out.reset(guard_value<T>(), sentinel_value<T>());
+          const Status st = max_unpool(nd, v.view(), ix.view(), out.view(), o);
+          ASSERT_TRUE(st.ok()) << st.message();
+          const std::string diff = mismatches(out_shape, expected, out.get(), same_bits<T>);
+          const bool good = diff.empty() && out.outside_is(guard_value<T>());
+          if (!good && ++*failures > kMaxReportedFailures) return;
+          EXPECT_TRUE(good) << dtype_name(test::dtype_of<T>()) << " indices " << dtype_name(index)
+                            << " nd " << nd << " threads " << threads << " path " << path_name(path)
+                            << "\n  values " << v.layout.describe() << "\n  indices "
+                            << ix.layout.describe() << "\n  output " << out.layout.describe()
+                            << "\n  " << diff;
+        }
+      }
+    }
+  }
+}
+
+TEST(TypedThreads, UnpoolDuplicatesLatestWins) {
+  ThreadsReset reset;
+  int ran = 0, failures = 0;
+  for (DType value : {DType::f32, DType::f16, DType::i16, DType::f64, DType::u8}) {
+    for (DType index : {DType::i32, DType::i64}) {
+      if (!missing_kernels(value, index, true).empty()) continue;
+      ++ran;
+      test::visit_dtype(value, [&](auto v) {
+        using T = decltype(v);
+        if (index == DType::i64) {
+          duplicates_on_threads<T, int64_t>(index, &failures);
+        } else {
+          duplicates_on_threads<T, int32_t>(index, &failures);
+        }
+      });
+    }
+  }
+  EXPECT_GT(ran, 0);
+}
+
+}  // namespace
+}  // namespace poolgen
