@@ -3,7 +3,8 @@
 // Encoder: a random feature map (2, 8, 32, 32) is max-pooled twice (kernel 2, stride 2) and the
 // indices of each stage are kept. Decoder: max-unpooled twice with those indices back to
 // (2, 8, 32, 32). Every non-zero of the decoded map must equal the input at that position, and
-// every maximum of the deepest pooling must reappear where it came from.
+// every maximum of the deepest pooling must reappear where it came from. Then one stage again in
+// bf16, channels-last (NHWC), with i32 indices.
 #include <poolgen/poolgen.hpp>
 
 #include <cstdint>
@@ -34,6 +35,61 @@ int64_t numel(const poolgen::Ints& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
+}
+
+// One pool + unpool stage on a bf16 NHWC map with i32 indices: every pooled maximum reappears at
+// the position its index names, everything else is zero.
+void channels_last_bf16_stage() {
+  const poolgen::Ints shape{2, 16, 12, 10};  // PyTorch order; memory is (N, H, W, C)
+  std::vector<poolgen::bf16_t> x(numel(shape));
+  std::mt19937 rng(7);
+  for (auto& v : x) v.bits = static_cast<uint16_t>(0x3f80 + rng() % 0x7f);  // in [1, 2)
+  poolgen::PoolOptions pool;
+  pool.kernel_size = {3};
+  pool.stride = {2};
+  pool.padding = {1};
+  poolgen::Ints pooled;
+  if (!check(poolgen::max_pool_output_shape(2, shape, pool, &pooled), "bf16 pool shape")) return;
+  std::vector<poolgen::bf16_t> values(numel(pooled)), y(x.size());
+  std::vector<int32_t> indices(values.size());
+  const poolgen::TensorView in = poolgen::channels_last(x.data(), shape);
+  std::string name;
+  const poolgen::Status built = poolgen::max_pool_kernel_name(2, in, poolgen::DType::i32, pool, &name);
+  if (built.code() == poolgen::Code::unsupported) {
+    std::printf("bf16 channels-last stage skipped: %s\n", built.message().c_str());
+    return;
+  }
+  std::printf("bf16 NHWC pool %s -> %s  kernel %s\n", str(shape).c_str(), str(pooled).c_str(),
+              name.c_str());
+  if (!check(poolgen::max_pool2d(in, poolgen::channels_last(values.data(), pooled),
+                                 poolgen::channels_last(indices.data(), pooled), pool),
+             "bf16 pool")) {
+    return;
+  }
+  poolgen::UnpoolOptions unpool;
+  unpool.kernel_size = pool.kernel_size;
+  unpool.stride = pool.stride;
+  unpool.padding = pool.padding;
+  unpool.output_size = {shape[2], shape[3]};
+  if (!check(poolgen::max_unpool2d(poolgen::channels_last(values.data(), pooled),
+                                   poolgen::channels_last(indices.data(), pooled),
+                                   poolgen::channels_last(y.data(), shape), unpool),
+             "bf16 unpool")) {
+    return;
+  }
+  // Element (n, c, h, w) of an NHWC tensor lives at ((n * H + h) * W + w) * C + c.
+  const int64_t C = shape[1], plane = shape[2] * shape[3], cells = pooled[2] * pooled[3];
+  int64_t lost = 0, nonzeros = 0;
+  for (const auto& v : y) nonzeros += v.bits != 0;
+  for (int64_t n = 0; n < shape[0]; ++n)
+    for (int64_t cell = 0; cell < cells; ++cell)
+      for (int64_t c = 0; c < C; ++c) {
+        const int64_t at = (n * cells + cell) * C + c, pos = (n * plane + indices[at]) * C + c;
+        if (y[pos].bits != values[at].bits || x[pos].bits != values[at].bits) ++lost;
+      }
+  std::printf("bf16 NHWC round trip: %lld non-zeros, %lld lost maxima\n",
+              static_cast<long long>(nonzeros), static_cast<long long>(lost));
+  if (lost || nonzeros == 0) ++failures;
 }
 
 }  // namespace
@@ -147,6 +203,8 @@ int main() {
               static_cast<long long>(nonzeros), static_cast<long long>(expected_nonzeros),
               static_cast<long long>(bad_values), static_cast<long long>(lost));
   if (nonzeros != expected_nonzeros || bad_values || lost) ++failures;
+
+  channels_last_bf16_stage();
 
   if (failures) {
     std::printf("segnet round trip: FAILED\n");
