@@ -5,20 +5,26 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "lib_util.hpp"
+#include "random_cases.hpp"
 #include "reference.hpp"
 #include "test_util.hpp"
 
 namespace poolgen {
 namespace {
 
+using test::describe;
+using test::outside_untouched;
+using test::PoolConfigOptions;
+using test::random_pool_config;
+using test::random_unpool_mode;
+using test::random_window;
+using test::Rng;
 using test::same_floats;
 using test::same_ints;
 using test::str;
@@ -28,19 +34,6 @@ constexpr int kMaxReportedFailures = 5;
 
 const float kNan = std::numeric_limits<float>::quiet_NaN();
 const float kInf = std::numeric_limits<float>::infinity();
-
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : gen_(seed) {}
-  int64_t uniform(int64_t lo, int64_t hi) {  // inclusive
-    return std::uniform_int_distribution<int64_t>(lo, hi)(gen_);
-  }
-  bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(gen_) < p; }
-  float normal() { return std::normal_distribution<float>(0.f, 1.f)(gen_); }
-
- private:
-  std::mt19937_64 gen_;
-};
 
 // Values with many ties and occasional NaN / -inf / signed zeros.
 std::vector<float> random_values(Rng& rng, int64_t n) {
@@ -54,7 +47,7 @@ std::vector<float> random_values(Rng& rng, int64_t n) {
     } else if (style == 1) {
       x = rng.chance(0.5) ? -0.0f : 0.0f;
     } else {
-      x = rng.normal();
+      x = static_cast<float>(rng.normal());
     }
     if (rng.chance(nan_p)) x = kNan;
     if (rng.chance(ninf_p)) x = -kInf;
@@ -62,74 +55,8 @@ std::vector<float> random_values(Rng& rng, int64_t n) {
   return v;
 }
 
-// A list of nd entries, written as one entry when they are equal and the coin says so.
-Ints maybe_short(Rng& rng, const Ints& v) {
-  if (std::all_of(v.begin(), v.end(), [&](int64_t x) { return x == v[0]; }) && rng.chance(0.5)) {
-    return {v[0]};
-  }
-  return v;
-}
-
-Ints random_batch_channels(Rng& rng, int nd, const Ints& spatial) {
-  Ints shape;
-  if (!rng.chance(0.2)) shape.push_back(rng.chance(0.05) ? 0 : rng.uniform(1, 2));
-  shape.push_back(rng.uniform(1, 3));
-  (void)nd;
-  shape.insert(shape.end(), spatial.begin(), spatial.end());
-  return shape;
-}
-
-std::string describe(const Ints& shape, const PoolOptions& o) {
-  std::ostringstream os;
-  os << "input " << str(shape) << " kernel_size " << str(o.kernel_size) << " stride "
-     << str(o.stride) << " padding " << str(o.padding) << " dilation " << str(o.dilation)
-     << " ceil_mode " << o.ceil_mode;
-  return os.str();
-}
-
-std::string describe(const Ints& shape, const UnpoolOptions& o) {
-  std::ostringstream os;
-  os << "values " << str(shape) << " kernel_size " << str(o.kernel_size) << " stride "
-     << str(o.stride) << " padding " << str(o.padding) << " output_size " << str(o.output_size);
-  return os.str();
-}
-
-// A valid random pooling configuration. fast: 0 random, 1 k2s2p0, 2 k3s2p1 (dilation 1).
-void random_pool_config(Rng& rng, int nd, int fast, Ints* shape, PoolOptions* o) {
-  const int64_t max_extent = nd == 3 ? 7 : (nd == 2 ? 11 : 16);
-  for (;;) {
-    Ints k(nd), s(nd), p(nd), d(nd), sp(nd);
-    bool default_stride = false;
-    for (int i = 0; i < nd; ++i) {
-      if (fast == 1) {
-        k[i] = 2, s[i] = 2, p[i] = 0, d[i] = 1;
-      } else if (fast == 2) {
-        k[i] = 3, s[i] = 2, p[i] = 1, d[i] = 1;
-      } else {
-        k[i] = rng.uniform(1, 4);
-        d[i] = rng.chance(0.7) ? 1 : rng.uniform(2, 3);
-        s[i] = rng.uniform(1, 3);
-        const int64_t limit = nd == 3 ? k[i] / 2 : (d[i] * (k[i] - 1) + 1) / 2;
-        p[i] = rng.uniform(0, limit);
-      }
-      sp[i] = rng.uniform(1, max_extent);
-    }
-    // Sometimes a long innermost row: full vectors plus tails, work split across threads.
-    if (rng.chance(0.15)) sp[nd - 1] = rng.uniform(max_extent, 6 * max_extent);
-    if (fast == 0 && rng.chance(0.15)) {
-      default_stride = true;
-      s = k;
-    }
-    o->kernel_size = maybe_short(rng, k);
-    o->stride = default_stride ? Ints{} : maybe_short(rng, s);
-    o->padding = maybe_short(rng, p);
-    o->dilation = maybe_short(rng, d);
-    o->ceil_mode = rng.chance(0.5);
-    *shape = random_batch_channels(rng, nd, sp);
-    Ints out;
-    if (ref::max_pool_output_shape(nd, *shape, *o, &out).ok()) return;
-  }
-}
+// Dilated windows; few channels (typed_test.cpp covers many channels).
+const PoolConfigOptions kConfigKinds{};
 
 // True when the automatic path picks another kernel than the general one.
 template <typename Options>
@@ -157,10 +84,10 @@ TEST_P(DifferentialPool, LibraryMatchesReference) {
   Rng rng(0x9001 + nd);
   int failures = 0, fast_hits = 0;
   for (int iter = 0; iter < kConfigsPerRank && failures < kMaxReportedFailures; ++iter) {
-    const int fast = nd == 1 ? 0 : static_cast<int>(rng.chance(0.35) ? rng.uniform(1, 2) : 0);
+    const int fast = random_window(rng, nd == 1 ? 0.0 : 0.35);
     Ints shape;
     PoolOptions o;
-    random_pool_config(rng, nd, fast, &shape, &o);
+    random_pool_config(rng, nd, fast, kConfigKinds, &shape, &o);
     const std::vector<float> input = random_values(rng, ref::numel(shape));
     Ints out_shape;
     std::vector<float> values;
@@ -193,74 +120,11 @@ TEST_P(DifferentialPool, LibraryMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Rank, DifferentialPool, ::testing::Values(1, 2, 3));
 
-// Unpooling inputs: values/indices and options. mode 0: indices from a real pooling with the
-// same window (fast gather where compiled); 1: random indices with duplicates; 2: pooled
-// indices with a few replaced by other valid ones; 3: like 1 with an invalid index injected.
-void random_unpool_case(Rng& rng, int nd, int mode, Ints* shape, std::vector<float>* values,
-                        std::vector<int64_t>* indices, UnpoolOptions* o) {
-  for (;;) {
-    Ints pool_shape;
-    PoolOptions po;
-    const int fast = nd == 1 ? 0 : static_cast<int>(rng.chance(0.6) ? rng.uniform(1, 2) : 0);
-    random_pool_config(rng, nd, fast, &pool_shape, &po);
-    if (fast == 0) po.dilation = {1};  // unpooling has no dilation
-    Ints pooled_shape;
-    if (!ref::max_pool_output_shape(nd, pool_shape, po, &pooled_shape).ok()) continue;
-    o->kernel_size = po.kernel_size;
-    o->stride = po.stride;
-    o->padding = po.padding;
-    o->output_size.clear();
-    // output_size: empty, the pooled input's extents, or a random in-range value; nd or nd+2.
-    const int os_style = static_cast<int>(rng.uniform(0, 2));
-    if (os_style > 0) {
-      Ints def;
-      if (!ref::max_unpool_output_shape(nd, pooled_shape, *o, &def).ok()) continue;
-      ref::PoolWindow w;
-      ref::expand_unpool_options(nd, *o, &w);
-      Ints os(nd);
-      for (int i = 0; i < nd; ++i) {
-        const int64_t dflt = def[def.size() - nd + i];
-        os[i] = os_style == 1 ? pool_shape[pool_shape.size() - nd + i]
-                              : rng.uniform(dflt - w.stride[i] + 1, dflt + w.stride[i] - 1);
-      }
-      if (rng.chance(0.3)) os.insert(os.begin(), {rng.uniform(0, 9), rng.uniform(0, 9)});
-      o->output_size = os;
-    }
-    Ints out_shape;
-    if (!ref::max_unpool_output_shape(nd, pooled_shape, *o, &out_shape).ok()) continue;
-    int64_t plane = 1;
-    for (int i = 0; i < nd; ++i) plane *= out_shape[out_shape.size() - nd + i];
-    const int64_t n = ref::numel(pooled_shape);
-    if (mode == 0 || mode == 2) {
-      const std::vector<float> input = random_values(rng, ref::numel(pool_shape));
-      Ints tmp;
-      ref::max_pool<float>(nd, pool_shape, input, po, &tmp, values, indices);
-      // The pooled indices must fit the unpooled plane (an output_size smaller than the pooled
-      // input can cut them off); otherwise pick another case.
-      if (std::any_of(indices->begin(), indices->end(),
-                      [&](int64_t i) { return i < 0 || i >= plane; })) {
-        continue;
-      }
-      if (mode == 2 && n > 0) {
-        const int64_t changes = rng.uniform(1, 3);
-        for (int64_t c = 0; c < changes; ++c) {
-          (*indices)[rng.uniform(0, n - 1)] = rng.uniform(0, plane - 1);
-        }
-      }
-    } else {
-      *values = random_values(rng, n);
-      indices->resize(n);
-      const int64_t range = rng.chance(0.3) ? std::min<int64_t>(plane, 3) : plane;
-      for (int64_t& i : *indices) i = rng.uniform(0, range - 1);
-      if (mode == 3 && n > 0) {
-        const int64_t bad[] = {-1, plane, plane + 7, -1000, std::numeric_limits<int64_t>::max(),
-                               std::numeric_limits<int64_t>::min()};
-        (*indices)[rng.uniform(0, n - 1)] = bad[rng.uniform(0, 5)];
-      }
-    }
-    *shape = pooled_shape;
-    return;
-  }
+// Unpooling cases: pooling windows of dilation 1, a specialised window in 60% (2-D and 3-D).
+test::UnpoolCase<float> random_unpool_case(Rng& rng, int nd, int mode) {
+  test::UnpoolCaseOptions opts;
+  opts.window_p = nd == 1 ? 0.0 : 0.6;
+  return test::random_unpool_case<float, int64_t>(rng, nd, mode, opts, random_values);
 }
 
 class DifferentialUnpool : public ::testing::TestWithParam<int> {};
@@ -270,13 +134,8 @@ TEST_P(DifferentialUnpool, LibraryMatchesReference) {
   Rng rng(0x5eed + 17 * nd);
   int failures = 0, fast_hits = 0, errors = 0;
   for (int iter = 0; iter < kConfigsPerRank && failures < kMaxReportedFailures; ++iter) {
-    const int64_t r = rng.uniform(0, 99);
-    const int mode = r < 45 ? 0 : r < 75 ? 1 : r < 92 ? 2 : 3;
-    Ints shape;
-    std::vector<float> values;
-    std::vector<int64_t> indices;
-    UnpoolOptions o;
-    random_unpool_case(rng, nd, mode, &shape, &values, &indices, &o);
+    const int mode = random_unpool_mode(rng, {45, 75, 92});
+    auto [shape, values, indices, o] = random_unpool_case(rng, nd, mode);
     Ints out_shape;
     std::vector<float> expected;
     Status ref_status =
@@ -355,20 +214,7 @@ struct StridedBuffer {
   }
   // Offsets (into the backing) of the view's elements, in row-major order of the view.
   std::vector<int64_t> element_offsets() const {
-    std::vector<int64_t> out;
-    const int64_t n = ref::numel(shape);
-    out.reserve(n);
-    Ints idx(shape.size(), 0);
-    for (int64_t e = 0; e < n; ++e) {
-      int64_t off = start();
-      for (size_t d = 0; d < shape.size(); ++d) off += idx[d] * strides[d];
-      out.push_back(off);
-      for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
-        if (++idx[d] < shape[d]) break;
-        idx[d] = 0;
-      }
-    }
-    return out;
+    return test::element_offsets(shape, strides, start());
   }
   template <typename T>
   TensorView view(std::vector<T>& data, DType dtype) {
@@ -389,18 +235,6 @@ std::vector<T> gather(const std::vector<T>& backing, const std::vector<int64_t>&
   return out;
 }
 
-// Every element of `backing` not in `offsets` still equals `guard`.
-template <typename T>
-bool outside_untouched(const std::vector<T>& backing, const std::vector<int64_t>& offsets,
-                       T guard) {
-  std::vector<char> in_view(backing.size(), 0);
-  for (int64_t o : offsets) in_view[o] = 1;
-  for (size_t k = 0; k < backing.size(); ++k) {
-    if (!in_view[k] && !test::bits_equal(backing[k], guard)) return false;
-  }
-  return true;
-}
-
 class StridedPool : public ::testing::TestWithParam<int> {};
 
 TEST_P(StridedPool, ViewsMatchReference) {
@@ -411,7 +245,7 @@ TEST_P(StridedPool, ViewsMatchReference) {
     const int fast = nd == 1 ? 0 : static_cast<int>(rng.uniform(0, 2));
     Ints shape;
     PoolOptions o;
-    random_pool_config(rng, nd, fast, &shape, &o);
+    random_pool_config(rng, nd, fast, kConfigKinds, &shape, &o);
     Ints out_shape;
     ASSERT_TRUE(ref::max_pool_output_shape(nd, shape, o, &out_shape).ok());
 
@@ -467,11 +301,7 @@ TEST_P(StridedUnpool, ViewsMatchReference) {
   int failures = 0;
   for (int iter = 0; iter < 500 && failures < kMaxReportedFailures; ++iter) {
     const int mode = static_cast<int>(rng.uniform(0, 3));
-    Ints shape;
-    std::vector<float> values;
-    std::vector<int64_t> indices;
-    UnpoolOptions o;
-    random_unpool_case(rng, nd, mode, &shape, &values, &indices, &o);
+    auto [shape, values, indices, o] = random_unpool_case(rng, nd, mode);
     Ints out_shape;
     std::vector<float> expected;
     Status ref_status = ref::max_unpool<float>(nd, shape, values, indices, o, &out_shape, &expected);
@@ -517,20 +347,15 @@ INSTANTIATE_TEST_SUITE_P(Rank, StridedUnpool, ::testing::Values(1, 2, 3));
 TEST(DifferentialThreads, UnpoolDuplicatesDeterministic) {
   Rng rng(0x7777);
   for (int nd = 1; nd <= 3; ++nd) {
-    const Ints spatial = nd == 1 ? Ints{300} : nd == 2 ? Ints{24, 20} : Ints{8, 9, 10};
-    Ints shape{2, 8};
-    shape.insert(shape.end(), spatial.begin(), spatial.end());
-    UnpoolOptions o;
-    o.kernel_size = {2};
-    Ints out_shape;
-    ASSERT_TRUE(ref::max_unpool_output_shape(nd, shape, o, &out_shape).ok());
-    int64_t plane = 1;
-    for (int i = 0; i < nd; ++i) plane *= out_shape[2 + i];
+    const test::DuplicatesCase c = test::duplicates_case(rng, nd, 8);
+    ASSERT_TRUE(c.status.ok()) << c.status.message();
+    const Ints& shape = c.shape;
+    const UnpoolOptions& o = c.o;
+    Ints out_shape = c.out_shape;
     const int64_t n = ref::numel(shape);
     std::vector<float> values(n);
     for (int64_t i = 0; i < n; ++i) values[i] = static_cast<float>(i);  // all distinct
-    std::vector<int64_t> indices(n);
-    for (int64_t& i : indices) i = rng.uniform(0, std::min<int64_t>(plane, 40) - 1);
+    const std::vector<int64_t>& indices = c.indices;
     std::vector<float> expected;
     ASSERT_TRUE(ref::max_unpool<float>(nd, shape, values, indices, o, &out_shape, &expected).ok());
     for (int threads : {1, 2, 3, 8}) {

@@ -6,6 +6,8 @@
 #include <initializer_list>
 #include <limits>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -35,6 +37,40 @@ namespace {
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+// The same for a C API result and message.
+::testing::AssertionResult CIsError(int32_t got, int32_t code, const char* message,
+                                    std::initializer_list<std::string> parts) {
+  return IsError(Status(static_cast<Code>(got), message), static_cast<Code>(code), parts);
+}
+
+template <typename Call, typename = void>
+struct HasOutputGuard : std::false_type {};
+template <typename Call>
+struct HasOutputGuard<Call, std::void_t<decltype(std::declval<const Call&>().guards_ok())>>
+    : std::true_type {};
+
+// A default Call (PoolCall, UnpoolCall, CPool, CUnpool below) broken in one way by `breaks` (a
+// function of Call&): running it fails with `code` and a message containing every one of
+// `parts`; a call with guard elements around its output leaves them untouched.
+template <typename Call, typename Break, typename CodeT>
+::testing::AssertionResult FailsWhen(Break breaks, CodeT code,
+                                     std::initializer_list<std::string> parts) {
+  Call c;
+  breaks(c);
+  ::testing::AssertionResult r = ::testing::AssertionSuccess();
+  if constexpr (std::is_same_v<decltype(c.run()), Status>) {
+    r = IsError(c.run(), code, parts);
+  } else {
+    r = CIsError(c.run(), code, c.message, parts);
+  }
+  if constexpr (HasOutputGuard<Call>::value) {
+    if (r && !c.guards_ok()) {
+      return ::testing::AssertionFailure() << "elements around the output were written";
+    }
+  }
+  return r;
 }
 
 // A pooling call on small owned buffers whose pieces each test breaks in one way.
@@ -225,34 +261,19 @@ TEST(PoolErrors, ListLengths) {
 }
 
 TEST(PoolErrors, NullData) {
-  {
-    PoolCall c;
-    c.input.data = nullptr;
-    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"input", "null"}));
-  }
-  {
-    PoolCall c;
-    c.values.data = nullptr;
-    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"values", "null"}));
-  }
-  {
-    PoolCall c;
-    c.indices.data = nullptr;
-    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"indices", "null"}));
-  }
+  EXPECT_TRUE(FailsWhen<PoolCall>([](PoolCall& c) { c.input.data = nullptr; },
+                                  Code::invalid_argument, {"input", "null"}));
+  EXPECT_TRUE(FailsWhen<PoolCall>([](PoolCall& c) { c.values.data = nullptr; },
+                                  Code::invalid_argument, {"values", "null"}));
+  EXPECT_TRUE(FailsWhen<PoolCall>([](PoolCall& c) { c.indices.data = nullptr; },
+                                  Code::invalid_argument, {"indices", "null"}));
 }
 
 TEST(PoolErrors, DTypes) {
-  {
-    PoolCall c;
-    c.indices.dtype = DType::f32;
-    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"indices", "i64", "f32"}));
-  }
-  {
-    PoolCall c;
-    c.values.dtype = DType::i64;
-    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"values", "f32", "i64"}));
-  }
+  EXPECT_TRUE(FailsWhen<PoolCall>([](PoolCall& c) { c.indices.dtype = DType::f32; },
+                                  Code::invalid_argument, {"indices", "i64", "f32"}));
+  EXPECT_TRUE(FailsWhen<PoolCall>([](PoolCall& c) { c.values.dtype = DType::i64; },
+                                  Code::invalid_argument, {"values", "f32", "i64"}));
 }
 
 TEST(PoolErrors, OutputShapeMismatch) {
@@ -378,6 +399,7 @@ struct UnpoolCall {
   }
   bool guards_ok() const { return test::guards_intact(out, test::kGuardF); }
 };
+static_assert(HasOutputGuard<UnpoolCall>::value && !HasOutputGuard<PoolCall>::value);
 
 #define EXPECT_UNPOOL_ERROR(call, code, ...)                   \
   do {                                                         \
@@ -655,11 +677,6 @@ struct CPool {
   }
 };
 
-::testing::AssertionResult CIsError(int32_t got, int32_t code, const char* message,
-                                    std::initializer_list<std::string> parts) {
-  return IsError(Status(static_cast<Code>(got), message), static_cast<Code>(code), parts);
-}
-
 TEST(CApi, PoolSucceedsAndMatchesReference) {
   CPool c;
   ASSERT_EQ(c.run(), POOLGEN_OK) << c.message;
@@ -817,6 +834,7 @@ struct CUnpool {
   }
   bool guards_ok() const { return test::guards_intact(out, test::kGuardF); }
 };
+static_assert(HasOutputGuard<CUnpool>::value && !HasOutputGuard<CPool>::value);
 
 TEST(CApi, UnpoolSucceeds) {
   CUnpool c;
@@ -988,57 +1006,48 @@ TEST(DTypeErrors, IndexDTypeOtherThanI64OrI32) {
   }
 }
 
-TEST(DTypeErrors, PoolValuesDTypeDiffersFromInput) {
-  for (DType bad : {DType::f64, DType::i32, DType::f16}) {  // i32: the same width as f32
-    PoolCall c;
-    c.values.dtype = bad;
-    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"values", "f32", dtype_name(bad)}));
+// The output tensor `out` of a Call in another dtype than its input `in`: refused, naming `out`
+// and both dtypes; `bads` against the f32 default, then (when compiled) f16 against bf16, the
+// two kinds of 16-bit floats (the f32 buffers are big enough; nothing is read).
+template <typename Call>
+void ExpectOtherOutputDTypeRefused(TensorView Call::*in, TensorView Call::*out, const char* name,
+                                   std::initializer_list<DType> bads) {
+  for (DType bad : bads) {
+    EXPECT_TRUE(FailsWhen<Call>([&](Call& c) { (c.*out).dtype = bad; }, Code::invalid_argument,
+                                {name, "f32", dtype_name(bad)}));
   }
-  if (pool_dtype_compiled(DType::f16)) {  // 16-bit floats of the other kind
-    PoolCall c;
-    c.input.dtype = DType::f16;  // the float buffers are big enough; nothing is read
-    c.values.dtype = DType::bf16;
-    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"values", "f16", "bf16"}));
+  if (pool_dtype_compiled(DType::f16)) {
+    EXPECT_TRUE(FailsWhen<Call>(
+        [&](Call& c) {
+          (c.*in).dtype = DType::f16;
+          (c.*out).dtype = DType::bf16;
+        },
+        Code::invalid_argument, {name, "f16", "bf16"}));
   }
 }
 
+TEST(DTypeErrors, PoolValuesDTypeDiffersFromInput) {
+  // i32: the same width as f32.
+  ExpectOtherOutputDTypeRefused(&PoolCall::input, &PoolCall::values, "values",
+                                {DType::f64, DType::i32, DType::f16});
+}
+
 TEST(DTypeErrors, UnpoolOutputDTypeDiffersFromValues) {
-  for (DType bad : {DType::i32, DType::f64, DType::bf16}) {  // i32: the same width as f32
-    UnpoolCall c;
-    c.output.dtype = bad;
-    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"output", "f32", dtype_name(bad)}));
-    EXPECT_TRUE(c.guards_ok());
-  }
-  if (pool_dtype_compiled(DType::f16)) {  // one 16-bit unpooling kernel serves both; still refused
-    UnpoolCall c;
-    c.values.dtype = DType::f16;
-    c.output.dtype = DType::bf16;
-    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"output", "f16", "bf16"}));
-    EXPECT_TRUE(c.guards_ok());
-  }
+  // One 16-bit unpooling kernel serves f16 and bf16; still refused. The guard elements around
+  // the output are checked too (FailsWhen).
+  ExpectOtherOutputDTypeRefused(&UnpoolCall::values, &UnpoolCall::output, "output",
+                                {DType::i32, DType::f64, DType::bf16});
 }
 
 // A dtype code outside the enum: invalid_argument naming the tensor and the code.
 TEST(DTypeErrors, UnknownDTypeCode) {
   const DType bad = static_cast<DType>(42);
-  {
-    PoolCall c;
-    c.input.dtype = bad;
-    c.values.dtype = bad;
-    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"input", "42"}));
-  }
-  {
-    PoolCall c;
-    c.indices.dtype = bad;
-    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"indices", "42"}));
-  }
-  {
-    UnpoolCall c;
-    c.values.dtype = bad;
-    c.output.dtype = bad;
-    EXPECT_TRUE(IsError(c.run(), Code::invalid_argument, {"values", "42"}));
-    EXPECT_TRUE(c.guards_ok());
-  }
+  EXPECT_TRUE(FailsWhen<PoolCall>([&](PoolCall& c) { c.input.dtype = c.values.dtype = bad; },
+                                  Code::invalid_argument, {"input", "42"}));
+  EXPECT_TRUE(FailsWhen<PoolCall>([&](PoolCall& c) { c.indices.dtype = bad; },
+                                  Code::invalid_argument, {"indices", "42"}));
+  EXPECT_TRUE(FailsWhen<UnpoolCall>([&](UnpoolCall& c) { c.values.dtype = c.output.dtype = bad; },
+                                    Code::invalid_argument, {"values", "42"}));  // guards too
 }
 
 // A value dtype left out of the build (POOLGEN_VALUE_TYPES) is unsupported, naming the dtype.
@@ -1119,6 +1128,15 @@ TEST(DTypeErrors, I32IndicesForPlanesOf2To31Elements) {
   }
 }
 
+// The same f16 bits, or both NaN.
+::testing::AssertionResult SameF16(f16_t got, f16_t want) {
+  const bool nan = (want.bits & 0x7fff) > 0x7c00;
+  if (nan ? (got.bits & 0x7fff) > 0x7c00 : got.bits == want.bits) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << "0x" << std::hex << got.bits << " vs 0x" << want.bits;
+}
+
 TEST(CApi, F16ChannelsLastWithI32Indices) {
   if (!pool_dtype_compiled(DType::f16)) GTEST_SKIP() << "f16 is not compiled in this build";
   const Ints in_shape{1, 2, 6, 6}, out_shape{1, 2, 3, 3};
@@ -1160,20 +1178,13 @@ TEST(CApi, F16ChannelsLastWithI32Indices) {
       ref::max_pool<f16_t>(2, in_shape, logical, po, &shape, &ref_values, &ref_indices).ok());
   for (int64_t c = 0; c < 2; ++c) {
     for (int64_t k = 0; k < 9; ++k) {
-      const f16_t got = vals[test::kGuard + k * 2 + c], want = ref_values[c * 9 + k];
-      const bool nan = (want.bits & 0x7fff) > 0x7c00;
-      EXPECT_TRUE(nan ? (got.bits & 0x7fff) > 0x7c00 : got.bits == want.bits)
-          << "value (c " << c << ", " << k << "): 0x" << std::hex << got.bits << " vs 0x"
-          << want.bits;
+      EXPECT_TRUE(SameF16(vals[test::kGuard + k * 2 + c], ref_values[c * 9 + k]))
+          << "value (c " << c << ", " << k << ")";
       EXPECT_EQ(idx[test::kGuard + c * 9 + k], ref_indices[c * 9 + k]) << "c " << c << " k " << k;
     }
   }
-  for (int64_t g = 0; g < test::kGuard; ++g) {
-    EXPECT_EQ(vals[g].bits, 0x5a5a);
-    EXPECT_EQ(vals[vals.size() - 1 - g].bits, 0x5a5a);
-    EXPECT_EQ(idx[g], 0x5a5a5a5a);
-    EXPECT_EQ(idx[idx.size() - 1 - g], 0x5a5a5a5a);
-  }
+  EXPECT_TRUE(test::guards_intact(vals, f16_t{0x5a5a}));
+  EXPECT_TRUE(test::guards_intact(idx, int32_t{0x5a5a5a5a}));
 
   // Back through the C unpooling: channels-last f16 values, i32 indices, channels-last output.
   std::vector<f16_t> out(72 + 2 * test::kGuard, f16_t{0x5a5a});
@@ -1191,56 +1202,28 @@ TEST(CApi, F16ChannelsLastWithI32Indices) {
       ref::max_unpool<f16_t>(2, out_shape, ref_values, ref_indices, uo, &shape, &ref_out).ok());
   for (int64_t c = 0; c < 2; ++c) {
     for (int64_t k = 0; k < 36; ++k) {
-      const f16_t got = out[test::kGuard + k * 2 + c], want = ref_out[c * 36 + k];
-      const bool nan = (want.bits & 0x7fff) > 0x7c00;
-      EXPECT_TRUE(nan ? (got.bits & 0x7fff) > 0x7c00 : got.bits == want.bits)
-          << "output (c " << c << ", " << k << "): 0x" << std::hex << got.bits << " vs 0x"
-          << want.bits;
+      EXPECT_TRUE(SameF16(out[test::kGuard + k * 2 + c], ref_out[c * 36 + k]))
+          << "output (c " << c << ", " << k << ")";
     }
   }
-  for (int64_t g = 0; g < test::kGuard; ++g) {
-    EXPECT_EQ(out[g].bits, 0x5a5a);
-    EXPECT_EQ(out[out.size() - 1 - g].bits, 0x5a5a);
-  }
+  EXPECT_TRUE(test::guards_intact(out, f16_t{0x5a5a}));
 }
 
 TEST(CApi, BadDTypeCode) {
   for (int32_t bad : {42, -1}) {
     SCOPED_TRACE(bad);
-    {
-      CPool c;
-      c.input.dtype = bad;
-      c.values.dtype = bad;
-      EXPECT_TRUE(
-          CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"input", std::to_string(bad)}));
-    }
-    {
-      CPool c;
-      c.indices.dtype = bad;
-      EXPECT_TRUE(
-          CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"indices", std::to_string(bad)}));
-    }
-    {
-      CUnpool c;
-      c.values.dtype = bad;
-      EXPECT_TRUE(
-          CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"values", std::to_string(bad)}));
-      EXPECT_TRUE(c.guards_ok());
-    }
-    {
-      CUnpool c;
-      c.output.dtype = bad;
-      EXPECT_TRUE(
-          CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"output", std::to_string(bad)}));
-      EXPECT_TRUE(c.guards_ok());
-    }
-    {
-      CUnpool c;
-      c.indices.dtype = bad;
-      EXPECT_TRUE(
-          CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"indices", std::to_string(bad)}));
-      EXPECT_TRUE(c.guards_ok());
-    }
+    const std::string code = std::to_string(bad);
+    EXPECT_TRUE(FailsWhen<CPool>([&](CPool& c) { c.input.dtype = c.values.dtype = bad; },
+                                 POOLGEN_INVALID_ARGUMENT, {"input", code}));
+    EXPECT_TRUE(FailsWhen<CPool>([&](CPool& c) { c.indices.dtype = bad; },
+                                 POOLGEN_INVALID_ARGUMENT, {"indices", code}));
+    // Unpooling: the guard elements around the output are checked too.
+    EXPECT_TRUE(FailsWhen<CUnpool>([&](CUnpool& c) { c.values.dtype = bad; },
+                                   POOLGEN_INVALID_ARGUMENT, {"values", code}));
+    EXPECT_TRUE(FailsWhen<CUnpool>([&](CUnpool& c) { c.output.dtype = bad; },
+                                   POOLGEN_INVALID_ARGUMENT, {"output", code}));
+    EXPECT_TRUE(FailsWhen<CUnpool>([&](CUnpool& c) { c.indices.dtype = bad; },
+                                   POOLGEN_INVALID_ARGUMENT, {"indices", code}));
   }
 }
 

@@ -10,15 +10,12 @@
 
 #include <gtest/gtest.h>
 
+#include "dtypes.hpp"
 #include "poolgen/poolgen.hpp"
 
 namespace poolgen::test {
 
-inline uint32_t bits_of(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, sizeof b);
-  return b;
-}
+inline uint32_t bits_of(float f) { return float_to_bits(f); }
 
 // Bit-identical (no NaN exception).
 template <typename T>
@@ -88,6 +85,43 @@ inline int64_t numel(const Ints& shape) {
   int64_t n = 1;
   for (int64_t e : shape) n *= e;
   return n;
+}
+
+// Offsets of a view's elements (row-major logical order) from `start`; empty strides: row-major.
+inline std::vector<int64_t> element_offsets(const Ints& shape, Ints strides, int64_t start) {
+  const size_t rank = shape.size();
+  if (strides.empty()) {
+    strides.assign(rank, 1);
+    for (int d = static_cast<int>(rank) - 2; d >= 0; --d) {
+      strides[d] = strides[d + 1] * shape[d + 1];
+    }
+  }
+  std::vector<int64_t> out;
+  const int64_t n = numel(shape);
+  out.reserve(static_cast<size_t>(n > 0 ? n : 0));
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t e = 0; e < n; ++e) {
+    int64_t off = start;
+    for (size_t d = 0; d < rank; ++d) off += idx[d] * strides[d];
+    out.push_back(off);
+    for (int d = static_cast<int>(rank) - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+// True when every element of `backing` not at one of `offsets` still has the bits of `outside`.
+template <typename T>
+bool outside_untouched(const std::vector<T>& backing, const std::vector<int64_t>& offsets,
+                       T outside) {
+  std::vector<char> in_view(backing.size(), 0);
+  for (int64_t o : offsets) in_view[static_cast<size_t>(o)] = 1;
+  for (size_t k = 0; k < backing.size(); ++k) {
+    if (!in_view[k] && !bits_equal(backing[k], outside)) return false;
+  }
+  return true;
 }
 
 }  // namespace poolgen::test

@@ -17,7 +17,6 @@
 #include <cstring>
 #include <iostream>
 #include <limits>
-#include <random>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -27,43 +26,32 @@
 
 #include "built_kernels.hpp"
 #include "dtypes.hpp"
+#include "lib_util.hpp"
 #include "poolgen/poolgen.hpp"
+#include "random_cases.hpp"
 #include "reference.hpp"
 #include "test_util.hpp"
 
 namespace poolgen {
 namespace {
 
-using test::str;
 using test::any_pool_kernel;
+using test::describe;
+using test::element_offsets;
+using test::path_name;
+using test::plane_size;
 using test::pool_kernel_built;
+using test::random_pool_config;
+using test::random_unpool_mode;
+using test::random_window;
+using test::Rng;
+using test::str;
 using test::unpool_kernel_built;
 
 constexpr int kPoolConfigs = 96;    // per dtype x index dtype x layout x rank
 constexpr int kUnpoolConfigs = 96;  // likewise
 constexpr int kMaxReportedFailures = 3;
 constexpr int64_t kGuardElements = 8;  // extra elements before and after every backing
-
-// ---------------------------------------------------------------------------------------------
-// Random numbers.
-
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : gen_(seed) {}
-  int64_t uniform(int64_t lo, int64_t hi) {  // inclusive
-    return std::uniform_int_distribution<int64_t>(lo, hi)(gen_);
-  }
-  bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(gen_) < p; }
-  double normal() { return std::normal_distribution<double>(0.0, 1.0)(gen_); }
-  uint64_t bits() { return gen_(); }
-  template <typename V>
-  void shuffle(std::vector<V>& v) {
-    std::shuffle(v.begin(), v.end(), gen_);
-  }
-
- private:
-  std::mt19937_64 gen_;
-};
 
 // ---------------------------------------------------------------------------------------------
 // Element types.
@@ -144,41 +132,35 @@ std::string show(T v) {
   return os.str();
 }
 
+// f16_t / bf16_t: the value with bits `f16` / `bf16`; any other type: `other`.
+template <typename T>
+T half_bits_or(uint16_t f16, uint16_t bf16, T other) {
+  if constexpr (std::is_same_v<T, f16_t>) {
+    return f16_t{f16};
+  } else if constexpr (std::is_same_v<T, bf16_t>) {
+    return bf16_t{bf16};
+  } else {
+    return other;
+  }
+}
+
 // The largest and smallest finite value (floats) or the type's range (integers).
 template <typename T>
 T highest() {
-  if constexpr (std::is_same_v<T, f16_t>) {
-    return f16_t{0x7bff};
-  } else if constexpr (std::is_same_v<T, bf16_t>) {
-    return bf16_t{0x7f7f};
-  } else {
-    return std::numeric_limits<T>::max();
-  }
+  return half_bits_or<T>(0x7bff, 0x7f7f, std::numeric_limits<T>::max());
 }
 
 template <typename T>
 T lowest() {
-  if constexpr (std::is_same_v<T, f16_t>) {
-    return f16_t{0xfbff};
-  } else if constexpr (std::is_same_v<T, bf16_t>) {
-    return bf16_t{0xff7f};
-  } else {
-    return std::numeric_limits<T>::lowest();
-  }
+  return half_bits_or<T>(0xfbff, 0xff7f, std::numeric_limits<T>::lowest());
 }
 
-// A value that would win any window: what input bytes outside a view hold.
+// A value that would win any window (a quiet NaN, an integer type's highest): what input bytes
+// outside a view hold.
 template <typename T>
 T winning_value() {
-  if constexpr (std::is_same_v<T, f16_t>) {
-    return f16_t{0x7e00};
-  } else if constexpr (std::is_same_v<T, bf16_t>) {
-    return bf16_t{0x7fc0};
-  } else if constexpr (std::is_floating_point_v<T>) {
-    return std::numeric_limits<T>::quiet_NaN();
-  } else {
-    return std::numeric_limits<T>::max();
-  }
+  using L = std::numeric_limits<T>;
+  return half_bits_or<T>(0x7e00, 0x7fc0, L::has_quiet_NaN ? L::quiet_NaN() : L::max());
 }
 
 template <typename T>
@@ -366,31 +348,6 @@ ViewLayout make_layout(Rng& rng, int nd, const Ints& shape, Kind kind, bool gaps
   return l;
 }
 
-// Offsets of a view's elements (row-major logical order) from `start`; empty strides: row-major.
-std::vector<int64_t> element_offsets(const Ints& shape, Ints strides, int64_t start) {
-  const size_t rank = shape.size();
-  if (strides.empty()) {
-    strides.assign(rank, 1);
-    for (int d = static_cast<int>(rank) - 2; d >= 0; --d) {
-      strides[d] = strides[d + 1] * shape[d + 1];
-    }
-  }
-  std::vector<int64_t> out;
-  const int64_t n = test::numel(shape);
-  out.reserve(static_cast<size_t>(std::max<int64_t>(n, 0)));
-  Ints idx(rank, 0);
-  for (int64_t e = 0; e < n; ++e) {
-    int64_t off = start;
-    for (size_t d = 0; d < rank; ++d) off += idx[d] * strides[d];
-    out.push_back(off);
-    for (int d = static_cast<int>(rank) - 1; d >= 0; --d) {
-      if (++idx[d] < shape[d]) break;
-      idx[d] = 0;
-    }
-  }
-  return out;
-}
-
 // A view of `layout` in an owned backing.
 template <typename T>
 struct Buf {
@@ -426,14 +383,7 @@ struct Buf {
     return v;
   }
   // True when every element outside the view still has the bits of `outside`.
-  bool outside_is(T outside) const {
-    std::vector<char> in_view(data.size(), 0);
-    for (int64_t o : offsets) in_view[o] = 1;
-    for (size_t k = 0; k < data.size(); ++k) {
-      if (!in_view[k] && !same_bits(data[k], outside)) return false;
-    }
-    return true;
-  }
+  bool outside_is(T outside) const { return test::outside_untouched(data, offsets, outside); }
   bool bytes_equal(const std::vector<T>& before) const {
     return std::memcmp(data.data(), before.data(), data.size() * sizeof(T)) == 0;
   }
@@ -481,6 +431,18 @@ std::string mismatches(const Ints& shape, const std::vector<T>& expected, const 
 // ---------------------------------------------------------------------------------------------
 // What the build compiled.
 
+// Calls f(T{}, I{}) with T the C++ type of `value` and I that of `index` (i64 or i32).
+template <typename F>
+void visit_dtypes(DType value, DType index, F&& f) {
+  test::visit_dtype(value, [&](auto v) {
+    if (index == DType::i64) {
+      f(v, int64_t{});
+    } else {
+      f(v, int32_t{});
+    }
+  });
+}
+
 // Empty when the build has kernels for the combination; otherwise why the test is skipped.
 std::string missing_kernels(DType value, DType index, bool unpool) {
   if (!any_pool_kernel(value)) {
@@ -501,83 +463,19 @@ std::string missing_kernels(DType value, DType index, bool unpool) {
 // ---------------------------------------------------------------------------------------------
 // Random configurations.
 
-Ints maybe_short(Rng& rng, const Ints& v) {
-  if (std::all_of(v.begin(), v.end(), [&](int64_t x) { return x == v[0]; }) && rng.chance(0.5)) {
-    return {v[0]};
-  }
-  return v;
+// Pooling: dilated windows, many channels now and then. Unpooling: no dilation (unpooling has
+// none), many channels now and then, a specialised window in half of the cases (1-D too).
+test::PoolConfigOptions pool_config_kinds() {
+  test::PoolConfigOptions k;
+  k.many_channels = true;
+  return k;
 }
 
-// (N, C, spatial...) or (C, spatial...); N sometimes 0; C mostly small, sometimes many
-// channels (channel vectors and their tails in channels-last kernels).
-Ints random_shape(Rng& rng, const Ints& spatial, bool many_channels) {
-  Ints shape;
-  if (!rng.chance(0.2)) shape.push_back(rng.chance(0.06) ? 0 : rng.uniform(1, 2));
-  shape.push_back(many_channels ? rng.uniform(13, 40) : rng.uniform(1, 4));
-  shape.insert(shape.end(), spatial.begin(), spatial.end());
-  return shape;
-}
-
-std::string describe(const PoolOptions& o) {
-  std::ostringstream os;
-  os << "kernel_size " << str(o.kernel_size) << " stride " << str(o.stride) << " padding "
-     << str(o.padding) << " dilation " << str(o.dilation) << " ceil_mode " << o.ceil_mode;
-  return os.str();
-}
-
-std::string describe(const UnpoolOptions& o) {
-  std::ostringstream os;
-  os << "kernel_size " << str(o.kernel_size) << " stride " << str(o.stride) << " padding "
-     << str(o.padding) << " output_size " << str(o.output_size);
-  return os.str();
-}
-
-// A valid random pooling configuration. fast: 0 random, 1 k2s2p0, 2 k3s2p1 (dilation 1).
-void random_pool_config(Rng& rng, int nd, int fast, bool unit_dilation, Ints* shape,
-                        PoolOptions* o) {
-  const int64_t max_extent = nd == 3 ? 7 : (nd == 2 ? 10 : 16);
-  for (;;) {
-    Ints k(nd), s(nd), p(nd), d(nd), sp(nd);
-    bool default_stride = false;
-    for (int i = 0; i < nd; ++i) {
-      if (fast == 1) {
-        k[i] = 2, s[i] = 2, p[i] = 0, d[i] = 1;
-      } else if (fast == 2) {
-        k[i] = 3, s[i] = 2, p[i] = 1, d[i] = 1;
-      } else {
-        k[i] = rng.uniform(1, 4);
-        d[i] = unit_dilation || rng.chance(0.7) ? 1 : rng.uniform(2, 3);
-        s[i] = rng.uniform(1, 3);
-        const int64_t limit = nd == 3 ? k[i] / 2 : (d[i] * (k[i] - 1) + 1) / 2;
-        p[i] = rng.uniform(0, limit);
-      }
-      sp[i] = rng.uniform(1, max_extent);
-    }
-    const int64_t r = rng.uniform(0, 99);
-    bool many_channels = false;
-    if (r < 12) {
-      // Long innermost rows: full vectors plus tails, work split across threads.
-      sp[nd - 1] = rng.uniform(max_extent, 5 * max_extent);
-    } else if (r < 24) {
-      // Many channels on a small plane, e.g. 2x37x5x9.
-      many_channels = true;
-      if (nd == 2) sp = {5, 9};
-      if (nd == 3) sp = {3, 5, rng.uniform(4, 9)};
-      if (nd == 1) sp = {rng.uniform(9, 23)};
-    }
-    if (fast == 0 && rng.chance(0.15)) {
-      default_stride = true;
-      s = k;
-    }
-    o->kernel_size = maybe_short(rng, k);
-    o->stride = default_stride ? Ints{} : maybe_short(rng, s);
-    o->padding = maybe_short(rng, p);
-    o->dilation = maybe_short(rng, d);
-    o->ceil_mode = rng.chance(0.5);
-    *shape = random_shape(rng, sp, many_channels);
-    Ints out;
-    if (ref::max_pool_output_shape(nd, *shape, *o, &out).ok()) return;
-  }
+test::UnpoolCaseOptions unpool_case_kinds() {
+  test::UnpoolCaseOptions k;
+  k.window_p = 0.5;
+  k.many_channels = true;
+  return k;
 }
 
 // seed for one parameterized test
@@ -620,7 +518,14 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
          "_" + std::to_string(p.nd) + "d";
 }
 
-const char* path_name(Path p) { return p == Path::automatic ? "automatic" : "general"; }
+// Calls f(T{}, I{}) for the parameter's value and index dtypes; skips the test when the build
+// has no kernels for them (unpool: the unpooling kernels too).
+template <typename F>
+void run_param(const Param& p, bool unpool, F&& f) {
+  const std::string missing = missing_kernels(p.value, p.index, unpool);
+  if (!missing.empty()) GTEST_SKIP() << missing;
+  visit_dtypes(p.value, p.index, f);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Pooling.
@@ -631,10 +536,10 @@ void pool_configs(const Param& p) {
   Rng rng(seed_of(p.value, p.index, p.kind, nd, 1));
   int failures = 0, fast_hits = 0, configs = 0;
   for (int iter = 0; iter < kPoolConfigs && failures < kMaxReportedFailures; ++iter) {
-    const int fast = rng.chance(0.45) ? static_cast<int>(rng.uniform(1, 2)) : 0;
+    const int fast = random_window(rng, 0.45);
     Ints shape;
     PoolOptions o;
-    random_pool_config(rng, nd, fast, false, &shape, &o);
+    random_pool_config(rng, nd, fast, pool_config_kinds(), &shape, &o);
     const std::vector<T> input = random_values<T>(rng, test::numel(shape));
     Ints out_shape;
     std::vector<T> expected_values;
@@ -703,16 +608,7 @@ class TypedPool : public ::testing::TestWithParam<Param> {};
 
 TEST_P(TypedPool, MatchesReference) {
   const Param p = GetParam();
-  const std::string missing = missing_kernels(p.value, p.index, false);
-  if (!missing.empty()) GTEST_SKIP() << missing;
-  test::visit_dtype(p.value, [&](auto v) {
-    using T = decltype(v);
-    if (p.index == DType::i64) {
-      pool_configs<T, int64_t>(p);
-    } else {
-      pool_configs<T, int32_t>(p);
-    }
-  });
+  run_param(p, false, [&](auto v, auto i) { pool_configs<decltype(v), decltype(i)>(p); });
 }
 
 INSTANTIATE_TEST_SUITE_P(, TypedPool, ::testing::ValuesIn(all_params()), param_name);
@@ -720,90 +616,15 @@ INSTANTIATE_TEST_SUITE_P(, TypedPool, ::testing::ValuesIn(all_params()), param_n
 // ---------------------------------------------------------------------------------------------
 // Unpooling.
 
-// Values/indices and options. mode 0: indices from a real pooling with the same window; 1:
-// random indices with duplicates; 2: pooled indices with a few replaced by other valid ones;
-// 3: like 1 with an invalid index injected (fits I).
-template <typename T, typename I>
-void random_unpool_case(Rng& rng, int nd, int mode, Ints* shape, std::vector<T>* values,
-                        std::vector<int64_t>* indices, UnpoolOptions* o) {
-  for (;;) {
-    Ints pool_shape;
-    PoolOptions po;
-    const int fast = rng.chance(0.5) ? static_cast<int>(rng.uniform(1, 2)) : 0;
-    random_pool_config(rng, nd, fast, true, &pool_shape, &po);
-    Ints pooled_shape;
-    if (!ref::max_pool_output_shape(nd, pool_shape, po, &pooled_shape).ok()) continue;
-    o->kernel_size = po.kernel_size;
-    o->stride = po.stride;
-    o->padding = po.padding;
-    o->output_size.clear();
-    const int os_style = static_cast<int>(rng.uniform(0, 2));
-    if (os_style > 0) {
-      Ints def;
-      if (!ref::max_unpool_output_shape(nd, pooled_shape, *o, &def).ok()) continue;
-      ref::PoolWindow w;
-      ref::expand_unpool_options(nd, *o, &w);
-      Ints os(nd);
-      for (int i = 0; i < nd; ++i) {
-        const int64_t dflt = def[def.size() - nd + i];
-        os[i] = os_style == 1 ? pool_shape[pool_shape.size() - nd + i]
-                              : rng.uniform(dflt - w.stride[i] + 1, dflt + w.stride[i] - 1);
-      }
-      if (rng.chance(0.3)) os.insert(os.begin(), {rng.uniform(0, 9), rng.uniform(0, 9)});
-      o->output_size = os;
-    }
-    Ints out_shape;
-    if (!ref::max_unpool_output_shape(nd, pooled_shape, *o, &out_shape).ok()) continue;
-    int64_t plane = 1;
-    for (int i = 0; i < nd; ++i) plane *= out_shape[out_shape.size() - nd + i];
-    const int64_t n = test::numel(pooled_shape);
-    if (mode == 0 || mode == 2) {
-      const std::vector<T> input = random_values<T>(rng, test::numel(pool_shape));
-      Ints tmp;
-      ref::max_pool<T>(nd, pool_shape, input, po, &tmp, values, indices);
-      if (std::any_of(indices->begin(), indices->end(),
-                      [&](int64_t i) { return i < 0 || i >= plane; })) {
-        continue;  // an output_size smaller than the pooled input cut some off
-      }
-      if (mode == 2 && n > 0) {
-        const int64_t changes = rng.uniform(1, 3);
-        for (int64_t c = 0; c < changes; ++c) {
-          (*indices)[rng.uniform(0, n - 1)] = rng.uniform(0, plane - 1);
-        }
-      }
-    } else {
-      *values = random_values<T>(rng, n);
-      indices->resize(n);
-      const int64_t range = rng.chance(0.3) ? std::min<int64_t>(plane, 3) : plane;
-      for (int64_t& i : *indices) i = rng.uniform(0, range - 1);
-      if (mode == 3 && n > 0) {
-        const int64_t bad[] = {-1,
-                               plane,
-                               plane + 7,
-                               -1000,
-                               static_cast<int64_t>(std::numeric_limits<I>::max()),
-                               static_cast<int64_t>(std::numeric_limits<I>::min())};
-        (*indices)[rng.uniform(0, n - 1)] = bad[rng.uniform(0, 5)];
-      }
-    }
-    *shape = pooled_shape;
-    return;
-  }
-}
-
 template <typename T, typename I>
 void unpool_configs(const Param& p) {
   const int nd = p.nd;
   Rng rng(seed_of(p.value, p.index, p.kind, nd, 2));
   int failures = 0, errors = 0;
   for (int iter = 0; iter < kUnpoolConfigs && failures < kMaxReportedFailures; ++iter) {
-    const int64_t r = rng.uniform(0, 99);
-    const int mode = r < 40 ? 0 : r < 70 ? 1 : r < 88 ? 2 : 3;
-    Ints shape;
-    std::vector<T> values;
-    std::vector<int64_t> indices64;
-    UnpoolOptions o;
-    random_unpool_case<T, I>(rng, nd, mode, &shape, &values, &indices64, &o);
+    const int mode = random_unpool_mode(rng, {40, 70, 88});
+    auto [shape, values, indices64, o] =
+        test::random_unpool_case<T, I>(rng, nd, mode, unpool_case_kinds(), random_values<T>);
     Ints out_shape;
     std::vector<T> expected;
     const Status ref_status =
@@ -812,8 +633,7 @@ void unpool_configs(const Param& p) {
     if (!ref_status.ok()) {
       ASSERT_EQ(ref_status.code(), Code::index_out_of_range) << ref_status.message();
       ASSERT_TRUE(ref::max_unpool_output_shape(nd, shape, o, &out_shape).ok());
-      int64_t plane = 1;
-      for (int i = 0; i < nd; ++i) plane *= out_shape[out_shape.size() - nd + i];
+      const int64_t plane = plane_size(nd, out_shape);
       for (int64_t i : indices64) {
         if (i < 0 || i >= plane) {
           first_bad = i;
@@ -875,16 +695,7 @@ class TypedUnpool : public ::testing::TestWithParam<Param> {};
 
 TEST_P(TypedUnpool, MatchesReference) {
   const Param p = GetParam();
-  const std::string missing = missing_kernels(p.value, p.index, true);
-  if (!missing.empty()) GTEST_SKIP() << missing;
-  test::visit_dtype(p.value, [&](auto v) {
-    using T = decltype(v);
-    if (p.index == DType::i64) {
-      unpool_configs<T, int64_t>(p);
-    } else {
-      unpool_configs<T, int32_t>(p);
-    }
-  });
+  run_param(p, true, [&](auto v, auto i) { unpool_configs<decltype(v), decltype(i)>(p); });
 }
 
 INSTANTIATE_TEST_SUITE_P(, TypedUnpool, ::testing::ValuesIn(all_params()), param_name);
@@ -973,8 +784,7 @@ void layout_equivalence(DType index, Rng& rng) {
         // Unpooling the pooled result, with a few duplicates, both layouts.
         if (path == Path::general) continue;  // the unpool paths below cover both
         std::vector<I> u_indices = c_indices;
-        int64_t plane = 1;
-        for (int i = 0; i < nd; ++i) plane *= shape[shape.size() - nd + i];
+        const int64_t plane = plane_size(nd, shape);
         for (int c = 0; c < 20 && n_out > 0; ++c) {
           u_indices[rng.uniform(0, n_out - 1)] = static_cast<I>(rng.uniform(0, plane - 1));
         }
@@ -1059,20 +869,15 @@ TEST_P(TypedLayoutEquivalence, ContiguousEqualsChannelsLast) {
     GTEST_SKIP() << "value dtype " << dtype_name(value) << " is not compiled in this build";
   }
   Rng rng(0xe9e9 + static_cast<uint64_t>(value));
-  test::visit_dtype(value, [&](auto v) {
-    using T = decltype(v);
-    for (DType index : {DType::i64, DType::i32}) {
-      if (!missing_kernels(value, index, true).empty()) {
-        std::cout << "[ NOTE     ] " << missing_kernels(value, index, true) << "\n";
-        continue;
-      }
-      if (index == DType::i64) {
-        layout_equivalence<T, int64_t>(index, rng);
-      } else {
-        layout_equivalence<T, int32_t>(index, rng);
-      }
+  for (DType index : {DType::i64, DType::i32}) {
+    if (!missing_kernels(value, index, true).empty()) {
+      std::cout << "[ NOTE     ] " << missing_kernels(value, index, true) << "\n";
+      continue;
     }
-  });
+    visit_dtypes(value, index, [&](auto v, auto i) {
+      layout_equivalence<decltype(v), decltype(i)>(index, rng);
+    });
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(, TypedLayoutEquivalence, ::testing::ValuesIn(all_value_dtypes()),
@@ -1292,15 +1097,11 @@ template <typename T, typename I>
 void duplicates_on_threads(DType index, int* failures) {
   Rng rng(0xd0b1e + static_cast<uint64_t>(test::dtype_of<T>()) * 7 + static_cast<uint64_t>(index));
   for (int nd = 1; nd <= 3; ++nd) {
-    const Ints spatial = nd == 1 ? Ints{300} : nd == 2 ? Ints{24, 20} : Ints{8, 9, 10};
-    Ints shape{2, 24};
-    shape.insert(shape.end(), spatial.begin(), spatial.end());
-    UnpoolOptions o;
-    o.kernel_size = {2};
-    Ints out_shape;
-    ASSERT_TRUE(ref::max_unpool_output_shape(nd, shape, o, &out_shape).ok());
-    int64_t plane = 1;
-    for (int i = 0; i < nd; ++i) plane *= out_shape[2 + i];
+    const test::DuplicatesCase c = test::duplicates_case(rng, nd, 24);
+    ASSERT_TRUE(c.status.ok()) << c.status.message();
+    const Ints& shape = c.shape;
+    UnpoolOptions o = c.o;
+    Ints out_shape = c.out_shape;
     const int64_t n = test::numel(shape);
     std::vector<T> values(n);
     for (int64_t i = 0; i < n; ++i) {  // distinct within every run of duplicates we can tell
@@ -1310,8 +1111,7 @@ void duplicates_on_threads(DType index, int* failures) {
         values[i] = static_cast<T>(i % 250 + 1);
       }
     }
-    std::vector<int64_t> indices64(n);
-    for (int64_t& i : indices64) i = rng.uniform(0, std::min<int64_t>(plane, 40) - 1);
+    const std::vector<int64_t>& indices64 = c.indices;
     const std::vector<I> indices(indices64.begin(), indices64.end());
     std::vector<T> expected;
     ASSERT_TRUE(ref::max_unpool<T>(nd, shape, values, indices64, o, &out_shape, &expected).ok());
@@ -1353,13 +1153,8 @@ TEST(TypedThreads, UnpoolDuplicatesLatestWins) {
     for (DType index : {DType::i32, DType::i64}) {
       if (!missing_kernels(value, index, true).empty()) continue;
       ++ran;
-      test::visit_dtype(value, [&](auto v) {
-        using T = decltype(v);
-        if (index == DType::i64) {
-          duplicates_on_threads<T, int64_t>(index, &failures);
-        } else {
-          duplicates_on_threads<T, int32_t>(index, &failures);
-        }
+      visit_dtypes(value, index, [&](auto v, auto i) {
+        duplicates_on_threads<decltype(v), decltype(i)>(index, &failures);
       });
     }
   }
