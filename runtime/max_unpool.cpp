@@ -66,20 +66,23 @@ Status invalid_index_error(const View& indices, int64_t plane) {
 }
 
 // Planes per scatter call: a group's output stays in cache between the kernel's zero and
-// scatter passes, and there are enough groups to keep every core busy. Channels-last groups
-// keep at least a cache line of channels together, since a plane's elements lie C apart.
+// scatter passes, and there are enough groups to keep every core busy. In channels-last a plane's
+// elements lie C apart, interleaved with the other channels': groups are whole images, split
+// into channel blocks of whole cache lines only when there are fewer images than cores.
 int64_t planes_per_group(const View& o, Layout layout) {
   constexpr int64_t kGroupBytes = 1 << 20, kLineBytes = 64;
   const int64_t size = static_cast<int64_t>(dtype_size(o.dtype));
-  const int64_t planes = o.shape[0] * o.shape[1];
+  const int64_t planes = o.shape[0] * o.shape[1], channels = o.shape[1];
   const int64_t plane_bytes = std::max<int64_t>(1, o.plane() * size);
   const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const int64_t for_cores = (planes + 4 * cores - 1) / (4 * cores);
-  int64_t group = std::max<int64_t>(1, std::min(kGroupBytes / plane_bytes, for_cores));
   if (layout == Layout::channels_last) {
-    group = std::max(group, std::min(o.shape[1], kLineBytes / size));
+    if (o.shape[0] >= cores) return channels;
+    const int64_t line = std::max<int64_t>(1, kLineBytes / size);
+    const int64_t blocks = std::min(cores, std::max<int64_t>(1, channels / line));
+    return (channels / blocks + line - 1) / line * line;
   }
-  return group;
+  const int64_t for_cores = (planes + 4 * cores - 1) / (4 * cores);
+  return std::max<int64_t>(1, std::min(kGroupBytes / plane_bytes, for_cores));
 }
 
 // One Halide task per group of planes: the scatter kernel runs on planes
