@@ -83,11 +83,14 @@ function(poolgen_kernel name op nd k s p layout value index)
   set(POOLGEN_KERNEL_TABLE "${POOLGEN_KERNEL_TABLE}" PARENT_SCOPE)
 endfunction()
 
-# The gather formulation of unpooling (generators/max_unpool_gather_generator.cpp) is correct
-# and tested, but on x86 it measured slower than the scatter (bench/, 2-D k2s2p0 on 8x64x112x112:
-# 2.9 vs 2.5 ms on one thread, 1.8 vs 1.3 ms on two), so the default build leaves it out; with
-# it on (contiguous 32-bit values, i64 indices), the dispatcher takes it whenever it matches.
-option(POOLGEN_UNPOOL_GATHER "Build the gather unpooling kernels and prefer them" OFF)
+# The gather formulation of unpooling (generators/max_unpool_gather_generator.cpp) serves the
+# fast windows when every index lies in its own cell's window (the SegNet case), writing each
+# output once without a zero pass; the dispatcher takes it whenever it is built for the call.
+# On x86 it measured no faster than the scatter (bench/, 2-D k2s2p0 on 8x64x112x112, one / two
+# threads: contiguous 2.9 / 1.8 ms vs 2.5 / 1.3 ms; channels-last 2.95 / 1.59 ms vs 2.62 /
+# 1.80 ms), so it is built only on request: -DPOOLGEN_UNPOOL_GATHER_LAYOUTS="channels_last".
+set(POOLGEN_UNPOOL_GATHER_LAYOUTS "" CACHE STRING
+    "Layouts with gather unpooling kernels for the fast windows (contiguous, channels_last)")
 
 # Windows networks actually use, as fast paths: kernel 2 stride 2, and kernel 3 stride 2 pad 1.
 # They pay in the contiguous layout, where the window decides the loads; channels-last loads are
@@ -117,11 +120,6 @@ foreach (value IN LISTS POOLGEN_VALUE_TYPES)
         poolgen_kernel(max_pool${nd}d_k${k}s${s}p${p}_${value}_${index} pool ${nd} ${k} ${s} ${p}
                        contiguous ${types} GENERATOR max_pool KNOBS max_pool${nd}d_k${k}s${s}p${p}
                        PARAMS rank=${nd} ${fixed})
-        if (POOLGEN_UNPOOL_GATHER AND value STREQUAL "f32" AND index STREQUAL "i64")
-          poolgen_kernel(max_unpool${nd}d_k${k}s${s}p${p}_b32_i64 unpool_gather ${nd} ${k} ${s}
-                         ${p} contiguous i32 i64 GENERATOR max_unpool_gather
-                         PARAMS rank=${nd} ${fixed})
-        endif ()
       endforeach ()
     endforeach ()
   endforeach ()
@@ -134,8 +132,24 @@ foreach (bits IN LISTS widths)
       if (layout STREQUAL "channels_last")
         set(tag "_cl")
       endif ()
+      set(types ${POOLGEN_WIDTH_DTYPE_${bits}} ${index})
       poolgen_kernel(max_unpool_scatter${tag}_b${bits}_${index} unpool_scatter 0 0 0 0 ${layout}
-                     ${POOLGEN_WIDTH_DTYPE_${bits}} ${index} GENERATOR max_unpool_scatter)
+                     ${types} GENERATOR max_unpool_scatter)
+      if (NOT layout IN_LIST POOLGEN_UNPOOL_GATHER_LAYOUTS)
+        continue ()
+      endif ()
+      foreach (nd 2 3)
+        foreach (window IN LISTS POOLGEN_FAST_WINDOWS)
+          separate_arguments(window)
+          list(GET window 0 k)
+          list(GET window 1 s)
+          list(GET window 2 p)
+          set(family max_unpool${nd}d_k${k}s${s}p${p}${tag})
+          poolgen_kernel(${family}_b${bits}_${index} unpool_gather ${nd} ${k} ${s} ${p} ${layout}
+                         ${types} GENERATOR max_unpool_gather KNOBS ${family}
+                         PARAMS rank=${nd} fixed_kernel=${k} fixed_stride=${s} fixed_padding=${p})
+        endforeach ()
+      endforeach ()
     endforeach ()
   endforeach ()
 endforeach ()

@@ -34,20 +34,20 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
 
   void generate() {
     const int nd = rank, k = fixed_kernel, s = fixed_stride, p = fixed_padding;
-    if (layout != Layout::contiguous) throw CompileError("max_unpool_gather is contiguous only");
+    const Layout l = layout;
     // Every cell must be a candidate of some output slot, or its index would go unchecked.
     if (k < s + p) throw CompileError("max_unpool_gather needs kernel >= stride + padding");
     const int candidates = (k + s - 1) / s;  // cells covering one slot, per dimension
     std::vector<Expr> in_extent(nd), out_extent(nd);
     for (int i = 0; i < nd; ++i) {
-      in_extent[i] = values_->dim(i).extent();
-      out_extent[i] = output_->dim(i).extent();
+      in_extent[i] = values_->dim(spatial_dim(i, l)).extent();
+      out_extent[i] = output_->dim(spatial_dim(i, l)).extent();
     }
 
     // in_window(cell): the cell's index names a slot inside the cell's own window.
     std::vector<Var> cell_vars(nd);
     std::vector<Expr> cell(cell_vars.begin(), cell_vars.end());
-    Expr index = (*indices_)(tensor_args(cell, c_, n_));
+    Expr index = (*indices_)(tensor_args(cell, c_, n_, l));
     Expr in_window = Internal::const_false();
     for_each_offset(nd, k, [&](const std::vector<int>& tap) {
       std::vector<Expr> slot(nd);
@@ -59,25 +59,36 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
       in_window = in_window || (inside && index == flat_offset(slot, out_extent, index_type));
     });
     // A row of cells is checked as a whole (a vectorizable reduction, then one scalar require):
-    // a cell outside its window anywhere in the row stops the kernel.
-    marked_(tensor_args(cell, c_, n_)) = select(in_window, index, cast(index_type, -1));
-    std::vector<Expr> row(cell.begin() + 1, cell.end());
-    RDom along(0, in_extent[0], "along_row");
-    std::vector<Expr> row_at = tensor_args(row, c_, n_);
-    std::vector<Expr> cell_at = row_at;
-    cell_at.insert(cell_at.begin(), along);
+    // a cell outside its window anywhere in the row stops the kernel. A row runs along the
+    // innermost spatial dimension, and across the channels too in channels-last, where they are
+    // the vectors.
+    const bool channels_last = l == Layout::channels_last;
+    marked_(tensor_args(cell, c_, n_, l)) = select(in_window, index, cast(index_type, -1));
+    const Expr channels = values_->dim(channels_last ? 0 : nd).extent();
+    RDom along = channels_last ? RDom(0, channels, 0, in_extent[0], "along_row")
+                               : RDom(0, in_extent[0], "along_row");
+    std::vector<Expr> row(cell.begin() + 1, cell.end()), row_of_cell = row;
+    if (!channels_last) row_of_cell.push_back(c_);
+    row_of_cell.push_back(n_);
+    std::vector<Var> row_vars(cell_vars.begin() + 1, cell_vars.end());
+    if (!channels_last) row_vars.push_back(c_);
+    row_vars.push_back(n_);
+    std::vector<Expr> along_cell = channels_last
+                                       ? tensor_args<Expr>({along[1]}, along[0], n_, l)
+                                       : tensor_args<Expr>({along[0]}, c_, n_, l);
+    along_cell.insert(along_cell.begin() + (channels_last ? 2 : 1), row.begin(), row.end());
+    const std::vector<Expr> row_at(row_vars.begin(), row_vars.end());
     row_min_(row_at) = Type(index_type).max();
-    row_min_(row_at) = min(row_min_(row_at), marked_(cell_at));
+    row_min_(row_at) = min(row_min_(row_at), marked_(along_cell));
     row_checked_(row_at) = require(row_min_(row_at) >= 0, cast(index_type, 0),
                                    "max_unpool: an index lies outside its pooling window");
-    checked_(tensor_args(cell, c_, n_)) = index + row_checked_(row_at);
+    checked_(tensor_args(cell, c_, n_, l)) = index + row_checked_(row_of_cell);
 
     // Each slot takes the latest candidate cell (row-major order) whose index names it. Cells
     // outside the input claim nothing (index -1), which keeps bounds checks out of the interior.
     Region cells;
     for (int i = 0; i < nd; ++i) cells.push_back({0, in_extent[i]});
-    cells.push_back({Expr(), Expr()});
-    cells.push_back({Expr(), Expr()});
+    cells = tensor_args(cells, Range(), Range(), l);
     Func claimed = BoundaryConditions::constant_exterior(checked_, cast(index_type, -1), cells);
     Func value = BoundaryConditions::constant_exterior(*values_, cast(value_type, 0), cells);
     std::vector<Var> out_vars(nd);
@@ -87,14 +98,14 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
     for_each_offset(nd, candidates, [&](const std::vector<int>& j) {
       std::vector<Expr> candidate(nd);
       for (int i = 0; i < nd; ++i) candidate[i] = (x[i] + p) / s - (candidates - 1) + j[i];
-      const std::vector<Expr> at = tensor_args(candidate, c_, n_);
+      const std::vector<Expr> at = tensor_args(candidate, c_, n_, l);
       result = select(claimed(at) == here, value(at), result);
     });
-    (*output_)(tensor_args(x, c_, n_)) = result;
+    (*output_)(tensor_args(x, c_, n_, l)) = result;
 
     schedule_knobs.apply(
         GatherStages{*output_, marked_, row_min_, row_checked_, claimed, value, out_vars, cell_vars,
-                     along, c_, n_},
+                     along, c_, n_, l},
         get_target());
   }
 

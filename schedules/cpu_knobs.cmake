@@ -8,3 +8,5 @@
 # never stage (their vectors run along the channels).
 set(POOLGEN_KNOBS_max_pool1d stage_rows=false)
 set(POOLGEN_KNOBS_max_pool3d_k2s2p0 stage_rows=false)
+set(POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl stage_cells=false)
+set(POOLGEN_KNOBS_max_unpool3d_k2s2p0_cl stage_cells=false)

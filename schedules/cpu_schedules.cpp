@@ -110,15 +110,16 @@ void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) con
 void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const {
   Func out = s.out;
   const int lanes = vector_lanes(vector_width, out, target);
-  Var block = parallel_rows(out, s.x, s.c, s.n, Layout::contiguous, rows_per_task);
+  Var block = parallel_rows(out, s.x, s.c, s.n, s.layout, rows_per_task);
   Var xo("xo");
-  vectorize_columns(out, s.x[0], out.output_buffer().dim(0).extent(), lanes, xo);
+  const Var lane = s.layout == Layout::channels_last ? s.c : s.x[0];
+  vectorize_columns(out, lane, out.output_buffer().dim(0).extent(), lanes, xo);
   // Each block of rows checks the cells it reads once: marks them (vectors), reduces each row
   // of marks (vector reduction), and requires the row's minimum once (scalar).
   Func marked = s.marked, row_min = s.row_min, row_checked = s.row_checked;
-  marked.compute_at(out, block).vectorize(s.cell[0], lanes, TailStrategy::Predicate);
+  marked.compute_at(out, block).vectorize(marked.args()[0], lanes, TailStrategy::Predicate);
   row_min.compute_at(out, block);
-  row_min.update().atomic().vectorize(s.along, lanes);
+  row_min.update().atomic().vectorize(s.along[0], lanes);
   row_checked.compute_at(out, block);
   if (stage_cells) {
     for (Func staged : {s.claimed, s.value}) {

@@ -56,14 +56,16 @@ struct CpuScatterSchedule {
   void apply(const ScatterStages& s, const Halide::Target& target) const;
 };
 
-// Stages of max_unpool_gather: out(x..., c, n) gathers from cells whose indices marked(cell)
-// holds; row_min reduces each row of marked cells along `along` and row_checked requires it;
+// Stages of max_unpool_gather: out(x..., c, n) (channels-last: out(c, x..., n)) gathers from
+// cells whose indices marked(cell) holds; row_min reduces each row of marked cells along `along`
+// and row_checked requires it;
 // claimed and value are the checked indices and the values with a border for missing cells.
 struct GatherStages {
   Halide::Func out, marked, row_min, row_checked, claimed, value;
   std::vector<Halide::Var> x, cell;  // spatial, innermost first
-  Halide::RDom along;
+  Halide::RDom along;  // a row's cells, innermost first (channels first in channels-last)
   Halide::Var c, n;
+  Layout layout;
 };
 
 struct CpuGatherSchedule {

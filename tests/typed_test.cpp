@@ -620,7 +620,7 @@ template <typename T, typename I>
 void unpool_configs(const Param& p) {
   const int nd = p.nd;
   Rng rng(seed_of(p.value, p.index, p.kind, nd, 2));
-  int failures = 0, errors = 0;
+  int failures = 0, errors = 0, gather_named = 0;
   for (int iter = 0; iter < kUnpoolConfigs && failures < kMaxReportedFailures; ++iter) {
     const int mode = random_unpool_mode(rng, {40, 70, 88});
     auto [shape, values, indices64, o] =
@@ -653,6 +653,11 @@ void unpool_configs(const Param& p) {
     Buf<T> out(make_layout(rng, nd, out_shape, ok, rng.chance(0.5)), guard_value<T>());
     const std::vector<T> v_before = v.data;
     const std::vector<I> ix_before = ix.data;
+    std::string automatic;
+    if (max_unpool_kernel_name(nd, v.view(), p.index, o, &automatic).ok() &&
+        automatic.rfind("max_unpool_scatter", 0) != 0) {
+      ++gather_named;
+    }
     for (Path path : {Path::automatic, Path::general}) {
       o.path = path;
       out.reset(guard_value<T>(), sentinel_value<T>());
@@ -689,6 +694,17 @@ void unpool_configs(const Param& p) {
     }
   }
   EXPECT_GT(errors, 0) << "no invalid-index configuration was generated";
+  // Where this build has gather kernels for the values' layout, they must be reached.
+  const Layout layout = p.kind == Kind::channels_last ? Layout::channels_last : Layout::contiguous;
+  bool gather_built = false;
+  for (const KernelInfo& k : compiled_kernels()) {
+    gather_built = gather_built || (k.op == "unpool_gather" && k.layout == layout &&
+                                    dtype_size(k.value_dtype) == dtype_size(p.value) &&
+                                    k.index_dtype == p.index && k.nd == nd);
+  }
+  if (gather_built && p.kind != Kind::strided) {
+    EXPECT_GT(gather_named, 0) << "no configuration reached a gather kernel";
+  }
 }
 
 class TypedUnpool : public ::testing::TestWithParam<Param> {};
@@ -1060,8 +1076,13 @@ TEST(TypedKernelChoice, UnpoolNamesFollowWidthLayoutAndIndexDType) {
                          std::to_string(nd) + (cl ? " channels-last" : " contiguous") + " path " +
                          path_name(path));
             if (path == Path::automatic && name.rfind("max_unpool_scatter", 0) != 0) {
-              // A gather kernel (opt-in build): contiguous only, never for channels-last.
-              EXPECT_FALSE(cl) << name;
+              // A gather kernel: its layout and types follow the call too.
+              const KernelInfo* k = find_kernel(kernels, name);
+              ASSERT_NE(k, nullptr) << name << " is not in compiled_kernels()";
+              EXPECT_EQ(k->op, "unpool_gather");
+              EXPECT_EQ(k->layout, cl ? Layout::channels_last : Layout::contiguous) << name;
+              EXPECT_EQ(dtype_size(k->value_dtype), dtype_size(value)) << name;
+              EXPECT_EQ(k->index_dtype, index) << name;
               continue;
             }
             const std::string expect =
