@@ -70,19 +70,30 @@ class MaxPool : public Generator<MaxPool> {
     }
     const std::vector<Expr> at = tensor_args(out_pos, c_, n_, l);
 
-    // The running (winner, max): the winner is the tap's offset from the window's start inside
-    // the plane, the same for every output of a vector, so the scan moves one 32-bit value per
-    // tap; it becomes a plane index once, at the end. Planes are below 2^31 elements (the
-    // runtime checks). The winner comes first in the tuple: Halide 21 with strict_float stores
-    // tuple elements one by one and lets later ones read earlier ones' new values, so the max
-    // must be stored last.
+    // The running (winner, value, max): the winner is the tap's offset from the window's start
+    // inside the plane, the same for every output of a vector, so the scan moves one 32-bit
+    // value per tap; it becomes a plane index once, at the end. Planes are below 2^31 elements
+    // (the runtime checks). 16-bit floats are compared as the f32 values they widen to (exactly,
+    // as PyTorch does; x86 has no 16-bit float arithmetic, which Halide would emulate), and the
+    // winning value keeps its own bits (a NaN's payload included). The max comes last in the
+    // tuple: Halide 21 with strict_float stores tuple elements one by one and lets later ones
+    // read earlier ones' new values, so the compared element must be stored last.
+    const Type t = value_type;
+    const bool widened = t.is_float() && t.bits() == 16;
     const Expr none = Int(32).min();
     Func scan("scan");
-    scan(at) = Tuple(none, lowest(value_type));
-    Expr v = padded(tensor_args(taps, c_, n_, l));
-    Expr replaces = v > scan(at)[1];
-    if (Type(value_type).is_float()) replaces = replaces || is_nan(v);
-    scan(at) = select(replaces, Tuple(flat_offset(tap_step, in_extent, Int(32)), v), scan(at));
+    Expr tap = padded(tensor_args(taps, c_, n_, l)), offset = flat_offset(tap_step, in_extent, Int(32));
+    if (widened) {
+      scan(at) = Tuple(none, lowest(t), lowest(Float(32)));
+      Expr v = cast<float>(tap);
+      Expr replaces = v > scan(at)[2] || is_nan(v);
+      scan(at) = select(replaces, Tuple(offset, tap, v), scan(at));
+    } else {
+      scan(at) = Tuple(none, lowest(t));
+      Expr replaces = tap > scan(at)[1];
+      if (t.is_float()) replaces = replaces || is_nan(tap);
+      scan(at) = select(replaces, Tuple(offset, tap), scan(at));
+    }
 
     // No tap won (all lowest, or none in bounds): the index is the first in-bounds tap's.
     Expr winner = scan(at)[0];
