@@ -28,11 +28,8 @@ struct PoolCall {
 Status prepare(int nd, const TensorView& input, DType index_dtype, const PoolOptions& options,
                PoolCall* call) {
   POOLGEN_RETURN_IF_ERROR(plan(nd, input.shape, options, &call->window, &call->output_shape));
-  POOLGEN_RETURN_IF_ERROR(check_dtype("input", input.dtype));
-  POOLGEN_RETURN_IF_ERROR(
-      check_index_dtype("indices", index_dtype, spatial_elements(nd, input.shape)));
-  POOLGEN_RETURN_IF_ERROR(
-      check_view_shape("input", input, input.dtype, input.shape, nd, &call->input));
+  POOLGEN_RETURN_IF_ERROR(check_leading_view("input", input, nd, index_dtype,
+                                             spatial_elements(nd, input.shape), &call->input));
   const KernelQuery query{Op::pool, nd, layout_of(call->input), input.dtype, index_dtype,
                           options.path == Path::automatic ? &call->window : nullptr};
   return choose_kernel(query, "input", &call->kernel);

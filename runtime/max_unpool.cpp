@@ -35,11 +35,9 @@ struct UnpoolCall {
 Status prepare(int nd, const TensorView& values, DType index_dtype, const UnpoolOptions& options,
                UnpoolCall* call) {
   POOLGEN_RETURN_IF_ERROR(plan(nd, values.shape, options, &call->window, &call->output_shape));
-  POOLGEN_RETURN_IF_ERROR(check_dtype("values", values.dtype));
-  POOLGEN_RETURN_IF_ERROR(
-      check_index_dtype("indices", index_dtype, spatial_elements(nd, call->output_shape)));
-  POOLGEN_RETURN_IF_ERROR(
-      check_view_shape("values", values, values.dtype, values.shape, nd, &call->values));
+  POOLGEN_RETURN_IF_ERROR(check_leading_view("values", values, nd, index_dtype,
+                                             spatial_elements(nd, call->output_shape),
+                                             &call->values));
   const Layout layout = layout_of(call->values);
   if (options.path == Path::automatic) {
     call->gather = find_kernel({Op::unpool_gather, nd, layout, values.dtype, index_dtype,

@@ -149,6 +149,13 @@ Status check_view_shape(const char* argument, const TensorView& view, DType dtyp
   return {};
 }
 
+Status check_leading_view(const char* argument, const TensorView& view, int nd, DType index_dtype,
+                          int64_t index_plane, View* out) {
+  POOLGEN_RETURN_IF_ERROR(check_dtype(argument, view.dtype));
+  POOLGEN_RETURN_IF_ERROR(check_index_dtype("indices", index_dtype, index_plane));
+  return check_view_shape(argument, view, view.dtype, view.shape, nd, out);
+}
+
 Status check_view(const char* argument, const TensorView& view, DType dtype, const Ints& shape,
                   int nd, View* out) {
   POOLGEN_RETURN_IF_ERROR(check_view_shape(argument, view, dtype, shape, nd, out));

@@ -49,6 +49,12 @@ Status check_dtype(const char* argument, DType dtype);
 // Indices are i64 or i32; i32 ones must be able to name every slot of a plane of `plane` elements.
 Status check_index_dtype(const char* argument, DType dtype, int64_t plane);
 
+// The tensor whose dtype and strides choose a call's kernel (pooling's input, unpooling's
+// values), before any data is read: its dtype, the index dtype for planes of `index_plane`
+// elements, and its shape and strides.
+Status check_leading_view(const char* argument, const TensorView& view, int nd, DType index_dtype,
+                          int64_t index_plane, View* out);
+
 // An output must not reach one element through two positions (a zero or overlapping stride).
 Status check_no_overlap(const char* argument, const View& view);
 

@@ -96,6 +96,12 @@ def line(key, val):
     return (key + " " + val).rstrip() + "\n"
 
 
+def pool_params(k, s, p, d, ceil):
+    """The window lines of a pooling case, as passed to PyTorch."""
+    return (line("kernel_size", ints(k)) + line("stride", ints(s)) + line("padding", ints(p)) +
+            line("dilation", ints(d)) + "ceil_mode %d\n" % int(ceil))
+
+
 POOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
 UNPOOL = {1: F.max_unpool1d, 2: F.max_unpool2d, 3: F.max_unpool3d}
 
@@ -135,11 +141,7 @@ class Writer:
             kw["stride"] = s
         vals, idx = POOL[nd](x, **kw)
         t = "case %s\nop pool\nnd %d\n" % (name, nd)
-        t += line("kernel_size", ints(k))
-        t += line("stride", ints(s))
-        t += line("padding", ints(p))
-        t += line("dilation", ints(d))
-        t += "ceil_mode %d\n" % int(ceil)
+        t += pool_params(k, s, p, d, ceil)
         t += line("input_shape", ints(x.shape))
         t += line("in_values", bits(x))
         t += line("output_shape", ints(vals.shape))
@@ -483,11 +485,7 @@ def typed_pool(w, name, nd, dt, layout, x, k, s=None, p=0, d=1, ceil=False):
         kw["stride"] = s
     vals, idx, via = run_pool(nd, x, dt, layout, kw)
     t = typed_header(name, "pool", nd, dt, layout, via)
-    t += line("kernel_size", ints(k))
-    t += line("stride", ints(s))
-    t += line("padding", ints(p))
-    t += line("dilation", ints(d))
-    t += "ceil_mode %d\n" % int(ceil)
+    t += pool_params(k, s, p, d, ceil)
     t += line("input_shape", ints(x.shape))
     t += line("in_values", typed_bits(x, dt))
     t += line("output_shape", ints(vals.shape))
@@ -573,6 +571,18 @@ def typed_lowest(shape, dt):
     return torch.full(shape, int_range(dt)[0], dtype=TORCH_DTYPE[dt])
 
 
+
+def typed_empty_window(w, P, nd, dt, c, g):
+    """Dilation with padding: some windows have no tap in bounds (value lowest, index the start)."""
+    if nd == 1:
+        typed_pool(w, P + "empty_window", nd, dt, c, typed_special(g, [2, 3, 3], dt), 2, 1, 1, 4)
+    elif nd == 2:
+        typed_pool(w, P + "empty_window", nd, dt, c, typed_special(g, [1, 2, 3, 6], dt), [2, 2],
+                   [1, 2], [1, 0], [4, 1])
+    else:
+        typed_pool(w, P + "empty_window", nd, dt, c, typed_special(g, [1, 2, 3, 4, 5], dt),
+                   [2, 2, 2], 1, [1, 0, 1], [4, 1, 2])
+
 def typed_pool_cases(w, nd, dt, g):
     P = "t%dd_%s_" % (nd, dt)
     sp = {1: [13], 2: [7, 6], 3: [3, 4, 4]}[nd]
@@ -595,14 +605,7 @@ def typed_pool_cases(w, nd, dt, g):
     typed_pool(w, P + "k2s2p1_ceil_drop", nd, dt, c, typed_rand(g, [1, 2] + drop, dt), 2, 2, 1, 1,
                True)
     typed_pool(w, P + "k3s2p1d2", nd, dt, c, typed_special(g, full, dt), 3, 2, 1, 2)
-    if nd == 1:
-        typed_pool(w, P + "empty_window", nd, dt, c, typed_special(g, [2, 3, 3], dt), 2, 1, 1, 4)
-    elif nd == 2:
-        typed_pool(w, P + "empty_window", nd, dt, c, typed_special(g, [1, 2, 3, 6], dt), [2, 2],
-                   [1, 2], [1, 0], [4, 1])
-    else:
-        typed_pool(w, P + "empty_window", nd, dt, c, typed_special(g, [1, 2, 3, 4, 5], dt),
-                   [2, 2, 2], 1, [1, 0, 1], [4, 1, 2])
+    typed_empty_window(w, P, nd, dt, c, g)
     typed_pool(w, P + "all_lowest_k3s2p1", nd, dt, c, typed_lowest(small, dt), 3, 2, 1)
     typed_pool(w, P + "extremes_k2s1", nd, dt, c, pick(g, small, specials(dt)[:3], dt), 2, 1)
     typed_pool(w, P + "batchless_k3s2p1", nd, dt, c, typed_special(g, small[1:], dt), 3, 2, 1)
@@ -619,14 +622,7 @@ def typed_pool_cases(w, nd, dt, g):
     typed_pool(w, P + "k3s2p0_ceil", nd, dt, c, typed_special(g, fcl, dt), 3, 2, 0, 1, True)
     typed_pool(w, P + "k3s2p1_wide_c", nd, dt, c, typed_special(g, wcl, dt, 9), 3, 2, 1)
     typed_pool(w, P + "k2s2p0_wide_c", nd, dt, c, typed_special(g, wcl, dt, 9), 2, 2)
-    if nd == 1:
-        typed_pool(w, P + "empty_window", nd, dt, c, typed_special(g, [2, 3, 3], dt), 2, 1, 1, 4)
-    elif nd == 2:
-        typed_pool(w, P + "empty_window", nd, dt, c, typed_special(g, [1, 2, 3, 6], dt), [2, 2],
-                   [1, 2], [1, 0], [4, 1])
-    else:
-        typed_pool(w, P + "empty_window", nd, dt, c, typed_special(g, [1, 2, 3, 4, 5], dt),
-                   [2, 2, 2], 1, [1, 0, 1], [4, 1, 2])
+    typed_empty_window(w, P, nd, dt, c, g)
     typed_pool(w, P + "all_lowest_k3s2p1", nd, dt, c, typed_lowest(ncl + [3] * nd, dt), 3, 2, 1)
 
 
