@@ -3,8 +3,17 @@
 # every kernel is listed in the generated kernel_table.inc, which is all the runtime's dispatcher
 # knows about kernels.
 
-set(POOLGEN_CPU_TARGETS
-    "x86-64-linux-avx512_skylake;x86-64-linux-avx2-fma-f16c;x86-64-linux-sse41;x86-64-linux"
+# The default variants follow the architecture CMake compiles for (a cross build of
+# cmake/toolchains/aarch64-linux-gnu.cmake gets the ARM ones).
+if (CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
+  # Armv8.2-A (every 64-bit ARM core since Cortex-A55/A75, Neoverse N1, Apple M1): half-precision
+  # arithmetic and dot products; then the Armv8.0 baseline (NEON).
+  set(poolgen_default_cpu_targets "arm-64-linux-arm_dot_prod-arm_fp16;arm-64-linux")
+else ()
+  set(poolgen_default_cpu_targets
+      "x86-64-linux-avx512_skylake;x86-64-linux-avx2-fma-f16c;x86-64-linux-sse41;x86-64-linux")
+endif ()
+set(POOLGEN_CPU_TARGETS "${poolgen_default_cpu_targets}"
     CACHE STRING "Halide targets of the CPU kernels, best first; the last is the baseline")
 # The AVX-512 variant is avx512_skylake (F, CD, BW, DQ, VL: every AVX-512 CPU since Skylake-SP):
 # plain "avx512" (F and CD only) makes LLVM's x86 instruction selection abort on these kernels
@@ -63,24 +72,43 @@ set(POOLGEN_KERNEL_LIBRARIES "")
 set(POOLGEN_KERNEL_TABLE "")
 
 # poolgen_kernel(<name> <op> <nd> <k> <s> <p> <layout> <value> <index> GENERATOR <gen>
-#                [KNOBS <knob-set>] [PARAMS ...])
-#   op: pool | unpool_scatter | unpool_gather;  nd = 0: any rank;  k = 0: any window
-#   layout: contiguous | channels_last;  value, index: poolgen dtype names
+#                [KNOBS <knob-set>] [PARAMS ...] [CUDA_CAPABILITY <cc>])
+#   op: pool | unpool_scatter | unpool_gather | unpool_winner;  nd = 0: any rank;  k = 0: any
+#   window;  layout: contiguous | channels_last;  value, index: poolgen dtype names
 #   KNOBS: the schedule knob values POOLGEN_KNOBS_<knob-set> (schedules/cpu_knobs.cmake)
+#   CUDA_CAPABILITY: a CUDA kernel for that capability (70: sm_70) instead of a CPU one
+#   (cmake/PoolgenCudaKernels.cmake); its table row says device cuda and the capability.
 function(poolgen_kernel name op nd k s p layout value index)
-  cmake_parse_arguments(ARG "" "GENERATOR;KNOBS" "PARAMS" ${ARGN})
+  cmake_parse_arguments(ARG "" "GENERATOR;KNOBS;CUDA_CAPABILITY" "PARAMS" ${ARGN})
+  set(targets ${POOLGEN_CPU_TARGETS})
+  set(device cpu)
+  set(capability 0)
+  if (ARG_CUDA_CAPABILITY)
+    poolgen_cuda_target(targets ${ARG_CUDA_CAPABILITY})
+    set(device cuda)
+    set(capability ${ARG_CUDA_CAPABILITY})
+  endif ()
   add_halide_library(
     ${name} FROM poolgen_generators
     GENERATOR ${ARG_GENERATOR}
-    TARGETS ${POOLGEN_CPU_TARGETS}
+    TARGETS ${targets}
     FEATURES ${POOLGEN_KERNEL_FEATURES}
     USE_RUNTIME poolgen_halide_runtime
     PARAMS ${ARG_PARAMS} layout=${layout} value_type=${POOLGEN_HALIDE_TYPE_${value}}
            index_type=${POOLGEN_HALIDE_TYPE_${index}} ${POOLGEN_KNOBS_${ARG_KNOBS}})
   set(POOLGEN_KERNEL_LIBRARIES ${POOLGEN_KERNEL_LIBRARIES} ${name} PARENT_SCOPE)
-  string(APPEND POOLGEN_KERNEL_TABLE
-         "POOLGEN_KERNEL(${op}, ${nd}, ${k}, ${s}, ${p}, ${layout}, ${value}, ${index}, ${name})\n")
+  string(APPEND POOLGEN_KERNEL_TABLE "POOLGEN_KERNEL(${op}, ${nd}, ${k}, ${s}, ${p}, ${layout}, "
+         "${value}, ${index}, ${device}, ${capability}, ${name})\n")
   set(POOLGEN_KERNEL_TABLE "${POOLGEN_KERNEL_TABLE}" PARENT_SCOPE)
+endfunction()
+
+# poolgen_layout_tag(<out> <layout>): the kernel name's layout tag ("" or "_cl").
+function(poolgen_layout_tag out layout)
+  set(tag "")
+  if (layout STREQUAL "channels_last")
+    set(tag "_cl")
+  endif ()
+  set(${out} "${tag}" PARENT_SCOPE)
 endfunction()
 
 # The gather formulation of unpooling (generators/max_unpool_gather_generator.cpp) serves the
@@ -96,19 +124,21 @@ set(POOLGEN_UNPOOL_GATHER_LAYOUTS "" CACHE STRING
 # stride 2 pad 1 (unrolled taps; channels-last 2-D k2s2p0 on 8x64x112x112: 2.1 -> 1.5 ms).
 set(POOLGEN_FAST_WINDOWS "2 2 0" "3 2 1")
 
+# The element widths of the value types: the unpooling kernels are per width.
+set(POOLGEN_VALUE_WIDTHS "")
+foreach (value IN LISTS POOLGEN_VALUE_TYPES)
+  list(APPEND POOLGEN_VALUE_WIDTHS ${POOLGEN_WIDTH_${value}})
+endforeach ()
+list(REMOVE_DUPLICATES POOLGEN_VALUE_WIDTHS)
+
 # Kernel names: max_pool2d_k2s2p0_f32_i64, max_pool3d_cl_bf16_i32, max_pool2d_k3s2p1_cl_u8_i64,
 # max_unpool_scatter_cl_b16_i64.
-set(widths "")
 foreach (value IN LISTS POOLGEN_VALUE_TYPES)
-  list(APPEND widths ${POOLGEN_WIDTH_${value}})
   foreach (index IN LISTS POOLGEN_INDEX_TYPES)
     set(types ${value} ${index})
     foreach (nd 1 2 3)
       foreach (layout contiguous channels_last)
-        set(tag "")
-        if (layout STREQUAL "channels_last")
-          set(tag "_cl")
-        endif ()
+        poolgen_layout_tag(tag ${layout})
         poolgen_kernel(max_pool${nd}d${tag}_${value}_${index} pool ${nd} 0 0 0 ${layout} ${types}
                        GENERATOR max_pool KNOBS max_pool${nd}d${tag} PARAMS rank=${nd})
         if (nd EQUAL 1)
@@ -128,14 +158,10 @@ foreach (value IN LISTS POOLGEN_VALUE_TYPES)
     endforeach ()
   endforeach ()
 endforeach ()
-list(REMOVE_DUPLICATES widths)
-foreach (bits IN LISTS widths)
+foreach (bits IN LISTS POOLGEN_VALUE_WIDTHS)
   foreach (index IN LISTS POOLGEN_INDEX_TYPES)
     foreach (layout contiguous channels_last)
-      set(tag "")
-      if (layout STREQUAL "channels_last")
-        set(tag "_cl")
-      endif ()
+      poolgen_layout_tag(tag ${layout})
       set(types ${POOLGEN_WIDTH_DTYPE_${bits}} ${index})
       poolgen_kernel(max_unpool_scatter${tag}_b${bits}_${index} unpool_scatter 0 0 0 0 ${layout}
                      ${types} GENERATOR max_unpool_scatter)
@@ -158,7 +184,12 @@ foreach (bits IN LISTS widths)
   endforeach ()
 endforeach ()
 
+# CUDA kernels (POOLGEN_CUDA_CAPABILITIES) and the winner unpooling's CPU twins.
+include(${CMAKE_CURRENT_LIST_DIR}/PoolgenCudaKernels.cmake)
+
 string(REPLACE ";" "\",\"" POOLGEN_TARGET_NAMES "\"${POOLGEN_CPU_TARGETS}\"")
 file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/kernel_table.inc
      CONTENT "// Generated by cmake/PoolgenKernels.cmake: every compiled kernel.\n\
-#define POOLGEN_CPU_TARGET_NAMES ${POOLGEN_TARGET_NAMES}\n${POOLGEN_KERNEL_TABLE}")
+// POOLGEN_KERNEL(op, nd, kernel, stride, padding, layout, value, index, device, capability, name)\n\
+#define POOLGEN_CPU_TARGET_NAMES ${POOLGEN_TARGET_NAMES}\n\
+#define POOLGEN_CUDA_TARGET_PREFIX \"${POOLGEN_CUDA_TARGET_PREFIX}\"\n${POOLGEN_KERNEL_TABLE}")

@@ -3,6 +3,7 @@
 #include "Halide.h"
 #include "window.h"
 #include "cpu_schedules.h"
+#include "gpu_schedules.h"
 
 namespace poolgen {
 namespace {
@@ -23,6 +24,7 @@ class MaxPool : public Generator<MaxPool> {
   GeneratorParam<int> fixed_padding{"fixed_padding", 0};
 
   CpuPoolSchedule schedule_knobs;
+  GpuPoolSchedule gpu_knobs;
 
   void configure() {
     input_ = add_input<Buffer<>>("input", value_type, rank + 2);
@@ -104,10 +106,13 @@ class MaxPool : public Generator<MaxPool> {
     const bool fixed = fixed_kernel > 0;
     Expr unit_dilation = Internal::const_true();
     for (int i = 0; i < nd; ++i) unit_dilation = unit_dilation && window[i].dilation == 1;
-    schedule_knobs.apply(PoolStages{*result_, scan, padded, out_vars, c_, n_, l, r, fixed,
-                                    fixed ? Expr() : window[0].stride,
-                                    fixed ? Expr() : unit_dilation},
-                         get_target());
+    const PoolStages stages{*result_, scan, padded, out_vars, c_, n_, l, r, fixed,
+                            fixed ? Expr() : window[0].stride, fixed ? Expr() : unit_dilation};
+    if (get_target().has_gpu_feature()) {
+      gpu_knobs.apply(stages, get_target());
+    } else {
+      schedule_knobs.apply(stages, get_target());
+    }
   }
 
  private:

@@ -6,8 +6,8 @@
 #include <utility>
 
 extern "C" {
-#define POOLGEN_KERNEL(op, nd, k, s, p, layout, value, index, name)
-#include "kernel_table.inc"  // for POOLGEN_CPU_TARGET_NAMES
+#define POOLGEN_KERNEL(op, nd, k, s, p, layout, value, index, device, capability, name)
+#include "kernel_table.inc"  // for POOLGEN_CPU_TARGET_NAMES, POOLGEN_CUDA_TARGET_PREFIX
 #undef POOLGEN_KERNEL
 }
 
@@ -73,11 +73,13 @@ POOLGEN_TYPED_VIEWS(int64_t, DType::i64)
 #undef POOLGEN_TYPED_VIEWS
 
 std::vector<KernelInfo> compiled_kernels() {
-  static const char* const kOps[] = {"pool", "unpool_scatter", "unpool_gather"};
+  static const char* const kOps[] = {"pool", "unpool_scatter", "unpool_gather", "unpool_winner"};
   std::vector<KernelInfo> kernels;
   for (const detail::Kernel& k : detail::kernel_table()) {
+    std::vector<std::string> targets = {POOLGEN_CPU_TARGET_NAMES};
+    if (k.device == Device::cuda) targets = {POOLGEN_CUDA_TARGET_PREFIX + std::to_string(k.capability)};
     kernels.push_back({k.name, kOps[static_cast<int>(k.op)], k.nd, k.layout, k.value, k.index,
-                       {POOLGEN_CPU_TARGET_NAMES}});
+                       targets, k.device, k.capability});
   }
   return kernels;
 }

@@ -39,6 +39,7 @@ Status tensor(const char* argument, const poolgen_tensor* t, TensorView* out) {
   out->dtype = static_cast<DType>(t->dtype);
   out->shape = list(t->shape, t->rank);
   out->strides = list_or_default(t->strides, t->rank);
+  out->device = static_cast<Device>(t->device);
   return {};
 }
 
@@ -56,6 +57,7 @@ PoolOptions pool_options(int32_t nd, const poolgen_pool_options& o) {
   p.dilation = list_or_default(o.dilation, nd);
   if (p.dilation.empty()) p.dilation = {1};
   p.ceil_mode = o.ceil_mode != 0;
+  p.device = static_cast<Device>(o.device);
   return p;
 }
 
@@ -68,6 +70,7 @@ Status unpool_options(int32_t nd, const poolgen_unpool_options& o, UnpoolOptions
   u->stride = list_or_default(o.stride, nd);
   u->padding = list(o.padding, nd);
   u->output_size = list(o.output_size, o.output_size_len);
+  u->device = static_cast<Device>(o.device);
   return {};
 }
 
@@ -159,5 +162,7 @@ int32_t poolgen_max_unpool(int32_t nd, const poolgen_tensor* values,
 }
 
 void poolgen_set_num_threads(int32_t threads) { set_num_threads(threads); }
+
+int32_t poolgen_cuda_available(void) { return cuda_available() ? 1 : 0; }
 
 }  // extern "C"

@@ -4,9 +4,11 @@
 
 #include <mutex>
 #include <set>
+#include <utility>
 
 extern "C" {
-#define POOLGEN_KERNEL(op, nd, k, s, p, layout, value, index, name) int name##_argv(void** args);
+#define POOLGEN_KERNEL(op, nd, k, s, p, layout, value, index, device, capability, name) \
+  int name##_argv(void** args);
 #include "kernel_table.inc"
 #undef POOLGEN_KERNEL
 }
@@ -15,8 +17,9 @@ namespace poolgen::detail {
 
 const std::vector<Kernel>& kernel_table() {
   static const std::vector<Kernel> table = {
-#define POOLGEN_KERNEL(op, nd, k, s, p, layout, value, index, name) \
-  {Op::op, nd, k, s, p, Layout::layout, DType::value, DType::index, name##_argv, #name},
+#define POOLGEN_KERNEL(op, nd, k, s, p, layout, value, index, device, capability, name) \
+  {Op::op, nd, k, s, p, Layout::layout, DType::value, DType::index, Device::device, capability, \
+   name##_argv, #name},
 #include "kernel_table.inc"
 #undef POOLGEN_KERNEL
   };
@@ -46,7 +49,7 @@ bool serves(const Kernel& k, const KernelQuery& q) {
   const bool value_ok =
       q.op == Op::pool ? k.value == q.value : dtype_size(k.value) == dtype_size(q.value);
   return k.op == q.op && (k.nd == 0 || k.nd == q.nd) && k.layout == q.layout && value_ok &&
-         k.index == q.index;
+         k.index == q.index && k.device == q.device && k.capability <= q.capability;
 }
 
 // Kernels are built with the user_context feature: the context is the call's ErrorSink. Parallel
@@ -66,16 +69,15 @@ void capture_error(void* user_context, const char* message) {
 }  // namespace
 
 const Kernel* find_kernel(const KernelQuery& query) {
-  const Kernel* general = nullptr;
+  // A fixed window beats the general kernel; then the larger capability (CUDA).
+  auto rank = [](const Kernel& k) { return std::make_pair(k.kernel != 0, k.capability); };
+  const Kernel* best = nullptr;
   for (const Kernel& k : kernel_table()) {
-    if (!serves(k, query)) continue;
-    if (k.kernel == 0) {
-      general = &k;
-    } else if (window_matches(k, query.window)) {
-      return &k;
+    if (serves(k, query) && window_matches(k, query.window) && (!best || rank(k) > rank(*best))) {
+      best = &k;
     }
   }
-  return general;
+  return best;
 }
 
 Status choose_kernel(const KernelQuery& query, const char* argument, const Kernel** kernel) {
@@ -91,23 +93,34 @@ Status choose_kernel(const KernelQuery& query, const char* argument, const Kerne
     for (const std::string& name : names) list += (list.empty() ? "" : " ") + name;
     return list;
   };
-  return fail(Code::unsupported, argument, ": this build has no ",
-              query.op == Op::pool ? "max_pool" : "max_unpool", " kernel for dtype ",
+  std::string device;
+  if (query.device == Device::cuda) {
+    device = " CUDA (capability " + std::to_string(query.capability) + " or below)";
+  }
+  return fail(Code::unsupported, argument, ": this build has no",
+              device, query.op == Op::pool ? " max_pool" : " max_unpool", " kernel for dtype ",
               dtype_name(query.value), " with ", dtype_name(query.index), " indices (",
               layout_name(query.layout), " layout); it compiled value types {", join(values),
               "} and index types {", join(indices),
               "} (CMake options POOLGEN_VALUE_TYPES, POOLGEN_INDEX_TYPES)");
 }
 
-int run_kernel(const Kernel& kernel, std::vector<void*>& args, std::string* error) {
+int with_error_capture(const std::function<int(void* user_context)>& f, std::string* error) {
   static std::once_flag installed;
   std::call_once(installed, [] { halide_set_error_handler(capture_error); });
   ErrorSink sink;
-  void* user_context = &sink;
-  args[0] = &user_context;
-  const int result = kernel.entry(args.data());
+  const int result = f(&sink);
   *error = std::move(sink.message);
   return result;
+}
+
+int run_kernel(const Kernel& kernel, std::vector<void*>& args, std::string* error) {
+  return with_error_capture(
+      [&](void* user_context) {
+        args[0] = &user_context;
+        return kernel.entry(args.data());
+      },
+      error);
 }
 
 }  // namespace poolgen::detail

@@ -6,12 +6,13 @@
 #include "poolgen/poolgen.hpp"
 #include "shapes.hpp"
 
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace poolgen::detail {
 
-enum class Op { pool, unpool_scatter, unpool_gather };
+enum class Op { pool, unpool_scatter, unpool_gather, unpool_winner };
 
 struct Kernel {
   Op op;
@@ -19,6 +20,8 @@ struct Kernel {
   int kernel, stride, padding;  // the fixed window (dilation 1) in every dimension; 0: any
   Layout layout;
   DType value, index;  // unpooling kernels serve every value dtype of their width
+  Device device;
+  int capability;             // CUDA kernels: the compute capability (70: sm_70); CPU: 0
   int (*entry)(void** args);  // Halide's <name>_argv
   const char* name;
 };
@@ -32,10 +35,12 @@ struct KernelQuery {
   Layout layout;
   DType value, index;
   const Window* window;  // null: the general kernel only
+  Device device;
+  int capability;  // CUDA: the device's compute capability (86: sm_86); CPU: 0
 };
 
-// The fastest kernel serving `query`: one whose fixed window matches, else the general one;
-// null if the build has none.
+// The fastest kernel serving `query`: one whose fixed window matches, else the general one; on
+// CUDA, of the largest capability the device meets. Null if the build has none.
 const Kernel* find_kernel(const KernelQuery& query);
 
 // find_kernel, or an `unsupported` error naming `argument` (the tensor whose dtype and layout
@@ -45,6 +50,10 @@ Status choose_kernel(const KernelQuery& query, const char* argument, const Kerne
 // Runs `kernel` with args[1...] already filled (args[0] is set to the call's error context).
 // Returns Halide's error code; the message Halide reported goes to *error.
 int run_kernel(const Kernel& kernel, std::vector<void*>& args, std::string* error);
+
+// Calls f(user_context) with a user context that collects the first message Halide's runtime
+// reports (kernels and runtime calls alike). Returns f's result; the message goes to *error.
+int with_error_capture(const std::function<int(void* user_context)>& f, std::string* error);
 
 const char* layout_name(Layout layout);
 

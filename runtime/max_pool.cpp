@@ -1,4 +1,5 @@
-// max_pool: validate, choose a kernel for the input's layout and types, call it.
+// max_pool: validate, choose a kernel for the input's device, layout and types, call it.
+#include "cuda.hpp"
 #include "kernels.hpp"
 #include "shapes.hpp"
 #include "tensors.hpp"
@@ -21,17 +22,34 @@ struct PoolCall {
   Window window;
   Ints output_shape;
   View input;
+  Device device = Device::cpu;
   const Kernel* kernel = nullptr;
 };
 
-// Everything about a call but its outputs' views and the data: shapes, types, layout, kernel.
+// Everything about a call but its outputs' views, the data and the kernel: shapes, types.
 Status prepare(int nd, const TensorView& input, DType index_dtype, const PoolOptions& options,
                PoolCall* call) {
   POOLGEN_RETURN_IF_ERROR(plan(nd, input.shape, options, &call->window, &call->output_shape));
-  POOLGEN_RETURN_IF_ERROR(check_leading_view("input", input, nd, index_dtype,
-                                             spatial_elements(nd, input.shape), &call->input));
-  const KernelQuery query{Op::pool, nd, layout_of(call->input), input.dtype, index_dtype,
-                          options.path == Path::automatic ? &call->window : nullptr};
+  return check_leading_view("input", input, nd, index_dtype, spatial_elements(nd, input.shape),
+                            &call->input);
+}
+
+// The kernel for the input's device, layout and types (after the arguments are known valid, so
+// that a malformed call is reported as such even when the build lacks its dtype).
+Status choose(const TensorView& input, DType index_dtype, const PoolOptions& options,
+              PoolCall* call) {
+  const int nd = call->window.nd;
+  call->device = call_device(options.device, input);
+  int capability = 0;
+  if (call->device == Device::cuda) POOLGEN_RETURN_IF_ERROR(cuda_capability(&capability));
+  const KernelQuery query{Op::pool,
+                          nd,
+                          layout_of(call->input),
+                          input.dtype,
+                          index_dtype,
+                          options.path == Path::automatic ? &call->window : nullptr,
+                          call->device,
+                          capability};
   return choose_kernel(query, "input", &call->kernel);
 }
 
@@ -47,6 +65,7 @@ Status max_pool_kernel_name(int nd, const TensorView& input, DType index_dtype,
                             const PoolOptions& options, std::string* name) {
   PoolCall call;
   POOLGEN_RETURN_IF_ERROR(prepare(nd, input, index_dtype, options, &call));
+  POOLGEN_RETURN_IF_ERROR(choose(input, index_dtype, options, &call));
   *name = call.kernel->name;
   return {};
 }
@@ -69,10 +88,16 @@ Status max_pool(int nd, const TensorView& input, const TensorView& values,
       check_view("indices", indices, indices.dtype, call.output_shape, nd, &out_indices));
   POOLGEN_RETURN_IF_ERROR(check_no_overlap("values", out_values));
   POOLGEN_RETURN_IF_ERROR(check_no_overlap("indices", out_indices));
+  POOLGEN_RETURN_IF_ERROR(
+      check_same_device(in, "input", {{"values", &out_values}, {"indices", &out_indices}}));
+  POOLGEN_RETURN_IF_ERROR(choose(input, indices.dtype, options, &call));
   if (out_values.elements() == 0) return {};
   POOLGEN_RETURN_IF_ERROR(check_plane("input", in));
 
   const Kernel& kernel = *call.kernel;
+  POOLGEN_RETURN_IF_ERROR(check_device_view("input", in, kernel.layout, false));
+  POOLGEN_RETURN_IF_ERROR(check_device_view("values", out_values, kernel.layout, false));
+  POOLGEN_RETURN_IF_ERROR(check_device_view("indices", out_indices, kernel.layout, false));
   const Staged staged_in(in, kernel.layout, false, Staged::input);
   const Staged staged_values(out_values, kernel.layout, false, Staged::output);
   const Staged staged_indices(out_indices, kernel.layout, false, Staged::output);
@@ -94,9 +119,16 @@ Status max_pool(int nd, const TensorView& input, const TensorView& values,
   args.push_back(&values_buffer.buffer);
   args.push_back(&indices_buffer.buffer);
   std::string error;
-  if (run_kernel(kernel, args, &error) != 0) {
-    return fail(Code::internal, kernel.name, " failed: ", error);
-  }
+  const bool on_device = in.device == Device::cuda;
+  const int result =
+      call.device == Device::cuda
+          ? run_cuda_kernel(kernel, args,
+                            {{&in_buffer.buffer, on_device, false},
+                             {&values_buffer.buffer, on_device, true},
+                             {&indices_buffer.buffer, on_device, true}},
+                            &error)
+          : run_kernel(kernel, args, &error);
+  if (result != 0) return fail(Code::internal, kernel.name, " failed: ", error);
   staged_values.finish();
   staged_indices.finish();
   return {};

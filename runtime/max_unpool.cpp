@@ -1,4 +1,6 @@
-// max_unpool: validate, try the gather fast path, else scatter; report invalid indices.
+// max_unpool: validate, try the gather fast path, else scatter; on CUDA (or Path::winner) the
+// deterministic winner kernel; report invalid indices.
+#include "cuda.hpp"
 #include "kernels.hpp"
 #include "shapes.hpp"
 #include "tensors.hpp"
@@ -6,6 +8,7 @@
 #include <HalideRuntime.h>
 
 #include <algorithm>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -27,24 +30,48 @@ struct UnpoolCall {
   Window window;
   Ints output_shape;
   View values;
+  Device device = Device::cpu;
   const Kernel* gather = nullptr;  // the fast path, when one is built for this call
   const Kernel* scatter = nullptr;
+  const Kernel* winner = nullptr;  // CUDA calls and Path::winner: the only kernel they run
 };
 
-// Everything about a call but the indices' and output's views and the data.
+// Everything about a call but the indices' and output's views, the data and the kernels.
 Status prepare(int nd, const TensorView& values, DType index_dtype, const UnpoolOptions& options,
                UnpoolCall* call) {
   POOLGEN_RETURN_IF_ERROR(plan(nd, values.shape, options, &call->window, &call->output_shape));
-  POOLGEN_RETURN_IF_ERROR(check_leading_view("values", values, nd, index_dtype,
-                                             spatial_elements(nd, call->output_shape),
-                                             &call->values));
+  return check_leading_view("values", values, nd, index_dtype,
+                            spatial_elements(nd, call->output_shape), &call->values);
+}
+
+// The kernels for the values' device, layout and types (after the arguments are known valid, so
+// that a malformed call is reported as such even when the build lacks its dtype).
+Status choose(const TensorView& values, DType index_dtype, const UnpoolOptions& options,
+              UnpoolCall* call) {
+  const int nd = call->window.nd;
   const Layout layout = layout_of(call->values);
+  call->device = call_device(options.device, values);
+  if (call->device == Device::cuda || options.path == Path::winner) {
+    int capability = 0;
+    if (call->device == Device::cuda) POOLGEN_RETURN_IF_ERROR(cuda_capability(&capability));
+    return choose_kernel({Op::unpool_winner, nd, layout, values.dtype, index_dtype, nullptr,
+                          call->device, capability},
+                         "values", &call->winner);
+  }
   if (options.path == Path::automatic) {
     call->gather = find_kernel({Op::unpool_gather, nd, layout, values.dtype, index_dtype,
-                                &call->window});
+                                &call->window, Device::cpu, 0});
   }
-  return choose_kernel({Op::unpool_scatter, nd, layout, values.dtype, index_dtype, nullptr},
-                       "values", &call->scatter);
+  return choose_kernel(
+      {Op::unpool_scatter, nd, layout, values.dtype, index_dtype, nullptr, Device::cpu, 0},
+      "values", &call->scatter);
+}
+
+// The error for element `position` (in input order) holding `index`, outside a plane of `plane`.
+Status invalid_index_at(int64_t position, int64_t index, int64_t plane) {
+  return fail(Code::index_out_of_range, "indices: element ", position, " is ", index,
+              ", outside the output plane of ", plane, " elements (expected 0 to ", plane - 1,
+              ")");
 }
 
 // Names the first index, in input order, that lies outside its output plane.
@@ -55,9 +82,7 @@ Status invalid_index_error(const View& indices, int64_t plane) {
                               ? static_cast<const int32_t*>(indices.data)[offset]
                               : static_cast<const int64_t*>(indices.data)[offset];
     if (status.ok() && (index < 0 || index >= plane)) {
-      status = fail(Code::index_out_of_range, "indices: element ", position, " is ", index,
-                    ", outside the output plane of ", plane, " elements (expected 0 to ",
-                    plane - 1, ")");
+      status = invalid_index_at(position, index, plane);
     }
   });
   return status;
@@ -146,6 +171,49 @@ Status scatter(const Kernel& kernel, const View& values, const View& indices,
   return {};
 }
 
+// Runs the winner kernel (deterministic on any thread count; CUDA's only unpooling kernel) over
+// flat planes in its layout. Host views go through packed copies where needed; device views
+// were checked to need none. The kernel reports the first invalid element instead of stopping.
+Status winner(const Kernel& kernel, Device device, const View& values, const View& indices,
+              const View& output) {
+  const Staged v(values, kernel.layout, true, Staged::input),
+      i(indices, kernel.layout, true, Staged::input),
+      o(output, kernel.layout, true, Staged::output);
+  HalideView values_buffer(v.view(), kernel.layout, kernel.value, true),
+      indices_buffer(i.view(), kernel.layout, kernel.index, true),
+      output_buffer(o.view(), kernel.layout, kernel.value, true);
+  const bool i32 = kernel.index == DType::i32;
+  int64_t invalid_position = 0, invalid_index = 0;
+  int32_t invalid_index32 = 0;
+  halide_buffer_t position_buffer{}, index_buffer{};
+  position_buffer.host = reinterpret_cast<uint8_t*>(&invalid_position);
+  position_buffer.type = {halide_type_int, 64};
+  index_buffer.host = i32 ? reinterpret_cast<uint8_t*>(&invalid_index32)
+                          : reinterpret_cast<uint8_t*>(&invalid_index);
+  index_buffer.type = {halide_type_int, static_cast<uint8_t>(i32 ? 32 : 64)};
+  std::vector<void*> args{nullptr,          &values_buffer.buffer, &indices_buffer.buffer,
+                          &output_buffer.buffer, &position_buffer,      &index_buffer};
+  std::string error;
+  const bool on_device = values.device == Device::cuda;
+  const int result =
+      device == Device::cuda
+          ? run_cuda_kernel(kernel, args,
+                            {{&values_buffer.buffer, on_device, false},
+                             {&indices_buffer.buffer, on_device, false},
+                             {&output_buffer.buffer, on_device, true},
+                             {&position_buffer, false, true},
+                             {&index_buffer, false, true}},
+                            &error)
+          : run_kernel(kernel, args, &error);
+  if (result != 0) return fail(Code::internal, kernel.name, " failed: ", error);
+  if (invalid_position != std::numeric_limits<int64_t>::max()) {
+    return invalid_index_at(invalid_position, i32 ? invalid_index32 : invalid_index,
+                            output.plane());
+  }
+  o.finish();
+  return {};
+}
+
 }  // namespace
 
 Status max_unpool_output_shape(int nd, const Ints& input_shape, const UnpoolOptions& options,
@@ -158,7 +226,8 @@ Status max_unpool_kernel_name(int nd, const TensorView& values, DType index_dtyp
                               const UnpoolOptions& options, std::string* name) {
   UnpoolCall call;
   POOLGEN_RETURN_IF_ERROR(prepare(nd, values, index_dtype, options, &call));
-  *name = (call.gather ? call.gather : call.scatter)->name;
+  POOLGEN_RETURN_IF_ERROR(choose(values, index_dtype, options, &call));
+  *name = (call.winner ? call.winner : call.gather ? call.gather : call.scatter)->name;
   return {};
 }
 
@@ -177,8 +246,18 @@ Status max_unpool(int nd, const TensorView& values, const TensorView& indices,
   POOLGEN_RETURN_IF_ERROR(check_view("indices", indices, indices.dtype, values.shape, nd, &i));
   POOLGEN_RETURN_IF_ERROR(check_view("output", output, values.dtype, call.output_shape, nd, &o));
   POOLGEN_RETURN_IF_ERROR(check_no_overlap("output", o));
+  POOLGEN_RETURN_IF_ERROR(check_same_device(v, "values", {{"indices", &i}, {"output", &o}}));
+  POOLGEN_RETURN_IF_ERROR(choose(values, indices.dtype, options, &call));
   if (o.elements() == 0) return {};
   POOLGEN_RETURN_IF_ERROR(check_plane("output", o));
+
+  if (const Kernel* w = call.winner) {
+    POOLGEN_RETURN_IF_ERROR(check_plane("values", v));
+    POOLGEN_RETURN_IF_ERROR(check_device_view("values", v, w->layout, true));
+    POOLGEN_RETURN_IF_ERROR(check_device_view("indices", i, w->layout, true));
+    POOLGEN_RETURN_IF_ERROR(check_device_view("output", o, w->layout, true));
+    return winner(*w, call.device, v, i, o);
+  }
 
   // The gather reports indices it cannot serve (outside their cell's window, or invalid);
   // the scatter then decides, and names any invalid one. It takes the views as they are.

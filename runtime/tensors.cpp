@@ -101,8 +101,8 @@ Status check_index_dtype(const char* argument, DType dtype, int64_t plane) {
 
 Status check_view_shape(const char* argument, const TensorView& view, DType dtype,
                         const Ints& shape, int nd, View* out) {
-  if (view.device != Device::cpu) {
-    return fail(Code::unsupported, argument, ": expected a CPU tensor, got device ",
+  if (view.device != Device::cpu && view.device != Device::cuda) {
+    return fail(Code::unsupported, argument, ": expected device cpu (0) or cuda (1), got device ",
                 static_cast<int>(view.device));
   }
   POOLGEN_RETURN_IF_ERROR(check_dtype(argument, view.dtype));
@@ -123,6 +123,7 @@ Status check_view_shape(const char* argument, const TensorView& view, DType dtyp
   View v;
   v.data = view.data;
   v.dtype = dtype;
+  v.device = view.device;
   v.rank = nd + 2;
   int64_t packed = 1;
   for (int i = rank - 1; i >= 0; --i) {

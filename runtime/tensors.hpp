@@ -16,6 +16,7 @@ namespace poolgen::detail {
 struct View {
   void* data = nullptr;
   DType dtype = DType::f32;
+  Device device = Device::cpu;
   int rank = 0;
   int64_t shape[5] = {}, strides[5] = {};
 
@@ -36,7 +37,7 @@ bool fits(const View& view, Layout layout);
 // channels-last when it fits, else contiguous (through a packed copy).
 Layout layout_of(const View& view);
 
-// Checks `view` has `dtype` and `shape` and sits on the CPU with usable strides; `nd` spatial
+// Checks `view` has `dtype` and `shape` and sits on a known device with usable strides; `nd` spatial
 // dimensions decide where a missing batch dimension goes. check_view_shape leaves data unchecked.
 Status check_view_shape(const char* argument, const TensorView& view, DType dtype,
                         const Ints& shape, int nd, View* out);

@@ -1,6 +1,7 @@
 #include "cpu_schedules.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace poolgen {
 
@@ -125,6 +126,23 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
     for (Func staged : {s.claimed, s.value}) {
       staged.compute_at(out, block).vectorize(staged.args()[0], lanes, TailStrategy::RoundUp);
     }
+  }
+}
+
+void CpuWinnerSchedule::apply(const WinnerStages& s, const Target& target) const {
+  Func winner = s.winner, first_invalid = s.first_invalid, out = s.out;
+  const int lanes = vector_lanes(0, out, target);
+  for (Func f : {winner, out}) {
+    f.compute_root().vectorize(f.args()[0], lanes, TailStrategy::GuardWithIf)
+        .parallel(f.args()[2]);
+  }
+  // Tasks of elements_per_task consecutive elements (in memory order) race on shared slots; the
+  // atomic max makes the result independent of who comes first.
+  first_invalid.compute_root();
+  for (auto [f, r] : {std::pair{winner, s.elements}, std::pair{first_invalid, s.invalid_elements}}) {
+    RVar task("task"), element("element_in_task"), planes("planes"), tasks("tasks");
+    f.update().atomic().split(r[0], task, element, elements_per_task, TailStrategy::GuardWithIf)
+        .fuse(r[1], r[2], planes).fuse(task, planes, tasks).parallel(tasks);
   }
 }
 

@@ -78,4 +78,25 @@ struct CpuGatherSchedule {
   void apply(const GatherStages& s, const Halide::Target& target) const;
 };
 
+// Stages of max_unpool_winner (deterministic unpooling, the GPU's general path): winner(p, c, n)
+// (channels-last: winner(c, p, n)) starts at -1, then one atomic max update over `elements` (the
+// valid ones) takes the largest input position naming each slot; first_invalid() starts at the
+// largest int64, then one atomic min update over `invalid_elements` takes the first invalid
+// position; out gathers from the winners; invalid_position and invalid_index read first_invalid.
+// Both RDoms run over (element, c, n) in memory order (channels first in channels-last).
+struct WinnerStages {
+  Halide::Func winner, first_invalid, out, invalid_position, invalid_index;
+  Halide::RDom elements, invalid_elements;
+  Layout layout;
+};
+
+// The winner algorithm on the CPU: built for the host so that tests can check it where no GPU
+// runs. The atomic updates run in parallel across tasks of elements, so threads race on the same
+// slots exactly as GPU threads do.
+struct CpuWinnerSchedule {
+  Halide::GeneratorParam<int> elements_per_task{"elements_per_task", 4096};
+
+  void apply(const WinnerStages& s, const Halide::Target& target) const;
+};
+
 }  // namespace poolgen

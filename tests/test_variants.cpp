@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <set>
 #include <string>
@@ -26,28 +27,36 @@ bool has(const uint64_t* features, int feature) {
   return (features[feature >> 6] >> (feature & 63)) & 1;
 }
 
-// The instruction-set features, richest first; a variant may use its own and those after it.
+// The instruction-set features of this architecture's variants, richest first; a variant may use
+// its own and those after it. POOLGEN_FORCE_TARGET names one of them, or "baseline" (none).
+#if defined(__aarch64__)
+const int kIsa[] = {halide_target_feature_sve2, halide_target_feature_arm_fp16,
+                    halide_target_feature_arm_dot_prod};
+const char* const kIsaNames[] = {"sve2", "arm_fp16", "arm_dot_prod"};
+#else
 const int kIsa[] = {halide_target_feature_avx512_skylake, halide_target_feature_avx512,
                     halide_target_feature_avx2,           halide_target_feature_fma,
                     halide_target_feature_f16c,           halide_target_feature_sse41};
+const char* const kIsaNames[] = {"avx512_skylake", "avx512", "avx2", "fma", "f16c", "sse41"};
+#endif
+constexpr int kBaseline = static_cast<int>(std::size(kIsa));
 
 int first_allowed_isa() {
   const char* forced = std::getenv("POOLGEN_FORCE_TARGET");
-  const std::string name = forced ? forced : "";
-  if (name == "avx512_skylake") return 0;
-  if (name == "avx2") return 2;
-  if (name == "sse41") return 5;
-  return 6;  // baseline: none
+  for (int i = 0; forced && i < kBaseline; ++i) {
+    if (std::strcmp(forced, kIsaNames[i]) == 0) return i;
+  }
+  return kBaseline;
 }
 
-int g_allowed = 6;
+int g_allowed = kBaseline;
 // Each fat kernel asks the hook about its variants once, on its first call, and keeps the
 // richest one accepted. This records the richest ISA rank the hook ever accepted.
-int g_richest_accepted = 7;
+int g_richest_accepted = kBaseline + 1;
 
 int force_variant(int count, const uint64_t* features) {
-  int richest = 6;
-  for (int i = 5; i >= 0; --i) {
+  int richest = kBaseline;
+  for (int i = kBaseline - 1; i >= 0; --i) {
     if (has(features, kIsa[i])) richest = i;
   }
   if (richest < g_allowed) return 0;
@@ -62,7 +71,7 @@ class Variant : public ::testing::Test {
     g_allowed = first_allowed_isa();
     constexpr int kWords = (halide_target_feature_end + 63) / 64;
     uint64_t wanted[kWords] = {};
-    if (g_allowed < 6) wanted[kIsa[g_allowed] >> 6] |= uint64_t(1) << (kIsa[g_allowed] & 63);
+    if (g_allowed < kBaseline) wanted[kIsa[g_allowed] >> 6] |= uint64_t(1) << (kIsa[g_allowed] & 63);
     if (!halide_default_can_use_target_features(kWords, wanted)) {
       GTEST_SKIP() << "this CPU cannot run the " << std::getenv("POOLGEN_FORCE_TARGET")
                    << " variant";
@@ -213,7 +222,8 @@ TEST_F(Variant, EveryKernelMatchesTheReference) {
   }
   // Every kernel settled on the forced variant: nothing richer was accepted, and it was (the
   // baseline is the wrappers' fallback, never asked about, so then nothing was accepted).
-  EXPECT_EQ(g_richest_accepted, g_allowed < 6 ? g_allowed : 7) << "the forced variant did not run";
+  EXPECT_EQ(g_richest_accepted, g_allowed < kBaseline ? g_allowed : kBaseline + 1)
+      << "the forced variant did not run";
 }
 
 }  // namespace

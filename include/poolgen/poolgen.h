@@ -30,12 +30,16 @@ enum {
   POOLGEN_INTERNAL = 4
 };
 
+/* Devices (poolgen::Device): where a tensor's data lives. */
+enum { POOLGEN_CPU = 0, POOLGEN_CUDA = 1 };
+
 typedef struct poolgen_tensor {
   void* data;
   int32_t dtype; /* POOLGEN_F32, ...; indices are POOLGEN_I64 or POOLGEN_I32 */
   int32_t rank;  /* 2..5 */
   int64_t shape[5];
   int64_t strides[5]; /* in elements; all zero means contiguous (channels-last: give strides) */
+  int32_t device;     /* POOLGEN_CPU (0) or POOLGEN_CUDA: data is a CUDA device pointer */
 } poolgen_tensor;
 
 typedef struct poolgen_pool_options {
@@ -44,6 +48,7 @@ typedef struct poolgen_pool_options {
   int64_t padding[3];
   int64_t dilation[3]; /* all zero: 1 */
   int32_t ceil_mode;
+  int32_t device; /* POOLGEN_CUDA: run on the GPU, copying host tensors there and back */
 } poolgen_pool_options;
 
 typedef struct poolgen_unpool_options {
@@ -52,6 +57,7 @@ typedef struct poolgen_unpool_options {
   int64_t padding[3];
   int32_t output_size_len; /* 0, nd or nd + 2 */
   int64_t output_size[5];
+  int32_t device; /* as poolgen_pool_options.device */
 } poolgen_unpool_options;
 
 /* Each returns a POOLGEN_* code; on failure the message (NUL-terminated, truncated to
@@ -72,6 +78,9 @@ int32_t poolgen_max_unpool(int32_t nd, const poolgen_tensor* values,
                            size_t message_size);
 
 void poolgen_set_num_threads(int32_t threads);
+
+/* 1 when this build has CUDA kernels and a CUDA device is present, else 0. */
+int32_t poolgen_cuda_available(void);
 
 #ifdef __cplusplus
 }

@@ -15,7 +15,16 @@ namespace poolgen {
 // of a width works alike); indices are i64 (PyTorch's) or i32 (half the traffic, for planes of
 // fewer than 2^31 elements). Which value types a build compiles is a CMake option.
 enum class DType : int32_t { f32 = 0, i64 = 1, f64 = 2, f16 = 3, bf16 = 4, i8 = 5, u8 = 6, i16 = 7, i32 = 8 };
-enum class Device : int32_t { cpu = 0 };
+// Where a view's data lives: cpu (host memory) or cuda (a CUDA device pointer, CUdeviceptr, in
+// the CUDA context current on the calling thread, e.g. the primary context of the CUDA runtime and
+// PyTorch; with none current, Halide's own context). All views of one call must be on one device.
+// CUDA views must be contiguous or channels-last as a whole (no packed copies are made on the
+// device; other strides are refused as unsupported).
+enum class Device : int32_t { cpu = 0, cuda = 1 };
+
+// True when this build has CUDA kernels and a CUDA driver and device are present (the first call
+// loads libcuda; there is no link dependency on it).
+bool cuda_available();
 
 // The 16-bit float types have no C++ type of their own: these hold their bits.
 struct f16_t { uint16_t bits; };
@@ -87,7 +96,10 @@ POOLGEN_TYPED_VIEWS(int64_t)
 
 // Which compiled kernels a call may use. `automatic` takes a window-specialized kernel when the
 // call matches one; `general` always takes the general kernel (results are identical).
-enum class Path : int32_t { automatic = 0, general = 1 };
+// `winner` takes the deterministic two-pass unpooling the GPUs run (an atomic max of input
+// positions per slot, then a gather) on the CPU too, where the build has it (a check of the GPU
+// algorithm; CUDA calls always take it). An unsupported error where it is not built.
+enum class Path : int32_t { automatic = 0, general = 1, winner = 2 };
 
 // Mirrors torch.nn.functional.max_pool{1,2,3}d(..., return_indices=True). Each list holds one
 // entry per spatial dimension, or a single entry used for all of them.
@@ -98,6 +110,9 @@ struct PoolOptions {
   Ints dilation{1};
   bool ceil_mode = false;
   Path path = Path::automatic;
+  // Where to run: cuda runs on the GPU even for host views (copied there and back). Views on
+  // the device always run there.
+  Device device = Device::cpu;
 };
 
 // Mirrors torch.nn.functional.max_unpool{1,2,3}d. output_size is empty, nd spatial extents, or
@@ -108,6 +123,7 @@ struct UnpoolOptions {
   Ints padding{0};
   Ints output_size;
   Path path = Path::automatic;
+  Device device = Device::cpu;  // as PoolOptions::device
 };
 
 // Shape of the pooled values/indices for an input of `input_shape` (rank nd+1 or nd+2).
@@ -149,12 +165,14 @@ enum class Layout : int32_t { contiguous = 0, channels_last = 1 };
 // variants it carries. Unpooling kernels move bits: they serve every value type of their width.
 struct KernelInfo {
   std::string name;
-  std::string op;      // "pool", "unpool_scatter" or "unpool_gather"
+  std::string op;      // "pool", "unpool_scatter", "unpool_gather" or "unpool_winner"
   int nd = 0;          // 0: any rank
   Layout layout = Layout::contiguous;
   DType value_dtype = DType::f32;
   DType index_dtype = DType::i64;
   std::vector<std::string> targets;
+  Device device = Device::cpu;
+  int cuda_capability = 0;  // CUDA kernels: 70 for sm_70 (runs on that capability and above)
 };
 std::vector<KernelInfo> compiled_kernels();
 

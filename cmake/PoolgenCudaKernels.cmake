@@ -1,0 +1,64 @@
+# The CUDA kernel matrix, included by cmake/PoolgenKernels.cmake (whose poolgen_kernel() builds
+# and lists every kernel). One library per kernel and capability, with its own function name
+# (max_pool2d_f32_i64_sm70): the runtime picks, per call, the largest capability the device
+# meets. Halide emits PTX and the driver compiles it for the device at load time, so a kernel of
+# a lower capability also runs on newer GPUs. Nothing here needs a GPU or the CUDA toolkit: the
+# libraries build and link everywhere, and Halide's CUDA runtime (part of poolgen_halide_runtime
+# once a CUDA library uses it) loads libcuda only when a CUDA call is made.
+#
+# The matrix is kept lean (CI has 2 cores): general pooling (runtime window) for ranks 1-3 per
+# value type, index type and layout, and the deterministic winner unpooling per element width,
+# index type and layout. The fixed-window kernels and the gather unpooling stay CPU-only (the
+# gather's `require` checks stop a CPU kernel; they have no counterpart inside a GPU kernel).
+
+# Halide 21 knows CUDA capabilities 30 32 35 50 61 70 75 80 86; there is no cuda_capability_90
+# feature, and PTX for sm_86 runs on sm_89 and sm_90 (Ada, Hopper) through the driver's JIT.
+set(POOLGEN_CUDA_CAPABILITIES "70;86" CACHE STRING
+    "CUDA capabilities to build kernels for (Halide 21: 30 32 35 50 61 70 75 80 86); empty: no CUDA")
+set(POOLGEN_CUDA_KNOWN_CAPABILITIES 30 32 35 50 61 70 75 80 86)
+foreach (cc IN LISTS POOLGEN_CUDA_CAPABILITIES)
+  if (NOT cc IN_LIST POOLGEN_CUDA_KNOWN_CAPABILITIES)
+    message(FATAL_ERROR "POOLGEN_CUDA_CAPABILITIES: Halide ${Halide_VERSION} has no CUDA "
+                        "capability '${cc}' (known: ${POOLGEN_CUDA_KNOWN_CAPABILITIES})")
+  endif ()
+endforeach ()
+
+# The host side of a CUDA kernel runs on the CPU the library is built for: the baseline (last)
+# CPU target, so an ARM build gets arm-64-linux-cuda-....
+list(GET POOLGEN_CPU_TARGETS -1 POOLGEN_CUDA_HOST_TARGET)
+set(POOLGEN_CUDA_TARGET_PREFIX "${POOLGEN_CUDA_HOST_TARGET}-cuda-cuda_capability_")
+
+# poolgen_cuda_target(<out> <capability>): the Halide target of a CUDA kernel.
+function(poolgen_cuda_target out capability)
+  set(${out} "${POOLGEN_CUDA_TARGET_PREFIX}${capability}" PARENT_SCOPE)
+endfunction()
+
+# The winner unpooling's CPU twins (contiguous, 32-bit values): the algorithm the GPUs run, built
+# for the host so that its tests run where there is no GPU (Path::winner).
+if (32 IN_LIST POOLGEN_VALUE_WIDTHS)
+  foreach (index IN LISTS POOLGEN_INDEX_TYPES)
+    poolgen_kernel(max_unpool_winner_b32_${index} unpool_winner 0 0 0 0 contiguous i32 ${index}
+                   GENERATOR max_unpool_winner)
+  endforeach ()
+endif ()
+
+foreach (cc IN LISTS POOLGEN_CUDA_CAPABILITIES)
+  set(sm _sm${cc})
+  foreach (index IN LISTS POOLGEN_INDEX_TYPES)
+    foreach (layout contiguous channels_last)
+      poolgen_layout_tag(tag ${layout})
+      foreach (value IN LISTS POOLGEN_VALUE_TYPES)
+        foreach (nd 1 2 3)
+          poolgen_kernel(max_pool${nd}d${tag}_${value}_${index}${sm} pool ${nd} 0 0 0 ${layout}
+                         ${value} ${index} GENERATOR max_pool KNOBS max_pool${nd}d${tag}_cuda
+                         PARAMS rank=${nd} CUDA_CAPABILITY ${cc})
+        endforeach ()
+      endforeach ()
+      foreach (bits IN LISTS POOLGEN_VALUE_WIDTHS)
+        poolgen_kernel(max_unpool_winner${tag}_b${bits}_${index}${sm} unpool_winner 0 0 0 0
+                       ${layout} ${POOLGEN_WIDTH_DTYPE_${bits}} ${index}
+                       GENERATOR max_unpool_winner CUDA_CAPABILITY ${cc})
+      endforeach ()
+    endforeach ()
+  endforeach ()
+endforeach ()

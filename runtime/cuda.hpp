@@ -1,0 +1,47 @@
+// Calls on CUDA: where a call runs, which capability's kernels it may use, and how its buffers
+// reach the GPU (device views are wrapped as they are; host views are copied there by Halide and
+// outputs copied back).
+#pragma once
+
+#include "kernels.hpp"
+#include "tensors.hpp"
+
+#include <HalideRuntime.h>
+
+#include <string>
+#include <vector>
+
+namespace poolgen::detail {
+
+// The device a call runs on: cuda when the options ask for it or the leading view (pooling's
+// input, unpooling's values) lives there.
+Device call_device(Device requested, const TensorView& leading);
+
+// Every view of a call must be on the leading view's device: else invalid_argument naming the
+// first one that is not.
+Status check_same_device(const View& leading, const char* leading_name,
+                         std::initializer_list<std::pair<const char*, const View*>> others);
+
+// The compute capability of the current CUDA device (86 for sm_86), or an unsupported error
+// saying why there is none (no CUDA kernels in this build, no driver, no device).
+Status cuda_capability(int* capability);
+
+// A device view must fit the kernel's layout as it is (with flat planes, if asked): the runtime
+// makes no packed copies on the device.
+Status check_device_view(const char* argument, const View& view, Layout layout, bool flat);
+
+// One buffer of a CUDA call: its data is a device pointer (on_device) or host memory; outputs
+// in host memory are copied back after the kernel.
+struct CudaBuffer {
+  halide_buffer_t* buffer;
+  bool on_device;
+  bool output;
+};
+
+// Runs a CUDA kernel with args[1...] filled: wraps device pointers, runs, copies host outputs
+// back, and releases every device allocation and wrapping whatever happened. Returns Halide's
+// error code; the first message goes to *error.
+int run_cuda_kernel(const Kernel& kernel, std::vector<void*>& args,
+                    const std::vector<CudaBuffer>& buffers, std::string* error);
+
+}  // namespace poolgen::detail

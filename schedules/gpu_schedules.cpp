@@ -1,0 +1,63 @@
+#include "gpu_schedules.h"
+
+namespace poolgen {
+
+using namespace Halide;
+
+namespace {
+
+// Tiles the first two dimensions of `f` into blocks of threads_x x threads_y threads and makes
+// every block loop one fused block dimension: CUDA's grid x takes 2^31-1 blocks where y and z
+// take 65535, which a channels-last plane or a large batch would exceed. Returns the thread
+// variable of the innermost dimension.
+Var tile_threads(Func f, int threads_x, int threads_y) {
+  const std::vector<Var> dims = f.args();
+  Var xo("xo"), yo("yo"), xi("xi"), yi("yi");
+  f.tile(dims[0], dims[1], xo, yo, xi, yi, threads_x, threads_y, TailStrategy::GuardWithIf);
+  Var fused = xo;
+  std::vector<Var> outer{yo};
+  outer.insert(outer.end(), dims.begin() + 2, dims.end());
+  for (const Var& v : outer) {
+    Var next(fused.name() + "_" + v.name());
+    f.fuse(fused, v, next);
+    fused = next;
+  }
+  f.gpu_blocks(fused).gpu_threads(xi, yi);
+  return xi;
+}
+
+// One thread per element of an update over `r` (memory order, innermost first): threads along
+// r[0], and the blocks of r[0] fused with the other dimensions into one block dimension.
+void thread_per_element(Stage update, const RDom& r, int threads) {
+  RVar ro("ro"), ri("ri"), planes("planes"), blocks("element_blocks");
+  update.atomic()
+      .split(r[0], ro, ri, threads, TailStrategy::GuardWithIf)
+      .fuse(r[1], r[2], planes)
+      .fuse(ro, planes, blocks)
+      .gpu_blocks(blocks)
+      .gpu_threads(ri);
+}
+
+}  // namespace
+
+void GpuPoolSchedule::apply(const PoolStages& s, const Target&) const {
+  Func result = s.result, scan = s.scan;
+  const Var thread = tile_threads(result, gpu_threads_x, gpu_threads_y);
+  scan.compute_at(result, thread);
+  if (s.window_fixed) {
+    for (int i = 0; i < s.r.dimensions(); ++i) scan.update().unroll(s.r[i]);
+  }
+}
+
+void GpuWinnerSchedule::apply(const WinnerStages& s, const Target&) const {
+  Func winner = s.winner, first_invalid = s.first_invalid;
+  winner.compute_root();
+  tile_threads(winner, gpu_threads, 1);
+  thread_per_element(winner.update(), s.elements, gpu_threads);
+  tile_threads(s.out, gpu_threads, 1);
+  first_invalid.compute_root().gpu_single_thread();
+  thread_per_element(first_invalid.update(), s.invalid_elements, gpu_threads);
+  for (Func f : {s.invalid_position, s.invalid_index}) f.gpu_single_thread();
+}
+
+}  // namespace poolgen

@@ -1,0 +1,34 @@
+// Hand-written GPU (CUDA) schedules of the same stages as the CPU ones (cpu_schedules.h), chosen
+// by the generators when the target has a GPU feature. Knobs are GeneratorParams, named gpu_* so
+// they sit beside the CPU knobs in one generator. Their defaults are untuned: no GPU was at hand
+// when they were written (see cmake/PoolgenCudaKernels.cmake).
+#pragma once
+
+#include "Halide.h"
+#include "cpu_schedules.h"  // the stage structs
+
+namespace poolgen {
+
+// One thread per output, tiles of gpu_threads_x x gpu_threads_y threads per block: x runs along
+// the dimension that is dense in memory (output columns in contiguous, channels in
+// channels-last), so a warp's loads and stores coalesce; every other dimension is a block
+// dimension. A thread keeps its running maximum in registers and scans its taps (unrolled when
+// the window is fixed).
+struct GpuPoolSchedule {
+  Halide::GeneratorParam<int> gpu_threads_x{"gpu_threads_x", 32};
+  Halide::GeneratorParam<int> gpu_threads_y{"gpu_threads_y", 8};
+
+  void apply(const PoolStages& s, const Halide::Target& target) const;
+};
+
+// Deterministic unpooling: one thread per input element for the atomic winner update (only
+// threads of valid indices touch memory), one thread per output slot for the zero-fill of the
+// winners and for the gather; the first-invalid reduction runs only for invalid elements, so
+// valid inputs never contend on it.
+struct GpuWinnerSchedule {
+  Halide::GeneratorParam<int> gpu_threads{"gpu_threads", 256};
+
+  void apply(const WinnerStages& s, const Halide::Target& target) const;
+};
+
+}  // namespace poolgen

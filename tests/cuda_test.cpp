@@ -1,0 +1,419 @@
+// The deterministic winner unpooling (the GPUs' algorithm) on the CPU, and the CUDA kernels
+// against the reference: pooling and unpooling, host data (PoolOptions::device) and device
+// pointers (allocated through Halide's device API, so no CUDA toolkit is needed), duplicates,
+// determinism over repeated runs, invalid indices reported with nothing written outside the
+// output. CUDA tests report themselves skipped where there is no GPU (CI, most dev machines).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "poolgen/poolgen.hpp"
+#include "reference.hpp"
+
+#if POOLGEN_WITH_CUDA
+#include <HalideRuntime.h>
+#include <HalideRuntimeCuda.h>
+#endif
+
+namespace poolgen {
+namespace {
+
+constexpr int64_t kGuard = 16;
+constexpr float kGuardValue = -12345.5f;
+
+// One random unpooling case: shapes, options, and values/indices of a pooling's shape whose
+// indices are duplicate-heavy (few distinct slots) and, when asked, sometimes invalid (negative,
+// one past the plane, or a valid slot plus 2^32, which 32-bit arithmetic would take as valid).
+struct UnpoolCase {
+  int nd = 2;
+  Ints shape, out_shape;
+  UnpoolOptions options;
+  std::vector<float> values;
+  std::vector<int64_t> indices;
+};
+
+UnpoolCase random_unpool_case(std::mt19937_64& rng, bool invalid, bool wide_indices) {
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  UnpoolCase c;
+  c.nd = static_cast<int>(pick(1, 3));
+  c.shape = {pick(1, 2), pick(1, 5)};
+  for (int i = 0; i < c.nd; ++i) c.shape.push_back(pick(1, c.nd == 1 ? 40 : 9));
+  c.options.kernel_size = {pick(1, 3)};
+  c.options.stride = {pick(1, 3)};
+  EXPECT_TRUE(max_unpool_output_shape(c.nd, c.shape, c.options, &c.out_shape).ok());
+  const int64_t n = ref::numel(c.shape), plane = ref::numel(Ints(c.out_shape.end() - c.nd,
+                                                                   c.out_shape.end()));
+  std::vector<int64_t> slots(static_cast<size_t>(pick(1, 4)));
+  for (int64_t& s : slots) s = pick(0, plane - 1);
+  for (int64_t i = 0; i < n; ++i) {
+    c.values.push_back(static_cast<float>(i) + 0.5f);  // distinct: the winner is visible
+    c.indices.push_back(pick(0, 3) == 0 ? pick(0, plane - 1) : slots[pick(0, slots.size() - 1)]);
+    if (invalid && pick(0, 15) == 0) {
+      const int64_t bad[] = {-1, plane, wide_indices ? c.indices.back() + (int64_t{1} << 32) : -7};
+      c.indices.back() = bad[pick(0, 2)];
+    }
+  }
+  return c;
+}
+
+struct Unpooled {
+  Status status;
+  std::vector<float> output;  // with kGuard guard elements on each side
+};
+
+template <typename Index>
+Unpooled run_unpool(const UnpoolCase& c, UnpoolOptions options) {
+  std::vector<Index> indices(c.indices.begin(), c.indices.end());
+  Unpooled r;
+  r.output.assign(static_cast<size_t>(ref::numel(c.out_shape) + 2 * kGuard), kGuardValue);
+  r.status = max_unpool(c.nd, contiguous(c.values.data(), c.shape),
+                        contiguous(indices.data(), c.shape),
+                        contiguous(r.output.data() + kGuard, c.out_shape), options);
+  return r;
+}
+
+bool guards_intact(const std::vector<float>& b) {
+  for (int64_t i = 0; i < kGuard; ++i) {
+    if (b[i] != kGuardValue || b[b.size() - 1 - i] != kGuardValue) return false;
+  }
+  return true;
+}
+
+std::vector<float> inner(const std::vector<float>& b) {
+  return std::vector<float>(b.begin() + kGuard, b.end() - kGuard);
+}
+
+bool winner_built(DType index) {
+  for (const KernelInfo& k : compiled_kernels()) {
+    if (k.op == "unpool_winner" && k.device == Device::cpu && k.index_dtype == index) return true;
+  }
+  return false;
+}
+
+// Runs `c` through Path::winner (index type Index) and checks it against the reference and, for
+// invalid indices, against the scatter's error (same code and message).
+template <typename Index>
+void check_winner_case(const UnpoolCase& c, const std::string& where) {
+  UnpoolOptions winner = c.options, scatter = c.options;
+  winner.path = Path::winner;
+  scatter.path = Path::general;
+  const Unpooled got = run_unpool<Index>(c, winner);
+  EXPECT_TRUE(guards_intact(got.output)) << where;
+  Ints ref_shape;
+  std::vector<float> expected;
+  const Status ref_status =
+      ref::max_unpool<float>(c.nd, c.shape, c.values, c.indices, c.options, &ref_shape, &expected);
+  if (!ref_status.ok()) {
+    const Unpooled scattered = run_unpool<Index>(c, scatter);
+    EXPECT_EQ(got.status.code(), Code::index_out_of_range) << where << got.status.message();
+    EXPECT_EQ(got.status.message(), scattered.status.message()) << where;
+    return;
+  }
+  ASSERT_TRUE(got.status.ok()) << where << got.status.message();
+  EXPECT_EQ(inner(got.output), expected) << where;
+}
+
+class WinnerCpu : public ::testing::TestWithParam<DType> {};
+
+TEST_P(WinnerCpu, MatchesReferenceWithDuplicatesAndInvalidIndices) {
+  const DType index = GetParam();
+  if (!winner_built(index)) GTEST_SKIP() << "this build has no CPU winner kernel for " << dtype_name(index);
+  std::mt19937_64 rng(20261122 + static_cast<int>(index));
+  for (int i = 0; i < 300; ++i) {
+    const UnpoolCase c = random_unpool_case(rng, i % 3 == 2, index == DType::i64);
+    const std::string where = "case " + std::to_string(i) + ": ";
+    if (index == DType::i64) {
+      check_winner_case<int64_t>(c, where);
+    } else {
+      check_winner_case<int32_t>(c, where);
+    }
+  }
+}
+
+// Large planes with every element naming one of a few slots: the threads' tasks race on them.
+TEST_P(WinnerCpu, DeterministicAcrossThreadCountsAndRuns) {
+  const DType index = GetParam();
+  if (!winner_built(index)) GTEST_SKIP() << "this build has no CPU winner kernel for " << dtype_name(index);
+  UnpoolCase c;
+  c.nd = 1;
+  c.shape = {2, 3, 50000};
+  c.options.kernel_size = {2};
+  ASSERT_TRUE(max_unpool_output_shape(1, c.shape, c.options, &c.out_shape).ok());
+  std::mt19937_64 rng(7);
+  for (int64_t i = 0; i < ref::numel(c.shape); ++i) {
+    c.values.push_back(static_cast<float>(i));
+    c.indices.push_back(static_cast<int64_t>(rng() % 3) * 333);
+  }
+  Ints shape;
+  std::vector<float> expected;
+  ASSERT_TRUE(ref::max_unpool<float>(1, c.shape, c.values, c.indices, c.options, &shape, &expected).ok());
+  UnpoolOptions options = c.options;
+  options.path = Path::winner;
+  for (int threads : {1, 2, 8}) {
+    set_num_threads(threads);
+    for (int run = 0; run < 3; ++run) {
+      const Unpooled got = index == DType::i64 ? run_unpool<int64_t>(c, options)
+                                               : run_unpool<int32_t>(c, options);
+      ASSERT_TRUE(got.status.ok()) << got.status.message();
+      EXPECT_EQ(inner(got.output), expected) << threads << " threads, run " << run;
+    }
+  }
+  set_num_threads(0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Index, WinnerCpu, ::testing::Values(DType::i64, DType::i32),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(WinnerCpu, KernelChoice) {
+  if (!winner_built(DType::i64)) GTEST_SKIP() << "this build has no CPU winner kernel";
+  UnpoolOptions options;
+  options.kernel_size = {2};
+  options.path = Path::winner;
+  std::string name;
+  ASSERT_TRUE(max_unpool_kernel_name(2, {1, 2, 4, 4}, options, &name).ok());
+  EXPECT_EQ(name, "max_unpool_winner_b32_i64");
+}
+
+// ------------------------------------------------------------------------------------------
+// CUDA. Every test skips, saying why, where no CUDA device answers the capability query.
+
+#define POOLGEN_REQUIRE_CUDA()                                                              \
+  do {                                                                                      \
+    if (!cuda_available()) {                                                                \
+      GTEST_SKIP() << "no CUDA device is available (this build's CUDA kernels need a GPU " \
+                      "and driver; the capability query failed)";                           \
+    }                                                                                       \
+  } while (false)
+
+#if POOLGEN_WITH_CUDA
+// Device memory through Halide's CUDA runtime: a 1-D byte buffer with a host mirror.
+class DeviceMemory {
+ public:
+  explicit DeviceMemory(size_t bytes) : host_(bytes) {
+    dim_ = {0, static_cast<int32_t>(bytes), 1, 0};
+    buffer_.host = host_.data();
+    buffer_.type = {halide_type_uint, 8};
+    buffer_.dimensions = 1;
+    buffer_.dim = &dim_;
+    ok_ = halide_device_malloc(nullptr, &buffer_, halide_cuda_device_interface()) == 0;
+  }
+  ~DeviceMemory() { halide_device_free(nullptr, &buffer_); }
+  bool ok() const { return ok_; }
+  void* pointer() const { return reinterpret_cast<void*>(buffer_.device); }
+  bool upload(const void* data) {
+    std::memcpy(host_.data(), data, host_.size());
+    buffer_.flags = halide_buffer_flag_host_dirty;
+    return halide_copy_to_device(nullptr, &buffer_, halide_cuda_device_interface()) == 0;
+  }
+  bool download(void* data) {
+    buffer_.flags = halide_buffer_flag_device_dirty;
+    if (halide_copy_to_host(nullptr, &buffer_) != 0) return false;
+    std::memcpy(data, host_.data(), host_.size());
+    return true;
+  }
+
+ private:
+  std::vector<uint8_t> host_;
+  halide_dimension_t dim_{};
+  halide_buffer_t buffer_{};
+  bool ok_ = false;
+};
+
+template <typename T>
+void* on_device(DeviceMemory& memory, const std::vector<T>& data) {
+  EXPECT_TRUE(memory.ok() && memory.upload(data.data()));
+  return memory.pointer();
+}
+#endif
+
+struct PoolCase {
+  int nd;
+  Ints shape;
+  PoolOptions options;
+};
+
+std::vector<PoolCase> pool_cases() {
+  std::vector<PoolCase> cases;
+  PoolOptions k2;
+  k2.kernel_size = {2};
+  PoolOptions k3s2p1;
+  k3s2p1.kernel_size = {3};
+  k3s2p1.stride = {2};
+  k3s2p1.padding = {1};
+  PoolOptions dilated;
+  dilated.kernel_size = {3};
+  dilated.dilation = {2};
+  dilated.padding = {1};
+  dilated.ceil_mode = true;
+  for (const PoolOptions& o : {k2, k3s2p1, dilated}) {
+    cases.push_back({1, {2, 3, 37}, o});
+    cases.push_back({2, {2, 5, 13, 17}, o});
+    cases.push_back({3, {1, 3, 7, 9, 11}, o});
+  }
+  return cases;
+}
+
+std::vector<float> random_floats(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = static_cast<float>(static_cast<int>(rng() % 64));  // many ties
+  if (n > 3) v[3] = std::numeric_limits<float>::quiet_NaN();
+  return v;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(Cuda, PoolHostDataMatchesReference) {
+  POOLGEN_REQUIRE_CUDA();
+  for (const PoolCase& c : pool_cases()) {
+    const std::vector<float> input = random_floats(ref::numel(c.shape), c.shape.back());
+    Ints out_shape;
+    std::vector<float> expected;
+    std::vector<int64_t> expected_indices;
+    ASSERT_TRUE(ref::max_pool<float>(c.nd, c.shape, input, c.options, &out_shape, &expected,
+                                     &expected_indices).ok());
+    std::vector<float> values(expected.size());
+    std::vector<int64_t> indices(expected.size());
+    PoolOptions options = c.options;
+    options.device = Device::cuda;
+    const Status s = max_pool(c.nd, contiguous(input.data(), c.shape),
+                              contiguous(values.data(), out_shape),
+                              contiguous(indices.data(), out_shape), options);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_TRUE(same_bits(values, expected)) << c.nd << "-D";
+    EXPECT_EQ(indices, expected_indices) << c.nd << "-D";
+  }
+}
+
+TEST(Cuda, PoolDevicePointersMatchReference) {
+  POOLGEN_REQUIRE_CUDA();
+#if POOLGEN_WITH_CUDA
+  for (const PoolCase& c : pool_cases()) {
+    const std::vector<float> input = random_floats(ref::numel(c.shape), c.shape.back() + 1);
+    Ints out_shape;
+    std::vector<float> expected;
+    std::vector<int64_t> expected_indices;
+    ASSERT_TRUE(ref::max_pool<float>(c.nd, c.shape, input, c.options, &out_shape, &expected,
+                                     &expected_indices).ok());
+    DeviceMemory in(input.size() * sizeof(float)), v(expected.size() * sizeof(float)),
+        i(expected.size() * sizeof(int64_t));
+    TensorView in_view = contiguous(on_device(in, input), DType::f32, c.shape);
+    TensorView v_view = contiguous(v.pointer(), DType::f32, out_shape);
+    TensorView i_view = contiguous(i.pointer(), DType::i64, out_shape);
+    for (TensorView* view : {&in_view, &v_view, &i_view}) view->device = Device::cuda;
+    const Status s = max_pool(c.nd, in_view, v_view, i_view, c.options);
+    ASSERT_TRUE(s.ok()) << s.message();
+    std::vector<float> values(expected.size());
+    std::vector<int64_t> indices(expected.size());
+    ASSERT_TRUE(v.download(values.data()) && i.download(indices.data()));
+    EXPECT_TRUE(same_bits(values, expected)) << c.nd << "-D";
+    EXPECT_EQ(indices, expected_indices) << c.nd << "-D";
+  }
+#endif
+}
+
+TEST(Cuda, UnpoolHostDataMatchesReferenceDeterministically) {
+  POOLGEN_REQUIRE_CUDA();
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 60; ++i) {
+    const UnpoolCase c = random_unpool_case(rng, i % 3 == 2, true);
+    UnpoolOptions options = c.options;
+    options.device = Device::cuda;
+    Ints shape;
+    std::vector<float> expected;
+    const Status ref_status =
+        ref::max_unpool<float>(c.nd, c.shape, c.values, c.indices, c.options, &shape, &expected);
+    for (int run = 0; run < 3; ++run) {
+      const Unpooled got = run_unpool<int64_t>(c, options);
+      EXPECT_TRUE(guards_intact(got.output)) << "case " << i;
+      if (!ref_status.ok()) {
+        UnpoolOptions scatter = c.options;
+        scatter.path = Path::general;
+        EXPECT_EQ(got.status.code(), Code::index_out_of_range);
+        EXPECT_EQ(got.status.message(), run_unpool<int64_t>(c, scatter).status.message());
+        break;
+      }
+      ASSERT_TRUE(got.status.ok()) << got.status.message();
+      EXPECT_EQ(inner(got.output), expected) << "case " << i << ", run " << run;
+    }
+  }
+}
+
+TEST(Cuda, UnpoolDevicePointersWithGuards) {
+  POOLGEN_REQUIRE_CUDA();
+#if POOLGEN_WITH_CUDA
+  std::mt19937_64 rng(12);
+  for (int i = 0; i < 30; ++i) {
+    const UnpoolCase c = random_unpool_case(rng, i % 2 == 1, true);
+    Ints shape;
+    std::vector<float> expected;
+    const Status ref_status =
+        ref::max_unpool<float>(c.nd, c.shape, c.values, c.indices, c.options, &shape, &expected);
+    std::vector<float> out(static_cast<size_t>(ref::numel(c.out_shape) + 2 * kGuard), kGuardValue);
+    DeviceMemory v(c.values.size() * sizeof(float)), idx(c.indices.size() * sizeof(int64_t)),
+        o(out.size() * sizeof(float));
+    TensorView v_view = contiguous(on_device(v, c.values), DType::f32, c.shape);
+    TensorView i_view = contiguous(on_device(idx, c.indices), DType::i64, c.shape);
+    TensorView o_view = contiguous(static_cast<float*>(on_device(o, out)) + kGuard, DType::f32,
+                                   c.out_shape);
+    for (TensorView* view : {&v_view, &i_view, &o_view}) view->device = Device::cuda;
+    const Status s = max_unpool(c.nd, v_view, i_view, o_view, c.options);
+    ASSERT_TRUE(o.download(out.data()));
+    EXPECT_TRUE(guards_intact(out)) << "case " << i;
+    if (!ref_status.ok()) {
+      EXPECT_EQ(s.code(), Code::index_out_of_range) << s.message();
+      continue;
+    }
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(inner(out), expected) << "case " << i;
+  }
+#endif
+}
+
+TEST(Cuda, RefusesStridedDeviceViewsAndMixedDevices) {
+  POOLGEN_REQUIRE_CUDA();
+  std::vector<float> host(64);
+  UnpoolOptions options;
+  options.kernel_size = {2};
+  TensorView values = contiguous(host.data(), DType::f32, {1, 1, 2, 2});
+  std::vector<int64_t> indices(4);
+  TensorView index_view = contiguous(indices.data(), DType::i64, {1, 1, 2, 2});
+  TensorView out = contiguous(host.data() + 8, DType::f32, {1, 1, 4, 4});
+  values.device = Device::cuda;
+  Status s = max_unpool(2, values, index_view, out, options);
+  EXPECT_EQ(s.code(), Code::invalid_argument) << s.message();
+  EXPECT_NE(s.message().find("indices"), std::string::npos) << s.message();
+  index_view.device = out.device = Device::cuda;
+  values.strides = {4, 4, 2, 1};  // rows stepped by 2: not dense
+  values.shape = {1, 1, 2, 1};
+  index_view.shape = {1, 1, 2, 1};
+  out.shape = {1, 1, 4, 2};
+  s = max_unpool(2, values, index_view, out, options);
+  EXPECT_EQ(s.code(), Code::unsupported) << s.message();
+}
+
+// Where there is no GPU, a CUDA request is a clean `unsupported` error.
+TEST(Cuda, NoDeviceIsUnsupported) {
+  if (cuda_available()) GTEST_SKIP() << "a CUDA device is present";
+  std::vector<float> in(16), values(4);
+  std::vector<int64_t> indices(4);
+  PoolOptions options;
+  options.kernel_size = {2};
+  options.device = Device::cuda;
+  const Status s = max_pool(2, contiguous(in.data(), {1, 1, 4, 4}),
+                            contiguous(values.data(), {1, 1, 2, 2}),
+                            contiguous(indices.data(), {1, 1, 2, 2}), options);
+  EXPECT_EQ(s.code(), Code::unsupported);
+  EXPECT_NE(s.message().find("no CUDA device"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace poolgen
