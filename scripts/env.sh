@@ -9,3 +9,17 @@ configure() {
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_INSTALL_PREFIX="$PREFIX" "$@" >/dev/null
 }
+
+# The aarch64 build: the ARM kernels (the variants cmake/PoolgenKernels.cmake picks for ARM),
+# runtime and tests, cross-compiled with Debian's aarch64 toolchain and tested under qemu-user.
+AARCH64_TARGETS="arm-64-linux-arm_dot_prod-arm_fp16,arm-64-linux"
+AARCH64_BUILD="${POOLGEN_AARCH64_BUILD_DIR:-$ROOT/build-aarch64}"
+AARCH64_PREFIX="${POOLGEN_AARCH64_INSTALL_DIR:-$ROOT/install-aarch64}"
+have_aarch64() {
+  [ "${POOLGEN_AARCH64:-1}" != 0 ] && command -v aarch64-linux-gnu-g++ >/dev/null &&
+    command -v qemu-aarch64-static >/dev/null
+}
+build_aarch64() {
+  POOLGEN_REGEN_BUILD_DIR="$AARCH64_BUILD" "$ROOT/tools/regenerate.sh" "$AARCH64_TARGETS" \
+    "$AARCH64_PREFIX" -DPOOLGEN_BUILD_TESTS=ON "$@"
+}

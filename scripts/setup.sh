@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(g++ make libgtest-dev libgmock-dev libbenchmark-dev python3 python3-venv pkg-config)
+packages=(g++ make libgtest-dev libgmock-dev googletest libbenchmark-dev python3 python3-venv pkg-config
+          g++-aarch64-linux-gnu qemu-user-static)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
