@@ -63,8 +63,28 @@ foreach (type IN LISTS POOLGEN_INDEX_TYPES)
   endif ()
 endforeach ()
 
-# Per-kernel schedule knob values (POOLGEN_KNOBS_<kernel>), kept with the schedules.
+# CPU schedule choices per kernel family (the kernel name without its types), passed to the
+# generators as `cpu_schedule` (schedules/knobs.h): the hand knob values of
+# schedules/cpu_knobs.cmake for every target (POOLGEN_KNOBS_<family>), then, per target, the
+# tunings tools/tune.py checked in as <POOLGEN_SCHEDULES_DIR>/<halide target>/tuned.txt (lines
+# "<family> <knobs>"; POOLGEN_TUNED_<family>). The generator picks, for each variant, the most
+# specific tuned target it has all the features of, else the hand values.
 include(${PROJECT_SOURCE_DIR}/schedules/cpu_knobs.cmake)
+set(POOLGEN_SCHEDULES_DIR "${PROJECT_SOURCE_DIR}/schedules" CACHE PATH
+    "Folder of the tuned schedules (<dir>/<halide target>/tuned.txt)")
+file(GLOB poolgen_tuned_files "${POOLGEN_SCHEDULES_DIR}/*/tuned.txt")
+foreach (file IN LISTS poolgen_tuned_files)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${file}")
+  get_filename_component(tuned_target "${file}" DIRECTORY)
+  get_filename_component(tuned_target "${tuned_target}" NAME)
+  file(STRINGS "${file}" lines REGEX "^[a-z]")
+  foreach (line IN LISTS lines)
+    if (NOT line MATCHES "^([a-z0-9_]+) +([a-zA-Z0-9_:,.]+)$")
+      message(FATAL_ERROR "${file}: expected \"<family> <knobs>\", got \"${line}\"")
+    endif ()
+    string(APPEND POOLGEN_TUNED_${CMAKE_MATCH_1} "/${tuned_target}@${CMAKE_MATCH_2}")
+  endforeach ()
+endforeach ()
 
 add_halide_runtime(poolgen_halide_runtime TARGETS ${POOLGEN_CPU_TARGETS})
 
@@ -75,7 +95,8 @@ set(POOLGEN_KERNEL_TABLE "")
 #                [KNOBS <knob-set>] [PARAMS ...] [CUDA_CAPABILITY <cc>])
 #   op: pool | unpool_scatter | unpool_gather | unpool_winner;  nd = 0: any rank;  k = 0: any
 #   window;  layout: contiguous | channels_last;  value, index: poolgen dtype names
-#   KNOBS: the schedule knob values POOLGEN_KNOBS_<knob-set> (schedules/cpu_knobs.cmake)
+#   KNOBS: the kernel family whose CPU schedule choices it takes (POOLGEN_KNOBS_<family> and
+#   POOLGEN_TUNED_<family>, above)
 #   CUDA_CAPABILITY: a CUDA kernel for that capability (70: sm_70) instead of a CPU one
 #   (cmake/PoolgenCudaKernels.cmake); its table row says device cuda and the capability.
 function(poolgen_kernel name op nd k s p layout value index)
@@ -88,6 +109,14 @@ function(poolgen_kernel name op nd k s p layout value index)
     set(device cuda)
     set(capability ${ARG_CUDA_CAPABILITY})
   endif ()
+  set(cpu_schedule "${POOLGEN_KNOBS_${ARG_KNOBS}}${POOLGEN_TUNED_${ARG_KNOBS}}")
+  set(plugins "")
+  if (cpu_schedule MATCHES "autoscheduler:")
+    set(plugins Halide::Adams2019 Halide::Mullapudi2016)
+  endif ()
+  if (cpu_schedule)  # GenGen refuses an empty value
+    set(cpu_schedule cpu_schedule=${cpu_schedule})
+  endif ()
   add_halide_library(
     ${name} FROM poolgen_generators
     GENERATOR ${ARG_GENERATOR}
@@ -95,7 +124,8 @@ function(poolgen_kernel name op nd k s p layout value index)
     FEATURES ${POOLGEN_KERNEL_FEATURES}
     USE_RUNTIME poolgen_halide_runtime
     PARAMS ${ARG_PARAMS} layout=${layout} value_type=${POOLGEN_HALIDE_TYPE_${value}}
-           index_type=${POOLGEN_HALIDE_TYPE_${index}} ${POOLGEN_KNOBS_${ARG_KNOBS}})
+           index_type=${POOLGEN_HALIDE_TYPE_${index}} ${cpu_schedule}
+    PLUGINS ${plugins})
   set(POOLGEN_KERNEL_LIBRARIES ${POOLGEN_KERNEL_LIBRARIES} ${name} PARENT_SCOPE)
   string(APPEND POOLGEN_KERNEL_TABLE "POOLGEN_KERNEL(${op}, ${nd}, ${k}, ${s}, ${p}, ${layout}, "
          "${value}, ${index}, ${device}, ${capability}, ${name})\n")
@@ -164,7 +194,7 @@ foreach (bits IN LISTS POOLGEN_VALUE_WIDTHS)
       poolgen_layout_tag(tag ${layout})
       set(types ${POOLGEN_WIDTH_DTYPE_${bits}} ${index})
       poolgen_kernel(max_unpool_scatter${tag}_b${bits}_${index} unpool_scatter 0 0 0 0 ${layout}
-                     ${types} GENERATOR max_unpool_scatter)
+                     ${types} GENERATOR max_unpool_scatter KNOBS max_unpool_scatter${tag})
       if (NOT layout IN_LIST POOLGEN_UNPOOL_GATHER_LAYOUTS)
         continue ()
       endif ()

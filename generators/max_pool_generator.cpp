@@ -4,6 +4,7 @@
 #include "window.h"
 #include "cpu_schedules.h"
 #include "gpu_schedules.h"
+#include "knobs.h"
 
 namespace poolgen {
 namespace {
@@ -23,7 +24,7 @@ class MaxPool : public Generator<MaxPool> {
   GeneratorParam<int> fixed_stride{"fixed_stride", 0};
   GeneratorParam<int> fixed_padding{"fixed_padding", 0};
 
-  CpuPoolSchedule schedule_knobs;
+  GeneratorParam<std::string> cpu_schedule{"cpu_schedule", ""};  // knobs.h
   GpuPoolSchedule gpu_knobs;
 
   void configure() {
@@ -111,8 +112,21 @@ class MaxPool : public Generator<MaxPool> {
     if (get_target().has_gpu_feature()) {
       gpu_knobs.apply(stages, get_target());
     } else {
-      schedule_knobs.apply(stages, get_target());
+      set_estimates();
+      apply_cpu_schedule<CpuPoolSchedule>(cpu_schedule, stages, {*result_}, get_target());
     }
+  }
+
+  // For the autoschedulers: the benchmark's shape and a kernel 3, stride 2, padding 1 window.
+  void set_estimates() {
+    for (int i = 0; i < rank; ++i) {
+      kernel_[i]->set_estimate(3);
+      stride_[i]->set_estimate(2);
+      padding_[i]->set_estimate(1);
+      dilation_[i]->set_estimate(1);
+    }
+    input_->set_estimates(representative_region(rank, layout));
+    result_->set_estimates(representative_region(rank, layout, 2));
   }
 
  private:

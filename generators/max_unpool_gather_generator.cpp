@@ -8,6 +8,7 @@
 #include "Halide.h"
 #include "window.h"
 #include "cpu_schedules.h"
+#include "knobs.h"
 
 namespace poolgen {
 namespace {
@@ -24,7 +25,7 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
   GeneratorParam<int> fixed_padding{"fixed_padding", 0};
   GeneratorParam<Layout> layout{"layout", Layout::contiguous, kLayoutNames};
 
-  CpuGatherSchedule schedule_knobs;
+  GeneratorParam<std::string> cpu_schedule{"cpu_schedule", ""};  // knobs.h
 
   void configure() {
     values_ = add_input<Buffer<>>("values", value_type, rank + 2);
@@ -103,10 +104,14 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
     });
     (*output_)(tensor_args(x, c_, n_, l)) = result;
 
-    schedule_knobs.apply(
+    values_->set_estimates(representative_region(rank, l, 2));
+    indices_->set_estimates(representative_region(rank, l, 2));
+    output_->set_estimates(representative_region(rank, l));
+    apply_cpu_schedule<CpuGatherSchedule>(
+        cpu_schedule,
         GatherStages{*output_, marked_, row_min_, row_checked_, claimed, value, out_vars, cell_vars,
                      along, c_, n_, l},
-        get_target());
+        {*output_}, get_target());
   }
 
  private:

@@ -6,6 +6,7 @@
 #include "Halide.h"
 #include "window.h"
 #include "cpu_schedules.h"
+#include "knobs.h"
 
 namespace poolgen {
 namespace {
@@ -18,7 +19,7 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
   GeneratorParam<Type> index_type{"index_type", Int(64)};
   GeneratorParam<Layout> layout{"layout", Layout::contiguous, kLayoutNames};
 
-  CpuScatterSchedule schedule_knobs;
+  GeneratorParam<std::string> cpu_schedule{"cpu_schedule", ""};  // knobs.h
 
   void configure() {
     // (plane offset, c, n), or (c, plane offset, n) in channels-last; indices as values
@@ -44,7 +45,12 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
         require(index >= 0 && index < plane, (*values_)(element), "max_unpool: index", index,
                 "outside plane of", plane);
 
-    schedule_knobs.apply(ScatterStages{out, p_, c_, n_, r, l}, get_target());
+    // Estimates for the autoschedulers: the 2-D benchmark shape's planes.
+    values_->set_estimates(representative_region(2, l, 2, true));
+    indices_->set_estimates(representative_region(2, l, 2, true));
+    output_->set_estimates(representative_region(2, l, 1, true));
+    apply_cpu_schedule<CpuScatterSchedule>(cpu_schedule, ScatterStages{out, p_, c_, n_, r, l},
+                                           {out}, get_target());
   }
 
  private:

@@ -12,6 +12,7 @@
 #include "window.h"
 #include "cpu_schedules.h"
 #include "gpu_schedules.h"
+#include "knobs.h"
 
 namespace poolgen {
 namespace {
@@ -24,7 +25,7 @@ class MaxUnpoolWinner : public Generator<MaxUnpoolWinner> {
   GeneratorParam<Type> index_type{"index_type", Int(64)};
   GeneratorParam<Layout> layout{"layout", Layout::contiguous, kLayoutNames};
 
-  CpuWinnerSchedule cpu_knobs;
+  GeneratorParam<std::string> cpu_schedule{"cpu_schedule", ""};  // knobs.h
   GpuWinnerSchedule gpu_knobs;
 
   void configure() {
@@ -102,7 +103,8 @@ class MaxUnpoolWinner : public Generator<MaxUnpoolWinner> {
     if (get_target().has_gpu_feature()) {
       gpu_knobs.apply(stages, get_target());
     } else {
-      cpu_knobs.apply(stages, get_target());
+      apply_cpu_schedule<CpuWinnerSchedule>(
+          cpu_schedule, stages, {*output_, *invalid_position_, *invalid_index_}, get_target());
     }
   }
 

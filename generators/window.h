@@ -65,6 +65,24 @@ std::vector<T> tensor_args(const std::vector<T>& spatial, const typename Same<T>
   return args;
 }
 
+// Estimates of a representative call for the autoschedulers: the benchmark's shapes (1-D
+// 8x64x65536, 2-D 8x64x112x112, 3-D 2x16x32x64x64), spatial extents divided by `shrink` (2: the
+// pooled tensor of a stride-2 window); flat planes when `flat`. Halide's argument order.
+inline Halide::Region representative_region(int rank, Layout layout, int shrink = 1,
+                                            bool flat = false) {
+  const std::vector<int> n_c_spatial =
+      rank == 1 ? std::vector<int>{8, 64, 65536}
+                : rank == 2 ? std::vector<int>{8, 64, 112, 112} : std::vector<int>{2, 16, 32, 64, 64};
+  std::vector<Halide::Range> spatial;
+  for (int i = rank - 1; i >= 0; --i) spatial.push_back({0, n_c_spatial[2 + i] / shrink});
+  if (flat) {
+    int plane = 1;
+    for (const auto& r : spatial) plane *= *Halide::Internal::as_const_int(r.extent);
+    spatial = {{0, plane}};
+  }
+  return tensor_args<Halide::Range>(spatial, {0, n_c_spatial[1]}, {0, n_c_spatial[0]}, layout);
+}
+
 // The buffer dimension holding spatial dimension i (innermost first).
 inline int spatial_dim(int i, Layout layout) { return layout == Layout::channels_last ? i + 1 : i; }
 

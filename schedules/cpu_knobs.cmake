@@ -6,9 +6,9 @@
 # Staging input rows pays where windows overlap or are padded; for kernel 2 stride 2 in 1-D and
 # 3-D it only adds a pass (1-D on 8x64x65536: 48 -> 33 ms on one thread). Channels-last kernels
 # never stage (their vectors run along the channels, so taps load dense vectors anyway).
-set(POOLGEN_KNOBS_max_pool1d stage_rows=false)
-set(POOLGEN_KNOBS_max_pool3d_k2s2p0 stage_rows=false)
+set(POOLGEN_KNOBS_max_pool1d stage_rows:false)
+set(POOLGEN_KNOBS_max_pool3d_k2s2p0 stage_rows:false)
 # The channels-last gather (opt-in) reads cells in place: staging them measured slower
 # (2-D k2s2p0 on 8x64x112x112: 4.7 -> 2.95 ms on one thread).
-set(POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl stage_cells=false)
-set(POOLGEN_KNOBS_max_unpool3d_k2s2p0_cl stage_cells=false)
+set(POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl stage_cells:false)
+set(POOLGEN_KNOBS_max_unpool3d_k2s2p0_cl stage_cells:false)

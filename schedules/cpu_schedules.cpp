@@ -59,6 +59,12 @@ void vectorize_columns(Func f, const Var& x, const Expr& width, int lanes, const
 
 }  // namespace
 
+void CpuPoolSchedule::read(Knobs& knobs) {
+  knobs.take("vector_width", &vector_width);
+  knobs.take("rows_per_task", &rows_per_task);
+  knobs.take("stage_rows", &stage_rows);
+}
+
 void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   Func result = s.result, scan = s.scan;
   const int lanes = vector_lanes(vector_width, result, target);
@@ -96,6 +102,8 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   }
 }
 
+void CpuScatterSchedule::read(Knobs& knobs) { knobs.take("vector_width", &vector_width); }
+
 void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) const {
   // Inside a plane the scatter keeps input order: the latest duplicate wins.
   Func out = s.out;
@@ -106,6 +114,12 @@ void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) con
     out.vectorize(s.c, lanes, TailStrategy::GuardWithIf);
     out.update().reorder(s.c, s.r).vectorize(s.c, lanes, TailStrategy::GuardWithIf);
   }
+}
+
+void CpuGatherSchedule::read(Knobs& knobs) {
+  knobs.take("vector_width", &vector_width);
+  knobs.take("rows_per_task", &rows_per_task);
+  knobs.take("stage_cells", &stage_cells);
 }
 
 void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const {
@@ -128,6 +142,8 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
     }
   }
 }
+
+void CpuWinnerSchedule::read(Knobs& knobs) { knobs.take("elements_per_task", &elements_per_task); }
 
 void CpuWinnerSchedule::apply(const WinnerStages& s, const Target& target) const {
   Func winner = s.winner, first_invalid = s.first_invalid, out = s.out;

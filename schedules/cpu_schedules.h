@@ -1,9 +1,11 @@
 // Hand-written CPU schedules, kept apart from the algorithms in generators/. Each schedule is a
-// set of named knobs (GeneratorParams, so the build and the tuner can set them per target) and an
-// apply() that the generator calls with the stages it defined.
+// set of named knobs, which read() takes from the kernel's `cpu_schedule` GeneratorParam for the
+// target being compiled (knobs.h: hand values and tools/tune.py's per-target tunings), and an
+// apply() that the generator calls (through apply_cpu_schedule) with the stages it defined.
 #pragma once
 
 #include "Halide.h"
+#include "knobs.h"
 #include "window.h"
 
 #include <vector>
@@ -27,14 +29,15 @@ struct PoolStages {
 struct CpuPoolSchedule {
   // Outputs per vector; 0 takes the target's natural width for the value type, at most two
   // vectors of 32-bit winners.
-  Halide::GeneratorParam<int> vector_width{"vector_width", 0};
+  int vector_width = 0;
   // Output rows (of the outermost spatial dimension; channels in contiguous 1-D) handed to one
   // thread at a time. Halide's thread pool costs microseconds per task, so tasks must be large.
-  Halide::GeneratorParam<int> rows_per_task{"rows_per_task", 64};
+  int rows_per_task = 64;
   // Copy the input rows a block needs into a padded scratch buffer (bounds handled once per
   // row, not once per tap), or read the input through the boundary condition directly.
-  Halide::GeneratorParam<bool> stage_rows{"stage_rows", true};
+  bool stage_rows = true;
 
+  void read(Knobs& knobs);
   void apply(const PoolStages& s, const Halide::Target& target) const;
 };
 
@@ -51,8 +54,9 @@ struct ScatterStages {
 // over Halide's thread pool), so both stages stay serial; the zeroing is vectorized, and in
 // channels-last so is the scatter, across the channels of one element (distinct planes).
 struct CpuScatterSchedule {
-  Halide::GeneratorParam<int> vector_width{"vector_width", 0};
+  int vector_width = 0;
 
+  void read(Knobs& knobs);
   void apply(const ScatterStages& s, const Halide::Target& target) const;
 };
 
@@ -69,12 +73,13 @@ struct GatherStages {
 };
 
 struct CpuGatherSchedule {
-  Halide::GeneratorParam<int> vector_width{"vector_width", 0};
-  Halide::GeneratorParam<int> rows_per_task{"rows_per_task", 32};
+  int vector_width = 0;
+  int rows_per_task = 32;
   // Copy the cells a block reads, with their border, into scratch buffers (bounds handled once
   // per cell), or read them through the boundary condition directly.
-  Halide::GeneratorParam<bool> stage_cells{"stage_cells", true};
+  bool stage_cells = true;
 
+  void read(Knobs& knobs);
   void apply(const GatherStages& s, const Halide::Target& target) const;
 };
 
@@ -94,8 +99,9 @@ struct WinnerStages {
 // runs. The atomic updates run in parallel across tasks of elements, so threads race on the same
 // slots exactly as GPU threads do.
 struct CpuWinnerSchedule {
-  Halide::GeneratorParam<int> elements_per_task{"elements_per_task", 4096};
+  int elements_per_task = 4096;
 
+  void read(Knobs& knobs);
   void apply(const WinnerStages& s, const Halide::Target& target) const;
 };
 

@@ -1,0 +1,116 @@
+#include "knobs.h"
+
+#include <sstream>
+
+namespace poolgen {
+
+using namespace Halide;
+
+namespace {
+
+std::vector<std::string> split(const std::string& s, char separator) {
+  std::vector<std::string> parts;
+  std::stringstream stream(s);
+  std::string part;
+  while (std::getline(stream, part, separator)) {
+    if (!part.empty()) parts.push_back(part);
+  }
+  return parts;
+}
+
+// How specific `key` is for `target`: its feature count, or -1 where it does not apply.
+int specificity(const Target& key, const Target& target) {
+  if (key.arch != target.arch || key.bits != target.bits) return -1;
+  int features = 0;
+  for (int f = 0; f < Target::FeatureEnd; ++f) {
+    const auto feature = static_cast<Target::Feature>(f);
+    if (!key.has_feature(feature)) continue;
+    if (!target.has_feature(feature)) return -1;
+    ++features;
+  }
+  return features;
+}
+
+}  // namespace
+
+Knobs Knobs::for_target(const std::string& cpu_schedule, const Target& target) {
+  std::string chosen;
+  int best = -1;
+  bool common = true;  // the leading entry has no target
+  for (const std::string& entry : split(cpu_schedule, '/')) {
+    const size_t at = entry.find('@');
+    const bool targeted = at != std::string::npos;
+    if (!targeted) {
+      _halide_user_assert(common) << "cpu_schedule: only the first entry may omit its target: " << entry;
+      chosen = entry;
+    } else {
+      const std::string key = entry.substr(0, at);
+      _halide_user_assert(Target::validate_target_string(key))
+          << "cpu_schedule: not a Halide target: " << key;
+      const int score = specificity(Target(key), target);
+      if (score > best) {
+        best = score;
+        chosen = entry.substr(at + 1);
+      }
+    }
+    common = false;
+  }
+  Knobs knobs;
+  knobs.entry_ = chosen;
+  for (const std::string& knob : split(chosen, ',')) {
+    const size_t colon = knob.find(':');
+    _halide_user_assert(colon != std::string::npos && colon > 0)
+        << "cpu_schedule: expected name:value, got " << knob;
+    knobs.values_[knob.substr(0, colon)] = knob.substr(colon + 1);
+  }
+  return knobs;
+}
+
+void Knobs::take(const char* name, int* value) {
+  auto it = values_.find(name);
+  if (it == values_.end()) return;
+  size_t used = 0;
+  int parsed = 0;
+  try {
+    parsed = std::stoi(it->second, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  _halide_user_assert(used > 0 && used == it->second.size())
+      << "cpu_schedule: knob " << name << " expects an integer, got " << it->second;
+  *value = parsed;
+  taken_.insert(name);
+}
+
+void Knobs::take(const char* name, bool* value) {
+  auto it = values_.find(name);
+  if (it == values_.end()) return;
+  _halide_user_assert(it->second == "true" || it->second == "false")
+      << "cpu_schedule: knob " << name << " expects true or false, got " << it->second;
+  *value = it->second == "true";
+  taken_.insert(name);
+}
+
+std::string Knobs::autoscheduler() const {
+  auto it = values_.find("autoscheduler");
+  return it == values_.end() ? "" : it->second;
+}
+
+void Knobs::check_all_taken() const {
+  for (const auto& [name, value] : values_) {
+    _halide_user_assert(taken_.count(name)) << "cpu_schedule: this schedule has no knob " << name
+                                    << " (entry \"" << entry_ << "\")";
+  }
+}
+
+void Knobs::autoschedule(const std::vector<Func>& outputs, const Target& target) {
+  // Every other knob is the autoscheduler's own parameter (Adams2019: parallelism, beam_size).
+  AutoschedulerParams params(autoscheduler());
+  params.extra["parallelism"] = "16";  // a server's cores: the machine it runs on is unknown here
+  for (const auto& [name, value] : values_) {
+    if (name != "autoscheduler") params.extra[name] = value;
+  }
+  Pipeline(outputs).apply_autoscheduler(target, params);
+}
+
+}  // namespace poolgen
