@@ -1,0 +1,357 @@
+#!/usr/bin/env python3
+"""Tunes poolgen's CPU schedules for one Halide target and checks the winners in.
+
+    tools/tune.py <halide-target> [family ...] [--all] [--threads 1,2] [--repetitions 5]
+
+For each kernel family (a kernel name without its types: max_pool2d_k2s2p0_cl,
+max_unpool_scatter, ...) it builds the family for that target alone, in a tuning build
+(build-tune/<target>: f32 values, i64 indices, the host build's generators), once per candidate
+schedule, and times each with the real benchmark (bench/poolgen_bench) on the family's
+representative shapes, on 1 thread and all threads. The benchmark checks every kernel's output
+bit for bit against its scalar reference before timing it; a candidate that fails to generate,
+build or verify is recorded and skipped.
+
+Candidates, in a fixed order: the hand schedule as the build has it (schedules/cpu_knobs.cmake),
+then each knob's values in turn around the best so far (coordinate descent), then Halide's
+autoschedulers Mullapudi2016 and Adams2019 (greedy: its default beam search took over three
+minutes for one 2-D pooling variant). A candidate replaces the best only when it is at least 2%
+faster (the score: geometric mean of the median times), so that reruns on the same machine settle
+on the same winner despite timing noise. Nothing is random: the benchmark's data is seeded.
+
+Writes, per family, schedules/<target>/tuned.txt (the line "<family> <knobs>" that the build
+passes to the generator: schedules/knobs.h) and schedules/<target>/records/<family>.json (machine,
+CPU, Halide version, compiler, date, shapes, every candidate with its times, the winner), and
+rewrites schedules/<target>/README.md from all records. Run it on an otherwise idle machine.
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv" / "bin"  # Halide, cmake and ninja (scripts/setup.sh)
+os.environ["PATH"] = f"{VENV}{os.pathsep}{os.environ['PATH']}"
+HOST_BUILD = Path(os.environ.get("POOLGEN_BUILD_DIR", ROOT / "build"))
+
+# The hand schedules' knobs and their defaults (schedules/cpu_schedules.h), and the values the
+# search tries for each. vector_width is in outputs per vector: the default 0 is the natural
+# width of each value type (the f32 lanes for f32), and the search tries half and twice the
+# target's f32 lanes (`lanes` below). Tuning runs on f32; an explicit width applies to every
+# value type of the family.
+POOL_KNOBS = {"rows_per_task": [8, 16, 32, 64, 128], "vector_width": ["lanes/2", "2*lanes"],
+              "stage_rows": [True, False]}
+POOL_DEFAULTS = {"rows_per_task": 64, "vector_width": 0, "stage_rows": True}
+GATHER_KNOBS = {"rows_per_task": [8, 16, 32, 64], "vector_width": ["lanes/2", "2*lanes"],
+                "stage_cells": [True, False]}
+GATHER_DEFAULTS = {"rows_per_task": 32, "vector_width": 0, "stage_cells": True}
+SCATTER_KNOBS = {"vector_width": ["lanes/2", "2*lanes"]}
+SCATTER_DEFAULTS = {"vector_width": 0}
+AUTOSCHEDULERS = [{"autoscheduler": "Mullapudi2016"},
+                  {"autoscheduler": "Adams2019", "beam_size": 1}]
+
+# Representative shapes (bench --poolgen_cases syntax): the v0.1 benchmark shape of the rank and
+# a smaller one that fits in L2.
+SHAPES = {1: ["8x64x65536", "1x64x8192"], 2: ["8x64x112x112", "1x64x56x56"],
+          3: ["2x16x32x64x64", "1x16x16x32x32"]}
+GENERAL_WINDOWS = {1: ["k2s2p0", "k3s2p1"], 2: ["k3s1p1", "k2s1p0"], 3: ["k3s1p1", "k2s1p0"]}
+
+
+def lanes_of(target):
+    if "avx512" in target:
+        return 16
+    if "avx2" in target or "avx" in target.split("-"):
+        return 8
+    return 4
+
+
+def family_spec(family):
+    """(kind, rank, windows, layout tag) of a family name, or None."""
+    m = re.fullmatch(r"max_pool([123])d(?:_(k\d+s\d+p\d+))?(_cl)?", family)
+    if m:
+        nd = int(m.group(1))
+        return "pool", nd, [m.group(2)] if m.group(2) else GENERAL_WINDOWS[nd], m.group(3) or ""
+    m = re.fullmatch(r"max_unpool([23])d_(k\d+s\d+p\d+)(_cl)?", family)
+    if m:
+        return "gather", int(m.group(1)), [m.group(2)], m.group(3) or ""
+    m = re.fullmatch(r"max_unpool_scatter(_cl)?", family)
+    if m:
+        return "scatter", 2, ["k2s2p0", "k3s2p1"], m.group(1) or ""
+    return None
+
+
+def all_families():
+    families = []
+    for cl in ["", "_cl"]:
+        for nd in [1, 2, 3]:
+            families.append(f"max_pool{nd}d{cl}")
+            if nd > 1:
+                families += [f"max_pool{nd}d_{w}{cl}" for w in ["k2s2p0", "k3s2p1"]]
+        families.append(f"max_unpool_scatter{cl}")
+    return families
+
+
+def cases_of(family):
+    kind, nd, windows, cl = family_spec(family)
+    op = "pool" if kind == "pool" else "unpool"
+    cases = []
+    for shape in SHAPES[nd]:
+        for window in windows:
+            case = f"{nd}d/{shape}/{window}" + ("/cl" if cl else "") + f"/{op}"
+            cases.append(case)
+    return cases[:2] if kind == "scatter" else cases
+
+
+def knob_text(knobs):
+    def value(v):
+        return ("true" if v else "false") if isinstance(v, bool) else str(v)
+    return ",".join(f"{k}:{value(v)}" for k, v in knobs.items())
+
+
+def hand_knobs(family):
+    """The schedule the build gives `family` without tuning: cpu_knobs.cmake over the defaults."""
+    kind = family_spec(family)[0]
+    knobs = dict({"pool": POOL_DEFAULTS, "gather": GATHER_DEFAULTS,
+                  "scatter": SCATTER_DEFAULTS}[kind])
+    text = (ROOT / "schedules" / "cpu_knobs.cmake").read_text()
+    m = re.search(rf"^set\(POOLGEN_KNOBS_{family} ([^)]*)\)", text, re.M)
+    for item in (m.group(1).split(",") if m else []):
+        name, value = item.split(":")
+        knobs[name] = value == "true" if value in ("true", "false") else int(value)
+    return {k: v for k, v in knobs.items() if k in knob_space(family, "")}
+
+
+def knob_space(family, target):
+    kind, _, _, cl = family_spec(family)
+    space = dict({"pool": POOL_KNOBS, "gather": GATHER_KNOBS, "scatter": SCATTER_KNOBS}[kind])
+    if kind == "pool" and cl:
+        space.pop("stage_rows")  # channels-last pooling never stages (cpu_schedules.cpp)
+    lanes = lanes_of(target)
+    widths = {"lanes/2": lanes // 2, "2*lanes": 2 * lanes}
+    if "vector_width" in space:
+        space["vector_width"] = [widths[w] for w in space["vector_width"]]
+    return space
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, text=True, capture_output=True, **kw)
+
+
+class Tuner:
+    def __init__(self, target, args):
+        self.target = target
+        self.args = args
+        self.build = Path(args.build_dir or ROOT / "build-tune" / target)
+        self.schedules = self.build / "candidate-schedules"
+        self.threads = args.threads or f"1,{os.cpu_count()}"
+        self.gather_layouts = None
+
+    def configure(self, family):
+        kind, _, _, cl = family_spec(family)
+        gather = ("channels_last" if cl else "contiguous") if kind == "gather" else ""
+        if gather == self.gather_layouts:
+            return
+        self.gather_layouts = gather
+        (self.schedules / self.target).mkdir(parents=True, exist_ok=True)
+        self.write_candidate(family, None)
+        cmd = ["cmake", "-S", str(ROOT), "-B", str(self.build), "-G", "Ninja",
+               "-DCMAKE_BUILD_TYPE=Release", f"-Dpoolgen-halide_generators_DIR={HOST_BUILD}/cmake",
+               f"-DPOOLGEN_CPU_TARGETS={self.target}", "-DPOOLGEN_VALUE_TYPES=f32",
+               "-DPOOLGEN_INDEX_TYPES=i64", "-DPOOLGEN_CUDA_CAPABILITIES=",
+               "-DPOOLGEN_BUILD_TESTS=OFF", "-DPOOLGEN_BUILD_BENCH=ON",
+               f"-DPOOLGEN_SCHEDULES_DIR={self.schedules}",
+               f"-DPOOLGEN_UNPOOL_GATHER_LAYOUTS={gather}"]
+        r = run(cmd)
+        if r.returncode:
+            sys.exit(f"tune: configuring {self.build} failed:\n{r.stdout}{r.stderr}")
+
+    def write_candidate(self, family, knobs):
+        text = f"{family} {knob_text(knobs)}\n" if knobs else ""
+        (self.schedules / self.target / "tuned.txt").write_text(text)
+
+    def evaluate(self, family, knobs):
+        """Median ms per (case, threads) of the candidate, or an error string."""
+        self.write_candidate(family, knobs)
+        r = run(["cmake", "--build", str(self.build), "--target", "poolgen_bench"])
+        if r.returncode:
+            lines = [l for l in (r.stdout + r.stderr).splitlines() if "rror" in l]
+            return "build failed: " + (lines[0] if lines else r.stdout[-300:]).strip()[:300]
+        with tempfile.NamedTemporaryFile(suffix=".json") as out:
+            r = run([str(self.build / "bench" / "poolgen_bench"),
+                     "--poolgen_cases=" + ",".join(cases_of(family)), "--poolgen_peers=",
+                     f"--poolgen_threads={self.threads}", "--benchmark_filter=/poolgen/",
+                     f"--poolgen_min_time={self.args.min_time}",
+                     f"--poolgen_repetitions={self.args.repetitions}",
+                     f"--benchmark_out={out.name}", "--benchmark_out_format=json"])
+            if r.returncode:
+                problems = [l for l in r.stdout.splitlines() if l.startswith("MISMATCH")]
+                return "benchmark failed (exit %d): %s" % (
+                    r.returncode, (problems[0] if problems else r.stderr[-300:]).strip())
+            data = json.load(open(out.name))
+        times = {}
+        for b in data["benchmarks"]:
+            if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+                continue
+            if b.get("error_occurred"):
+                return "benchmark error: " + b.get("error_message", "")
+            scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b["time_unit"]]
+            times[b["run_name"]] = b["real_time"] * scale
+        if not times:
+            return "benchmark ran no kernel of this family"
+        return times
+
+    def tune(self, family):
+        self.configure(family)
+        space = knob_space(family, self.target)
+        hand = hand_knobs(family)
+        candidates = []  # every candidate tried, in order
+
+        def attempt(label, knobs):
+            for c in candidates:  # coordinate descent revisits the incumbent: reuse its times
+                if c["knobs"] == knobs and c["knobs"] is not None:
+                    return c
+            print(f"  {label:<12} {knob_text(knobs) if knobs else '(hand schedule)'}",
+                  end="", flush=True)
+            result = self.evaluate(family, knobs)
+            c = {"label": label, "knobs": knobs, "knob_text": knob_text(knobs) if knobs else ""}
+            if isinstance(result, str):
+                c["status"] = result
+                print(f"  -> {result}")
+            else:
+                c["status"] = "ok"
+                c["times_ms"] = result
+                c["score_ms"] = math.exp(sum(math.log(t) for t in result.values()) / len(result))
+                print(f"  -> {c['score_ms']:.3f} ms")
+            candidates.append(c)
+            return c
+
+        best = attempt("hand", None)
+        if best["status"] != "ok":
+            sys.exit(f"tune: {family}: the hand schedule fails: {best['status']}")
+        best_knobs = dict(hand)
+
+        def better(c):
+            return c["status"] == "ok" and c["score_ms"] < 0.98 * best["score_ms"]
+
+        for name, values in space.items():
+            for value in values:
+                knobs = dict(best_knobs, **{name: value})
+                if knobs == hand and best["label"] == "hand":
+                    continue
+                c = attempt("knobs", knobs)
+                if better(c):
+                    best, best_knobs = c, knobs
+        for auto in AUTOSCHEDULERS:
+            c = attempt("auto", dict(auto))
+            if better(c):
+                best = c
+        self.write_candidate(family, None)
+        return candidates, best
+
+
+def machine():
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                if l.startswith("model name")), platform.processor())
+    flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo")
+                  if l.startswith("flags")), [])
+    lscpu = run(["lscpu"]).stdout
+    caches = {m.group(1): m.group(2).strip() for m in re.finditer(r"^(L\w+) cache:\s+(.*)$", lscpu, re.M)}
+    gxx = run(["c++", "--version"]).stdout.splitlines()[0]
+    git = run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"]).stdout.strip()
+    return {"cpu": cpu, "cores": os.cpu_count(), "caches": caches,
+            "isa": sorted(f for f in flags if f.startswith(("avx", "sse4", "fma", "f16c"))),
+            "os": platform.platform(),
+            "halide": run([str(VENV / "python"), "-c", "import importlib.metadata as m; "
+                           "print(m.version('halide'))"]).stdout.strip(),
+            "compiler": gxx, "poolgen": git}
+
+
+def write_readme(folder, target):
+    rows = []
+    for path in sorted((folder / "records").glob("*.json")):
+        r = json.load(open(path))
+        hand = next(c for c in r["candidates"] if c["label"] == "hand")
+        win = r["winner"]
+        rows.append(f"| {r['family']} | {win['knob_text'] or '(hand schedule)'} | "
+                    f"{hand['score_ms']:.3f} | {win['score_ms']:.3f} | "
+                    f"{hand['score_ms'] / win['score_ms']:.2f}x | {len(r['candidates'])} | "
+                    f"{r['date'][:10]} |")
+    m = json.load(open(sorted((folder / "records").glob("*.json"))[-1]))["machine"] if rows else {}
+    text = f"""# Tuned CPU schedules for `{target}`
+
+Written by `tools/tune.py {target} ...` (do not edit by hand; rerun the tuner). `tuned.txt` holds
+the winners that the build passes to the generators (schedules/knobs.h); `records/` holds, per
+family, every candidate tried with its times. Families not listed use the hand schedule.
+
+Machine of the latest record: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, Halide {m.get('halide', '?')}.
+Score: geometric mean of the median times over the family's shapes on 1 and all threads (ms).
+
+| family | winner | hand ms | tuned ms | speed-up | candidates | date |
+|---|---|---:|---:|---:|---:|---|
+""" + "\n".join(rows) + "\n"
+    (folder / "README.md").write_text(text)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("target", help="Halide target, e.g. x86-64-linux-avx2-fma-f16c")
+    p.add_argument("families", nargs="*", help="kernel families (default with --all: every one)")
+    p.add_argument("--all", action="store_true", help="tune every family")
+    p.add_argument("--threads", help="thread counts to time (default 1 and all cores)")
+    p.add_argument("--repetitions", type=int, default=5, help="benchmark repetitions (median)")
+    p.add_argument("--min-time", type=float, default=0.05, help="seconds per repetition")
+    p.add_argument("--build-dir", help="tuning build folder (default build-tune/<target>)")
+    p.add_argument("--out", default=str(ROOT / "schedules"), help="schedules folder to write")
+    args = p.parse_args()
+    if args.target == "host" or "-" not in args.target:
+        sys.exit("tune: name a full Halide target (x86-64-linux-avx2-fma-f16c), never host")
+    families = all_families() if args.all else args.families
+    for f in families:
+        if not family_spec(f):
+            sys.exit(f"tune: unknown family {f!r}; expected e.g. max_pool2d_k2s2p0_cl, "
+                     "max_pool1d, max_unpool2d_k2s2p0 (gather), max_unpool_scatter_cl")
+    if not families:
+        sys.exit("tune: name families or pass --all")
+
+    # The generators come from the host build (as tools/regenerate.sh does).
+    if not (HOST_BUILD / "CMakeCache.txt").exists():
+        sys.exit(f"tune: configure the host build first ({HOST_BUILD}: scripts/build.sh)")
+    r = run(["cmake", "--build", str(HOST_BUILD), "--target", "poolgen_generators"])
+    if r.returncode:
+        sys.exit("tune: building the generators failed:\n" + r.stdout[-2000:])
+
+    tuner = Tuner(args.target, args)
+    folder = Path(args.out) / args.target
+    (folder / "records").mkdir(parents=True, exist_ok=True)
+    info = machine()
+    for family in families:
+        print(f"{family} on {args.target}: {', '.join(cases_of(family))}; threads {tuner.threads}")
+        candidates, best = tuner.tune(family)
+        record = {"family": family, "target": args.target,
+                  "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                  "machine": info, "command": " ".join(["tools/tune.py"] + sys.argv[1:]),
+                  "cases": cases_of(family), "threads": tuner.threads,
+                  "benchmark": {"repetitions": args.repetitions, "min_time_s": args.min_time,
+                                "statistic": "median real time", "value": "f32", "index": "i64"},
+                  "candidates": candidates, "winner": best}
+        (folder / "records" / f"{family}.json").write_text(json.dumps(record, indent=1) + "\n")
+        tuned = folder / "tuned.txt"
+        lines = [l for l in (tuned.read_text().splitlines() if tuned.exists() else [])
+                 if l and not l.startswith(family + " ") and not l.startswith("#")]
+        if best["knob_text"]:
+            lines.append(f"{family} {best['knob_text']}")
+        tuned.write_text(f"# <family> <knobs>: written by tools/tune.py {args.target}; "
+                         "how each was chosen: records/<family>.json\n" + "\n".join(sorted(lines)) + "\n")
+        write_readme(folder, args.target)
+        print(f"  winner: {best['knob_text'] or '(hand schedule)'} {best['score_ms']:.3f} ms")
+
+
+if __name__ == "__main__":
+    main()
