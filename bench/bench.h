@@ -1,0 +1,200 @@
+// What the poolgen_bench sources share: value types, a benchmark case (Case: what is measured,
+// Spec: a case with its buffers), the peer-library interface and the list of correctness problems.
+#pragma once
+
+#include <poolgen/poolgen.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace bench {
+
+using poolgen::DType;
+using poolgen::Ints;
+
+int all_threads();  // std::thread::hardware_concurrency(), at least 1
+
+// ---------------------------------------------------------------------------------------------
+// Value types: the reference compares keys (floats widened to float, integers as they are) and
+// copies the original bits; random() makes the benchmark inputs.
+
+float f16_to_float(uint16_t h);
+inline float bf16_to_float(uint16_t h) {
+  const uint32_t bits = uint32_t{h} << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+template <class T> struct ValueTraits {  // integers: the top bits of r, the type's whole range
+  static T key(T v) { return v; }
+  static T lowest() { return std::numeric_limits<T>::lowest(); }
+  static T random(uint64_t r) { return static_cast<T>(r >> (64 - 8 * sizeof(T))); }
+};
+template <> struct ValueTraits<float> {
+  static float key(float v) { return v; }
+  static float lowest() { return -std::numeric_limits<float>::infinity(); }
+  // uniform in [-1, 1) on a grid of 2^-23 (the sequence of the first f32 benchmarks)
+  static float random(uint64_t r) { return static_cast<float>(r >> 40) / 8388608.0f - 1.0f; }
+};
+template <> struct ValueTraits<double> {
+  static double key(double v) { return v; }
+  static double lowest() { return -std::numeric_limits<double>::infinity(); }
+  static double random(uint64_t r) { return static_cast<double>(r >> 11) / 4503599627370496.0 - 1.0; }
+};
+template <> struct ValueTraits<poolgen::f16_t> {
+  static float key(poolgen::f16_t v) { return f16_to_float(v.bits); }
+  static poolgen::f16_t lowest() { return {0xFC00}; }
+  static poolgen::f16_t random(uint64_t r) {  // finite, |v| < 1: exponent 0..14, any mantissa
+    return {static_cast<uint16_t>(((r >> 63) << 15) | (((r >> 40) % 15) << 10) | ((r >> 20) & 0x3ff))};
+  }
+};
+template <> struct ValueTraits<poolgen::bf16_t> {
+  static float key(poolgen::bf16_t v) { return bf16_to_float(v.bits); }
+  static poolgen::bf16_t lowest() { return {0xFF80}; }
+  static poolgen::bf16_t random(uint64_t r) {
+    const float f = ValueTraits<float>::random(r);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    return {static_cast<uint16_t>(bits >> 16)};
+  }
+};
+template <class K> bool is_nan(K k) {
+  if constexpr (std::is_floating_point_v<K>) return std::isnan(k);
+  return false;
+}
+
+// Calls f(T{}, I{}) with the value type T and index type I the dtypes name.
+template <class F> void with_types(DType value, DType index, F&& f) {
+  auto with_index = [&](auto t) {
+    if (index == DType::i32)
+      f(t, int32_t{});
+    else
+      f(t, int64_t{});
+  };
+  switch (value) {
+    case DType::f32: with_index(float{}); break;
+    case DType::f64: with_index(double{}); break;
+    case DType::f16: with_index(poolgen::f16_t{}); break;
+    case DType::bf16: with_index(poolgen::bf16_t{}); break;
+    case DType::i8: with_index(int8_t{}); break;
+    case DType::u8: with_index(uint8_t{}); break;
+    case DType::i16: with_index(int16_t{}); break;
+    case DType::i32: with_index(int32_t{}); break;
+    case DType::i64: with_index(int64_t{}); break;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A case: (N, C, spatial...) input, cubic kernel/stride/padding, dilation 1, floor mode, a value
+// and an index dtype, contiguous (NCHW) or channels-last (NHWC/NDHWC), and which ops are timed.
+// name() is its --poolgen_cases spelling (cases.cpp), also the middle of its benchmark names.
+
+struct Case {
+  int nd = 2;
+  Ints shape;  // N, C, spatial...
+  int64_t k = 2, s = 2, p = 0;
+  DType vt = DType::f32, it = DType::i64;
+  bool cl = false;             // channels-last
+  bool pool = true;            // time pooling
+  bool unpool = true;          // time unpooling (indices from a pooling of the same input)
+  bool general_rows = false;   // also time unpooling on Path::general
+  bool sweep = false;          // one of --poolgen_sweep's (marked in the JSON for the plots)
+
+  std::string window() const;     // "k2s2p0"
+  std::string shape_str() const;  // "8x64x112x112"
+  std::string name() const;       // "2d/8x64x112x112/k2s2p0/cl/bf16/idx32"
+  std::string label() const;      // "2d k2s2p0 bf16 NHWC i32 indices" (the table's op column)
+  poolgen::PoolOptions pool_options() const;
+  poolgen::UnpoolOptions unpool_options(poolgen::Path path) const;
+  poolgen::TensorView view(void* data, DType dtype, const Ints& sh) const;
+  Ints pooled_shape() const;
+  int64_t in_elems() const;
+  int64_t out_elems() const;
+  int64_t input_bytes() const { return in_elems() * poolgen::dtype_size(vt); }
+  // Compulsory traffic; pool (input + values + indices) and unpool (values + indices + output)
+  // move the same number of bytes.
+  int64_t traffic() const {
+    return input_bytes() + out_elems() * (poolgen::dtype_size(vt) + poolgen::dtype_size(it));
+  }
+};
+
+// cases.cpp: the built-in list, --poolgen_cases and --poolgen_sweep.
+std::vector<Case> builtin_cases();
+// Parses "CASE[,CASE...]"; false with a message naming the bad case and field.
+bool parse_cases(const std::string& list, std::vector<Case>* out, std::string* error);
+std::vector<Case> sweep_cases(int64_t llc_bytes);
+int64_t last_level_cache(std::string* source);  // bytes; source says where it came from
+
+// ---------------------------------------------------------------------------------------------
+// A case with its memory. Buffers are allocated on first use (ensure()) and freed when the next
+// case starts, so that one case's memory exists at a time.
+
+struct Geometry {  // spatial dims padded to 3 (leading extents 1)
+  int64_t n = 1, c = 1, planes = 1;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1};
+  int64_t k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, p[3] = {0, 0, 0};
+  int64_t in_plane() const { return in[0] * in[1] * in[2]; }
+  int64_t out_plane() const { return out[0] * out[1] * out[2]; }
+};
+
+struct Buffer {  // bytes of any dtype
+  std::vector<unsigned char> bytes;
+  void* data() { return bytes.data(); }
+  const void* data() const { return bytes.data(); }
+  template <class T> T* as() { return reinterpret_cast<T*>(bytes.data()); }
+  template <class T> const T* as() const { return reinterpret_cast<const T*>(bytes.data()); }
+  void resize(size_t n) { bytes.assign(n, 0); }
+  void release() { std::vector<unsigned char>().swap(bytes); }
+};
+
+struct Spec : Case {
+  explicit Spec(const Case& c);
+  Geometry g;
+  Ints pooled;  // pooled_shape()
+  // input; the reference's values/indices (the unpool inputs) and unpool output (expect);
+  // poolgen's pool outputs (pvalues, pindices) and unpool output.
+  Buffer input, values, indices, expect, pvalues, pindices, output;
+  bool ready = false, ran = false;  // buffers allocated; ever allocated
+  std::string pool_kernel, unpool_kernel;  // what the automatic path runs
+  std::vector<std::string> notes;          // peers' remarks, printed after the table
+
+  std::string what() const { return label() + " " + shape_str(); }  // for problems and notes
+  void ensure();   // pool_bench.cpp
+  void release();
+  void reference_pool(void* vals, void* idx) const;  // reference.cpp
+  bool reference_unpool(const void* vals, const void* idx, void* out) const;
+};
+
+extern std::vector<std::string> g_problems;  // correctness mismatches (exit code 2)
+
+// ---------------------------------------------------------------------------------------------
+// A peer library timed on the same input memory as poolgen (aten_peer.cpp, xnnpack_peer.cpp).
+// It holds the state (views, outputs, operators) of one case at a time, as Spec holds buffers.
+
+class Peer {
+ public:
+  virtual ~Peer() = default;
+  virtual const char* name() const = 0;   // in benchmark names and --poolgen_peers: "aten"
+  virtual const char* title() const = 0;  // in the table: "ATen"
+  // Whether it has a kernel for the case's op (called at registration, before any buffer).
+  virtual bool has(const Case& c, bool unpool) const = 0;
+  // After sp's reference outputs exist: builds its outputs and operators, runs each op it has
+  // once and adds to g_problems where its results differ from the reference (= poolgen's).
+  virtual void setup(Spec& sp) = 0;
+  virtual void release() = 0;
+  // Outside the timed loop: thread count and any per-thread-count setup its API needs.
+  virtual void prepare(bool unpool, int threads) = 0;
+  virtual bool run(bool unpool) = 0;  // the timed call; false: it failed
+};
+
+std::unique_ptr<Peer> make_aten_peer();     // only in builds with POOLGEN_BENCH_ATEN
+std::unique_ptr<Peer> make_xnnpack_peer();  // only in builds with POOLGEN_BENCH_XNNPACK
+
+}  // namespace bench

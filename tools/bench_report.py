@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Turns poolgen_bench's JSON into <out-dir>/comparison.md and the sweep plots max_pool.png and
+max_unpool.png.
+
+    tools/bench_report.py <benchmark.json> <out-dir>
+
+Reads only the JSON: benchmark names "<op>/<case>/<impl>/threads:<T>" (bench/pool_bench.cpp),
+their counters (traffic_bytes, input_bytes, sweep) and the context (poolgen_command,
+poolgen_cpu_model, poolgen_llc_bytes, Google Benchmark's caches and date). Times are medians of
+the repetitions (the single run with --poolgen_repetitions=1). The roofline time of a row is its
+compulsory traffic over the copy bandwidth measured at the same byte count and thread count, i.e.
+the time of the memcpy row of that traffic ("copy/<bytes>B/memcpy/threads:<T>").
+"""
+import json
+import os
+import re
+import sys
+from collections import OrderedDict
+
+UNIT_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+# What Google Benchmark appends to a registered name: "/min_time:0.100/repeats:5/real_time".
+SUFFIX = re.compile(r"^(min_time:.*|min_warmup_time:.*|repeats:\d+|iterations:\d+|real_time|"
+                    r"manual_time|process_time)$")
+OPS = ("max_pool", "max_unpool")
+# (op, name, applies(case), peer impl or "roofline", threshold): a row meets a target when
+# peer time / poolgen time (or roofline time / poolgen time) reaches the threshold.
+TARGETS = [
+    ("max_pool", ">=10x ATen (contiguous)", lambda c: not c["cl"], "aten", 10.0),
+    ("max_pool", ">=1.5x ATen (channels-last)", lambda c: c["cl"], "aten", 1.5),
+    ("max_pool", ">=1.5x XNNPACK", lambda c: True, "xnnpack", 1.5),
+    ("max_unpool", ">=2x ATen", lambda c: True, "aten", 2.0),
+    ("max_unpool", ">=1.0x XNNPACK", lambda c: True, "xnnpack", 1.0),
+    (None, ">=70% roofline (input > LLC)", lambda c: c["input_bytes"] > c["llc"], "roofline", 0.7),
+]
+
+
+def parse_case(text):
+    """'2d/8x64x112x112/k2s2p0/cl/bf16/idx32' -> dict (the --poolgen_cases syntax)."""
+    f = text.split("/")
+    opts = f[3:]
+    return {"name": text, "nd": int(f[0][:-1]), "shape": [int(x) for x in f[1].split("x")],
+            "window": f[2], "cl": "cl" in opts,
+            "dtype": next((o for o in opts if o not in ("cl", "idx32")), "f32"),
+            "idx32": "idx32" in opts}
+
+
+def load(path):
+    """-> (context, {(op, case, impl, threads): run}) with each run's median time in ms."""
+    with open(path) as f:
+        data = json.load(f)
+    runs = OrderedDict()
+    for b in data["benchmarks"]:
+        if b.get("error_occurred"):
+            continue
+        median = b.get("run_type") == "aggregate" and b.get("aggregate_name") == "median"
+        single = b.get("run_type") == "iteration" and b.get("repetitions", 1) <= 1
+        if not (median or single):
+            continue
+        parts = b["run_name"].split("/")
+        while parts and SUFFIX.match(parts[-1]):
+            parts.pop()
+        if len(parts) < 4 or not parts[-1].startswith("threads:"):
+            continue
+        key = (parts[0], "/".join(parts[1:-2]), parts[-2], int(parts[-1].split(":")[1]))
+        runs[key] = {"ms": b["real_time"] * UNIT_MS[b.get("time_unit", "ns")],
+                     "traffic": int(b.get("traffic_bytes", 0)),
+                     "input_bytes": int(b.get("input_bytes", 0)),
+                     "sweep": bool(b.get("sweep", 0))}
+    return data["context"], runs
+
+
+def rows_for(op, runs, llc):
+    """One row per (case, threads) that poolgen ran, with its peers and roofline."""
+    copy = {(r["traffic"], t): r["ms"] for (o, _, i, t), r in runs.items() if o == "copy"}
+    rows = []
+    for (o, case, impl, t), r in runs.items():
+        if o != op or impl != "poolgen":
+            continue
+        c = parse_case(case)
+        c.update(input_bytes=r["input_bytes"], llc=llc, sweep=r["sweep"])
+        peer = lambda name: runs.get((op, case, name, t), {}).get("ms")
+        rows.append({"case": c, "threads": t, "poolgen": r["ms"], "aten": peer("aten"),
+                     "xnnpack": peer("xnnpack"), "reference": peer("reference"),
+                     "roofline": copy.get((r["traffic"], t))})
+    return rows
+
+
+def ratio(row, peer):
+    """peer (or roofline) time / poolgen time, None where the peer did not run."""
+    return row[peer] / row["poolgen"] if row.get(peer) else None
+
+
+def targets_of(op, row):
+    """[(target name, met, ratio)] for the targets that apply to the row."""
+    out = []
+    for t_op, name, applies, peer, threshold in TARGETS:
+        if t_op in (None, op) and applies(row["case"]):
+            r = ratio(row, peer)
+            if r is not None:
+                out.append((name, r >= threshold, r))
+    return out
+
+
+def fmt(v, f="%.3f"):
+    return "n/a" if v is None else f % v
+
+
+def human_bytes(n):
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            v = n / size
+            return ("%d %s" if v == int(v) else "%.1f %s") % (v, unit)
+    return "%d B" % n
+
+
+def write_markdown(path, ctx, runs, llc):
+    caches = ", ".join("L%d%s %s%s" % (c["level"], {"Data": "d", "Instruction": "i"}.get(c["type"], ""),
+                                      human_bytes(c["size"]),
+                                      " (shared by %d)" % c["num_sharing"] if c.get("num_sharing", 1) > 1 else "")
+                       for c in ctx.get("caches", []))
+    out = ["# poolgen against ATen and XNNPACK", "",
+           "- CPU: %s, %s logical CPUs at %s MHz" % (ctx.get("poolgen_cpu_model", "?"),
+                                                    ctx.get("num_cpus", "?"), ctx.get("mhz_per_cpu", "?")),
+           "- Caches: %s; last-level cache taken as %s (%s)" % (caches or "?", human_bytes(llc),
+                                                               ctx.get("poolgen_llc_source", "?")),
+           "- Date: %s" % ctx.get("date", "?"),
+           "- Command: `%s`" % ctx.get("poolgen_command", "?"), "",
+           "Times are medians in ms. Roofline: the op's compulsory traffic (input + values + indices) "
+           "at the bandwidth of a memcpy of as many bytes on as many threads; % roofline = roofline "
+           "time / poolgen time. Speed-ups: peer time / poolgen time. ATen runs its NCHW kernels on "
+           "contiguous cases and its channels-last ones on `cl` cases; XNNPACK (NHWC f32, stride = "
+           "window) only runs `cl` f32 2-D cases with s = k. n/a: the peer has no kernel for the case "
+           "(or was not run).", ""]
+    summary = OrderedDict((name, [0, 0]) for _, name, _, _, _ in TARGETS)
+    for op in OPS:
+        rows = rows_for(op, runs, llc)
+        if not rows:
+            continue
+        out += ["## %s" % op, "",
+                "| case | threads | poolgen ms | ATen ms | XNNPACK ms | roofline ms | % roofline "
+                "| vs ATen | vs XNNPACK | targets |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+        for row in rows:
+            tg = targets_of(op, row)
+            for name, met, _ in tg:
+                summary[name][0 if met else 1] += 1
+            pct = ratio(row, "roofline")
+            out.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                row["case"]["name"], row["threads"], fmt(row["poolgen"]), fmt(row["aten"]),
+                fmt(row["xnnpack"]), fmt(row["roofline"]), fmt(pct and 100 * pct, "%.0f%%"),
+                fmt(ratio(row, "aten"), "%.1fx"), fmt(ratio(row, "xnnpack"), "%.1fx"),
+                "; ".join("%s %s" % (n, "met" if m else "missed") for n, m, _ in tg) or "-"))
+        out.append("")
+    out += ["## Targets", "", "Rows (case x thread count) meeting each target:", "",
+            "| target | met | missed |", "|---|---:|---:|"]
+    for name, (met, missed) in summary.items():
+        out.append("| %s | %d | %d |" % (name, met, missed))
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+def plot(path, op, runs, llc):
+    """Time against input size for the sweep cases: a panel per window and thread count."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    series = {}  # (window, threads, label) -> [(bytes, ms)]
+    for row in rows_for(op, runs, llc):
+        c = row["case"]
+        if not c["sweep"]:
+            continue
+        layout = "NHWC" if c["cl"] else "NCHW"
+        for impl in ("poolgen", "aten", "xnnpack", "reference", "roofline"):
+            if row.get(impl):
+                label = "memcpy roofline" if impl == "roofline" else "%s %s" % (impl, layout)
+                series.setdefault((c["window"], row["threads"], label), {})[c["input_bytes"]] = row[impl]
+    if not series:
+        return False
+    windows = sorted({w for w, _, _ in series})
+    threads = sorted({t for _, t, _ in series})
+    threads = [threads[0], threads[-1]] if len(threads) > 1 else threads
+    colors = {"poolgen": "tab:blue", "aten": "tab:red", "xnnpack": "tab:green",
+              "reference": "tab:gray", "memcpy": "black"}
+    fig, axes = plt.subplots(len(windows), len(threads), figsize=(6.5 * len(threads), 4.8 * len(windows)),
+                             squeeze=False, sharex=True)
+    for wi, w in enumerate(windows):
+        for ti, t in enumerate(threads):
+            ax = axes[wi][ti]
+            for (sw, st, label), pts in sorted(series.items()):
+                if (sw, st) != (w, t):
+                    continue
+                xs = sorted(pts)
+                impl = label.split()[0]
+                ax.plot(xs, [pts[x] for x in xs], label=label, color=colors[impl],
+                        linestyle=":" if impl == "memcpy" else "--" if "NHWC" in label else "-",
+                        marker="" if impl == "memcpy" else "s" if "NHWC" in label else "o",
+                        markersize=3.5, linewidth=1.4, alpha=0.6 if impl == "reference" else 1.0)
+            ax.axvline(llc, color="0.5", linestyle="-.", linewidth=1)
+            ax.text(llc, 0.97, " LLC %s" % human_bytes(llc), transform=ax.get_xaxis_transform(),
+                    va="top", fontsize=8, color="0.35")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: human_bytes(int(v))))
+            ax.grid(True, which="major", alpha=0.3)
+            ax.set_title("%s %s, %d thread%s" % (op, w, t, "" if t == 1 else "s"))
+            ax.set_xlabel("input bytes (1x64xHxW f32)")
+            ax.set_ylabel("time (ms, median)")
+            ax.legend(fontsize=7.5, loc="upper left")
+            plt.setp(ax.get_xticklabels(), rotation=45, ha="right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def main(argv):
+    if len(argv) != 3:
+        sys.exit("usage: bench_report.py <benchmark.json> <out-dir>")
+    ctx, runs = load(argv[1])
+    llc = int(ctx.get("poolgen_llc_bytes", 32 << 20))
+    os.makedirs(argv[2], exist_ok=True)
+    md = os.path.join(argv[2], "comparison.md")
+    write_markdown(md, ctx, runs, llc)
+    written = [md]
+    for op in OPS:
+        png = os.path.join(argv[2], op + ".png")
+        if plot(png, op, runs, llc):
+            written.append(png)
+    print("bench_report: wrote " + ", ".join(written))
+
+
+if __name__ == "__main__":
+    main(sys.argv)
