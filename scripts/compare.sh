@@ -13,23 +13,10 @@ set -euo pipefail
 source "$(dirname "$0")/env.sh"
 cd "$ROOT"
 
-packages=(libtorch-dev libxnnpack-dev libpthreadpool-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  echo "compare: installing ${missing[*]} (the ATen and XNNPACK peers)"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
-fi
+# The peers: ATen and XNNPACK; matplotlib for the plots.
+ensure_packages compare libtorch-dev libxnnpack-dev libpthreadpool-dev
 [ -x .venv/bin/python3 ] || "$ROOT/scripts/setup.sh"
-if ! cmp -s tools/requirements-bench.txt .venv/.installed-requirements-bench 2>/dev/null; then
-  .venv/bin/python3 -m pip install -q --disable-pip-version-check -r tools/requirements-bench.txt
-  cp tools/requirements-bench.txt .venv/.installed-requirements-bench
-fi
+ensure_requirements tools/requirements-bench.txt
 
 # e.g. "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz" -> intel-xeon-platinum-8375c
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)

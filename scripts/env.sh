@@ -5,6 +5,28 @@ BUILD="${POOLGEN_BUILD_DIR:-$ROOT/build}"
 PREFIX="${POOLGEN_INSTALL_DIR:-$ROOT/install}"
 JOBS="${POOLGEN_JOBS:-$(nproc)}"
 
+# ensure_packages <who> <debian package>...: installs the missing ones (apt-get, sudo if not root).
+ensure_packages() {
+  local who="$1" missing=() p sudo=""
+  shift
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  ((${#missing[@]})) || return 0
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "$who: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+}
+
+# ensure_requirements <file>: pip-installs a pinned requirements file into .venv once per change.
+ensure_requirements() {
+  local stamp="$ROOT/.venv/.installed-$(basename "$1" .txt)"
+  cmp -s "$1" "$stamp" 2>/dev/null && return 0
+  "$ROOT/.venv/bin/python3" -m pip install -q --disable-pip-version-check -r "$1"
+  cp "$1" "$stamp"
+}
+
 configure() {
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_INSTALL_PREFIX="$PREFIX" "$@" >/dev/null
