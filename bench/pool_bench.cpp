@@ -22,14 +22,16 @@
 // and ratios, the kernel each case ran and the peers' notes.
 //
 // Flags (besides Google Benchmark's):
-//   --poolgen_cases=CASE[,CASE...]  replaces the built-in cases; CASE is
-//       <nd>d/<NxCxD1x...>/k<k>s<s>p<p>[/<opt>...], opts: cl, a value dtype, idx32, pool, unpool
+//   --poolgen_cases=CASE[,CASE...]  replaces the built-in cases (empty: none, e.g. for the sweep
+//       alone); CASE is <nd>d/<NxCxD1x...>/k<k>s<s>p<p>[/<opt>...], opts: cl, a value dtype,
+//       idx32, pool, unpool
 //   --poolgen_sweep                 adds the size sweep (cases.cpp: sweep_cases)
 //   --poolgen_peers=LIST            of reference, memcpy, aten, xnnpack (default: all built)
 //   --poolgen_threads=LIST          default: 1 and std::thread::hardware_concurrency()
 //   --poolgen_min_time=SECONDS (default 0.1), --poolgen_repetitions=N (default 5)
 
 #include "bench.h"
+#include "copy_pool.h"
 
 #include <benchmark/benchmark.h>
 
@@ -141,24 +143,10 @@ void Spec::ensure() {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// The memcpy roofline: `threads` threads each copy one contiguous chunk of one pair of buffers,
-// sized for the benchmark that runs.
-
-void parallel_memcpy(char* dst, const char* src, size_t bytes, int threads) {
-  if (threads <= 1) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
-  std::vector<std::thread> pool;
-  const size_t chunk = (bytes + threads - 1) / threads;
-  for (int t = 0; t < threads; ++t) {
-    const size_t b = std::min(bytes, t * chunk), e = std::min(bytes, b + chunk);
-    pool.emplace_back([=] { std::memcpy(dst + b, src + b, e - b); });
-  }
-  for (auto& th : pool) th.join();
-}
+// The memcpy roofline (copy_pool.h), one pair of buffers sized for the benchmark that runs.
 
 std::vector<char> g_copy_src, g_copy_dst;
+CopyPool g_copy_pool;
 
 // The JSON's per-benchmark facts (tools/bench_report.py).
 void set_counters(benchmark::State& state, int64_t traffic, int64_t input, bool sweep) {
@@ -174,7 +162,7 @@ void bench_memcpy(benchmark::State& state, int64_t bytes, int threads) {
     std::vector<char>(bytes / 2, 0).swap(g_copy_dst);
   }
   for (auto _ : state)
-    parallel_memcpy(g_copy_dst.data(), g_copy_src.data(), g_copy_src.size(), threads);
+    g_copy_pool.copy(g_copy_dst.data(), g_copy_src.data(), g_copy_src.size(), threads);
   benchmark::ClobberMemory();
   set_counters(state, bytes, bytes / 2, false);
 }
@@ -307,10 +295,21 @@ void print_table(const MedianReporter& rep, const std::vector<std::unique_ptr<Sp
     if (sp->ran)
       std::printf("- %s: %s%s%s\n", sp->name().c_str(), sp->pool ? sp->pool_kernel.c_str() : "",
                   sp->pool && sp->unpool ? ", " : "", sp->unpool ? sp->unpool_kernel.c_str() : "");
-  int notes = 0;
+  // Each distinct note once, with the cases it came from (ATen's layouts repeat across a sweep).
+  std::vector<std::pair<std::string, std::vector<std::string>>> notes;
   for (const auto& sp : specs)
-    for (const auto& note : sp->notes)
-      std::printf("%s- %s: %s\n", notes++ ? "" : "\nPeer notes:\n", sp->name().c_str(), note.c_str());
+    for (const auto& note : sp->notes) {
+      auto it = std::find_if(notes.begin(), notes.end(), [&](auto& n) { return n.first == note; });
+      if (it == notes.end()) it = notes.insert(notes.end(), {note, {}});
+      it->second.push_back(sp->name());
+    }
+  if (!notes.empty()) std::printf("\nPeer notes:\n");
+  for (const auto& [note, names] : notes) {
+    std::printf("- %s: %s", note.c_str(), names[0].c_str());
+    for (size_t i = 1; i < std::min<size_t>(names.size(), 3); ++i) std::printf(", %s", names[i].c_str());
+    if (names.size() > 3) std::printf(" and %zu more", names.size() - 3);
+    std::printf("\n");
+  }
 }
 
 void register_all(std::vector<std::unique_ptr<Spec>>& specs, const std::vector<int>& threads,

@@ -49,8 +49,9 @@ class XnnpackPeer : public Peer {
       return;
     const int64_t ties = check_pool(sp);
     if (ties > 0)
-      sp.notes.push_back("XNNPACK: " + std::to_string(ties) + " windows with tied maxima, where "
-                         "it takes another tap than PyTorch (its taps run column by column)");
+      sp.notes.push_back("XNNPACK: " + std::to_string(ties) + " window(s) holding the maximum "
+                         "twice, where it picks another tap than PyTorch (it scans a window "
+                         "column by column); checked as ties");
     if (!sp.unpool || !has(sp, true)) return;
     output_.assign(sp.in_elems(), 0.0f);
     if (!check(xnn_create_unpooling2d_nhwc_x32(0, 0, 0, 0, k, k, C, C, C, 0, &unpool_op_),

@@ -6,8 +6,10 @@
 #
 #   ./scripts/compare.sh [out-dir]     default: bench/results/<cpu model>
 #
-# POOLGEN_COMPARE_BUILD_DIR picks the build folder (default build-compare); extra flags for
-# poolgen_bench go in POOLGEN_BENCH_FLAGS (e.g. --poolgen_min_time=0.02 for a quick look).
+# POOLGEN_COMPARE_BUILD_DIR picks the build folder (default build-compare), which gets the
+# project's default kernel matrix unless POOLGEN_COMPARE_CMAKE_ARGS says otherwise (e.g.
+# -DPOOLGEN_VALUE_TYPES=f32 builds faster); extra flags for poolgen_bench go in
+# POOLGEN_BENCH_FLAGS (e.g. --poolgen_min_time=0.02 --poolgen_repetitions=1 for a quick look).
 # Exits 2 (after writing the report) when a correctness check failed.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
@@ -21,16 +23,18 @@ ensure_requirements tools/requirements-bench.txt
 # e.g. "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz" -> intel-xeon-platinum-8375c
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 cpu=$(echo "${cpu:-unknown}" | sed -e 's/([RrTtMm]*)//g' -e 's/ CPU\b//; s/ Processor\b//; s/@.*//' \
-  -e 's/[0-9]*-Core//' | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '-' | sed 's/^-*//; s/-*$//')
+  -e 's/[0-9]*-Core//' | tr '[:upper:]' '[:lower:]' | tr -cs 'a-z0-9' '-' | sed 's/^-*//; s/-*$//')
 out="${1:-$ROOT/bench/results/${cpu:-unknown}}"
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
 build="${POOLGEN_COMPARE_BUILD_DIR:-$ROOT/build-compare}"
 start=$(date +%s)
-cmake -S "$ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPOOLGEN_CUDA_CAPABILITIES= \
-  -DPOOLGEN_BUILD_TESTS=OFF -DPOOLGEN_BUILD_BENCH=ON -DPOOLGEN_BENCH_ATEN=ON \
-  -DPOOLGEN_BENCH_XNNPACK=ON >/dev/null
+# -U first: an existing build folder's own choices (a narrower matrix) give way to the defaults.
+# shellcheck disable=SC2086  # POOLGEN_COMPARE_CMAKE_ARGS is a list of options
+cmake -S "$ROOT" -B "$build" -G Ninja -U 'POOLGEN_*' -DCMAKE_BUILD_TYPE=Release \
+  -DPOOLGEN_CUDA_CAPABILITIES= -DPOOLGEN_BUILD_TESTS=OFF -DPOOLGEN_BUILD_BENCH=ON \
+  -DPOOLGEN_BENCH_ATEN=ON -DPOOLGEN_BENCH_XNNPACK=ON ${POOLGEN_COMPARE_CMAKE_ARGS:-} >/dev/null
 cmake --build "$build" --target poolgen_bench -j "$JOBS"
 echo "compare: poolgen_bench built in $(($(date +%s) - start)) s; running (long: the sweep)"
 

@@ -125,7 +125,8 @@ def write_markdown(path, ctx, runs, llc):
                                                                ctx.get("poolgen_llc_source", "?")),
            "- Date: %s" % ctx.get("date", "?"),
            "- Command: `%s`" % ctx.get("poolgen_command", "?"), "",
-           "Times are medians in ms. Roofline: the op's compulsory traffic (input + values + indices) "
+           "Times are medians in ms. Roofline: the op's compulsory traffic (pooling: input + values + "
+           "indices; unpooling: values + indices + output, as many bytes) "
            "at the bandwidth of a memcpy of as many bytes on as many threads; % roofline = roofline "
            "time / poolgen time. Speed-ups: peer time / poolgen time. ATen runs its NCHW kernels on "
            "contiguous cases and its channels-last ones on `cl` cases; XNNPACK (NHWC f32, stride = "
@@ -134,23 +135,17 @@ def write_markdown(path, ctx, runs, llc):
     summary = OrderedDict((name, [0, 0]) for _, name, _, _, _ in TARGETS)
     for op in OPS:
         rows = rows_for(op, runs, llc)
-        if not rows:
-            continue
-        out += ["## %s" % op, "",
-                "| case | threads | poolgen ms | ATen ms | XNNPACK ms | roofline ms | % roofline "
-                "| vs ATen | vs XNNPACK | targets |",
-                "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-        for row in rows:
-            tg = targets_of(op, row)
-            for name, met, _ in tg:
-                summary[name][0 if met else 1] += 1
-            pct = ratio(row, "roofline")
-            out.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                row["case"]["name"], row["threads"], fmt(row["poolgen"]), fmt(row["aten"]),
-                fmt(row["xnnpack"]), fmt(row["roofline"]), fmt(pct and 100 * pct, "%.0f%%"),
-                fmt(ratio(row, "aten"), "%.1fx"), fmt(ratio(row, "xnnpack"), "%.1fx"),
-                "; ".join("%s %s" % (n, "met" if m else "missed") for n, m, _ in tg) or "-"))
-        out.append("")
+        if rows:
+            out += ["## %s" % op, ""]
+        for sweep in (False, True):
+            group = [r for r in rows if r["case"]["sweep"] == sweep]
+            if not group:
+                continue
+            out += ["### %s" % ("Size sweep (1x64xHxW f32)" if sweep else "Cases"), "",
+                    "| case | threads | poolgen ms | ATen ms | XNNPACK ms | roofline ms | % roofline "
+                    "| vs ATen | vs XNNPACK | targets |",
+                    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+            out += [table_row(op, row, summary) for row in group] + [""]
     out += ["## Targets", "", "Rows (case x thread count) meeting each target:", "",
             "| target | met | missed |", "|---|---:|---:|"]
     for name, (met, missed) in summary.items():
@@ -159,7 +154,27 @@ def write_markdown(path, ctx, runs, llc):
         f.write("\n".join(out) + "\n")
 
 
-def plot(path, op, runs, llc):
+def table_row(op, row, summary):
+    """One Markdown row; counts its targets into summary."""
+    tg = targets_of(op, row)
+    for name, met, _ in tg:
+        summary[name][0 if met else 1] += 1
+    pct = ratio(row, "roofline")
+    return "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        row["case"]["name"], row["threads"], fmt(row["poolgen"]), fmt(row["aten"]),
+        fmt(row["xnnpack"]), fmt(row["roofline"]), fmt(pct and 100 * pct, "%.0f%%"),
+        fmt(ratio(row, "aten"), "%.1fx"), fmt(ratio(row, "xnnpack"), "%.1fx"),
+        "; ".join("%s %s" % (n, "met" if m else "missed") for n, m, _ in tg) or "-")
+
+
+IMPLS = ("poolgen", "aten", "xnnpack", "reference", "memcpy")
+
+
+def legend_order(label):
+    return (IMPLS.index(label.split()[0]), label)
+
+
+def plot(path, op, runs, llc, title):
     """Time against input size for the sweep cases: a panel per window and thread count."""
     import matplotlib
     matplotlib.use("Agg")
@@ -188,7 +203,7 @@ def plot(path, op, runs, llc):
     for wi, w in enumerate(windows):
         for ti, t in enumerate(threads):
             ax = axes[wi][ti]
-            for (sw, st, label), pts in sorted(series.items()):
+            for (sw, st, label), pts in sorted(series.items(), key=lambda kv: legend_order(kv[0][2])):
                 if (sw, st) != (w, t):
                     continue
                 xs = sorted(pts)
@@ -209,6 +224,7 @@ def plot(path, op, runs, llc):
             ax.set_ylabel("time (ms, median)")
             ax.legend(fontsize=7.5, loc="upper left")
             plt.setp(ax.get_xticklabels(), rotation=45, ha="right")
+    fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -226,7 +242,9 @@ def main(argv):
     written = [md]
     for op in OPS:
         png = os.path.join(argv[2], op + ".png")
-        if plot(png, op, runs, llc):
+        title = "%s: poolgen, ATen and XNNPACK on %s (%s)" % (
+            op, ctx.get("poolgen_cpu_model", "?"), ctx.get("date", "?")[:10])
+        if plot(png, op, runs, llc, title):
             written.append(png)
     print("bench_report: wrote " + ", ".join(written))
 
