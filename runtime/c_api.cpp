@@ -29,7 +29,10 @@ int32_t report(const Status& status, char* message, size_t size) {
 }
 
 Status tensor(const char* argument, const poolgen_tensor* t, TensorView* out) {
-  if (!t) return Status(Code::invalid_argument, std::string(argument) + ": tensor is null");
+  if (!t) {
+    return Status(Code::invalid_argument,
+                  std::string(argument) + ": expected a poolgen_tensor, got a null pointer");
+  }
   if (t->rank < 2 || t->rank > 5) {
     return Status(Code::invalid_argument, std::string(argument) +
                                               ": expected rank 2 to 5, got " +
@@ -76,27 +79,27 @@ Status unpool_options(int32_t nd, const poolgen_unpool_options& o, UnpoolOptions
 
 template <typename F>
 int32_t guarded(char* message, size_t size, F body) {
-  try {
-    return report(body(), message, size);
-  } catch (const std::exception& e) {
-    return report(Status(Code::internal, e.what()), message, size);
-  } catch (...) {
-    return report(Status(Code::internal, "unknown exception"), message, size);
-  }
+  return report(detail::without_exceptions(body), message, size);
 }
 
 // Checks shared by every entry point.
 Status check_call(int32_t nd, const void* options) {
   if (!nd_ok(nd)) return bad_nd(nd);
-  if (!options) return Status(Code::invalid_argument, "options: null");
+  if (!options) {
+    return Status(Code::invalid_argument, "options: expected options, got a null pointer");
+  }
   return {};
 }
 
 // The *_output_shape entry points: checks the arrays, runs `compute`, copies the shape out.
 template <typename F>
 Status shape_query(int32_t rank, const int64_t* input_shape, int64_t* out_shape, F compute) {
-  if (!input_shape || !out_shape || rank < 0 || rank > 5) {
-    return Status(Code::invalid_argument, "input_shape: expected 2 to 5 entries and a result");
+  if (!input_shape || !out_shape) {
+    return Status(Code::invalid_argument, std::string(input_shape ? "out_shape" : "input_shape") +
+                                              ": expected an array, got a null pointer");
+  }
+  if (rank < 0 || rank > 5) {
+    return Status(Code::invalid_argument, "rank: expected 0 to 5, got " + std::to_string(rank));
   }
   Ints out;
   POOLGEN_RETURN_IF_ERROR(compute(list(input_shape, rank), &out));

@@ -42,7 +42,7 @@ Status check_device_view(const char* argument, const View& view, Layout layout, 
   if (view.device != Device::cuda || (fits(view, layout) && (!flat || view.flat_planes(layout)))) {
     return {};
   }
-  return fail(Code::unsupported, argument, ": CUDA tensors must be ", layout_name(layout),
+  return fail(Code::unsupported, argument, ": expected a CUDA tensor ", layout_name(layout),
               flat ? " with dense spatial dimensions" : "",
               " as a whole (no packed copies are made on the device), got strides ",
               format_shape(Ints(view.strides, view.strides + view.rank)), " for shape ",
@@ -107,7 +107,8 @@ Status cuda_capability(int* capability) {
       &error);
   // Without libcuda Halide answers capability 0.0 and no error.
   if (result != 0 || major == 0) {
-    return fail(Code::unsupported, "no CUDA device is available (",
+    return fail(Code::unsupported, "device: expected a CUDA device, got none (no CUDA device is ",
+                "available: ",
                 result == 0 ? "no CUDA driver found"
                             : (error.empty() ? "error " + std::to_string(result) : error),
                 ")");
@@ -160,8 +161,9 @@ int run_cuda_kernel(const Kernel& kernel, std::vector<void*>& args,
 #else  // a build without CUDA kernels (POOLGEN_CUDA_CAPABILITIES empty)
 
 Status cuda_capability(int*) {
-  return fail(Code::unsupported, "no CUDA device is available (this build has no CUDA kernels: ",
-              "CMake option POOLGEN_CUDA_CAPABILITIES is empty)");
+  return fail(Code::unsupported, "device: expected a CUDA device, got none (no CUDA device is ",
+              "available: this build has no CUDA kernels, CMake option ",
+              "POOLGEN_CUDA_CAPABILITIES is empty)");
 }
 
 int run_cuda_kernel(const Kernel&, std::vector<void*>&, const std::vector<CudaBuffer>&,

@@ -3,6 +3,20 @@
 #include <HalideRuntime.h>
 
 #include <mutex>
+
+// ThreadSanitizer does not see the synchronisation inside Halide's thread pool (Halide compiles
+// it, uninstrumented): parallel_for tells it what the pool orders.
+#if defined(__SANITIZE_THREAD__)
+#define POOLGEN_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define POOLGEN_TSAN 1
+#endif
+#endif
+#ifdef POOLGEN_TSAN
+extern "C" void __tsan_acquire(void* address);
+extern "C" void __tsan_release(void* address);
+#endif
 #include <set>
 #include <utility>
 
@@ -97,12 +111,17 @@ Status choose_kernel(const KernelQuery& query, const char* argument, const Kerne
   if (query.device == Device::cuda) {
     device = " CUDA (capability " + std::to_string(query.capability) + " or below)";
   }
-  return fail(Code::unsupported, argument, ": this build has no",
-              device, query.op == Op::pool ? " max_pool" : " max_unpool", " kernel for dtype ",
+  return fail(Code::unsupported, argument, ": expected a combination this build compiled ",
+              "(value types {", join(values), "}, index types {", join(indices),
+              "}: CMake options POOLGEN_VALUE_TYPES, POOLGEN_INDEX_TYPES), got dtype ",
               dtype_name(query.value), " with ", dtype_name(query.index), " indices (",
-              layout_name(query.layout), " layout); it compiled value types {", join(values),
-              "} and index types {", join(indices),
-              "} (CMake options POOLGEN_VALUE_TYPES, POOLGEN_INDEX_TYPES)");
+              layout_name(query.layout), " layout), for which this build has no", device,
+              query.op == Op::pool ? " max_pool" : " max_unpool", " kernel");
+}
+
+Status kernel_failed(const Kernel& kernel, const std::string& error) {
+  return fail(Code::internal, "internal: expected kernel ", kernel.name, " to succeed, got: ",
+              error);
 }
 
 int with_error_capture(const std::function<int(void* user_context)>& f, std::string* error) {
@@ -121,6 +140,39 @@ int run_kernel(const Kernel& kernel, std::vector<void*>& args, std::string* erro
         return kernel.entry(args.data());
       },
       error);
+}
+
+namespace {
+
+void release(void* address) {
+#ifdef POOLGEN_TSAN
+  __tsan_release(address);
+#endif
+  (void)address;
+}
+
+void acquire(void* address) {
+#ifdef POOLGEN_TSAN
+  __tsan_acquire(address);
+#endif
+  (void)address;
+}
+
+int run_task(void*, int task, uint8_t* closure) {
+  acquire(closure);  // the caller's writes before parallel_for
+  const int result = (*reinterpret_cast<const std::function<int(int)>*>(closure))(task);
+  release(closure);  // this task's writes, for the caller after parallel_for
+  return result;
+}
+
+}  // namespace
+
+int parallel_for(int count, const std::function<int(int)>& body) {
+  auto* closure = reinterpret_cast<uint8_t*>(const_cast<std::function<int(int)>*>(&body));
+  release(closure);
+  const int result = halide_do_par_for(nullptr, run_task, 0, count, closure);
+  acquire(closure);
+  return result;
 }
 
 }  // namespace poolgen::detail

@@ -47,6 +47,9 @@ const Kernel* find_kernel(const KernelQuery& query);
 // decided) and the combination this build lacks.
 Status choose_kernel(const KernelQuery& query, const char* argument, const Kernel** kernel);
 
+// The internal error of a kernel that failed with Halide's message `error`.
+Status kernel_failed(const Kernel& kernel, const std::string& error);
+
 // Runs `kernel` with args[1...] already filled (args[0] is set to the call's error context).
 // Returns Halide's error code; the message Halide reported goes to *error.
 int run_kernel(const Kernel& kernel, std::vector<void*>& args, std::string* error);
@@ -54,6 +57,10 @@ int run_kernel(const Kernel& kernel, std::vector<void*>& args, std::string* erro
 // Calls f(user_context) with a user context that collects the first message Halide's runtime
 // reports (kernels and runtime calls alike). Returns f's result; the message goes to *error.
 int with_error_capture(const std::function<int(void* user_context)>& f, std::string* error);
+
+// Runs body(task) for every task in [0, count) on Halide's thread pool (the kernels' own);
+// returns the first non-zero result.
+int parallel_for(int count, const std::function<int(int)>& body);
 
 const char* layout_name(Layout layout);
 

@@ -23,6 +23,7 @@ struct PoolCall {
   Ints output_shape;
   View input;
   Device device = Device::cpu;
+  KernelQuery query{};  // what chose `kernel`
   const Kernel* kernel = nullptr;
 };
 
@@ -42,15 +43,105 @@ Status choose(const TensorView& input, DType index_dtype, const PoolOptions& opt
   call->device = call_device(options.device, input);
   int capability = 0;
   if (call->device == Device::cuda) POOLGEN_RETURN_IF_ERROR(cuda_capability(&capability));
-  const KernelQuery query{Op::pool,
-                          nd,
-                          layout_of(call->input),
-                          input.dtype,
-                          index_dtype,
-                          options.path == Path::automatic ? &call->window : nullptr,
-                          call->device,
-                          capability};
-  return choose_kernel(query, "input", &call->kernel);
+  call->query = {Op::pool,
+                 nd,
+                 layout_of(call->input),
+                 input.dtype,
+                 index_dtype,
+                 options.path == Path::automatic ? &call->window : nullptr,
+                 call->device,
+                 capability};
+  return choose_kernel(call->query, "input", &call->kernel);
+}
+
+// Runs `kernel` with `window` on views (input, values, indices) in its layout.
+Status run_pool(const Kernel& kernel, const Window& window, Device device, const Views& views) {
+  HalideView in_buffer(views[0], kernel.layout, kernel.value);
+  HalideView values_buffer(views[1], kernel.layout, kernel.value);
+  HalideView indices_buffer(views[2], kernel.layout, kernel.index);
+  // Halide orders spatial dimensions innermost first; the generator's scalar inputs follow.
+  int32_t params[3][4];
+  std::vector<void*> args{nullptr, &in_buffer.buffer};
+  for (int i = 0; i < window.nd; ++i) {
+    const int d = window.nd - 1 - i;
+    params[i][0] = static_cast<int32_t>(window.kernel[d]);
+    params[i][1] = static_cast<int32_t>(window.stride[d]);
+    params[i][2] = static_cast<int32_t>(window.padding[d]);
+    params[i][3] = static_cast<int32_t>(window.dilation[d]);
+    for (int32_t& p : params[i]) args.push_back(&p);
+  }
+  args.push_back(&values_buffer.buffer);
+  args.push_back(&indices_buffer.buffer);
+  std::string error;
+  const bool on_device = views[0].device == Device::cuda;
+  const int result =
+      device == Device::cuda
+          ? run_cuda_kernel(kernel, args,
+                            {{&in_buffer.buffer, on_device, false},
+                             {&values_buffer.buffer, on_device, true},
+                             {&indices_buffer.buffer, on_device, true}},
+                            &error)
+          : run_kernel(kernel, args, &error);
+  if (result != 0) return kernel_failed(kernel, error);
+  return {};
+}
+
+bool all_fit(const Views& views, Layout layout) {
+  for (const View& v : views) {
+    if (!fits_kernel(v, layout)) return false;
+  }
+  return true;
+}
+
+// Planes too large for a kernel's buffers (one, or one image's in channels-last): runs of output
+// rows (the outermost spatial dimension) with the input rows their windows reach, each run with
+// the padding its first window sees; its indices, offsets from the run's first input row, are
+// shifted to the plane's.
+Status pool_rows(const PoolCall& call, const Views& plane) {
+  const Window& w = call.window;
+  const View &in = plane[0], &values = plane[1], &indices = plane[2];
+  const int64_t s = w.stride[0], pad = w.padding[0];
+  const int64_t span = w.dilation[0] * (w.kernel[0] - 1) + 1, rows = in.shape[2];
+  // Output rows [first, first + count) read input rows [top, bottom).
+  auto run_of = [&](int64_t first, int64_t count, int64_t* top) {
+    *top = std::max<int64_t>(0, first * s - pad);
+    const int64_t bottom = std::min(rows, (first + count - 1) * s - pad + span);
+    return Views{slice(in, 2, *top, bottom - *top), slice(values, 2, first, count),
+                 slice(indices, 2, first, count)};
+  };
+  const Layout layout = call.kernel->layout;
+  const int64_t per_run = largest_fitting(values.shape[2], [&](int64_t count) {
+    // An interior run (no padding) reads the most input rows.
+    return all_fit({slice(in, 2, 0, std::min(rows, (count - 1) * s + span)),
+                    slice(values, 2, 0, count), slice(indices, 2, 0, count)},
+                   layout);
+  });
+  if (in.device == Device::cuda) {
+    return fail(Code::unsupported, "input: expected device planes a kernel's buffer holds ",
+                "(below 2^31 elements and 2 GiB), got a plane of shape ",
+                format_shape(Ints(in.shape + 2, in.shape + in.rank)), " of ",
+                dtype_name(in.dtype));
+  }
+  if (per_run == 0) {
+    return fail(Code::unsupported, "input: expected planes whose outermost spatial rows fit a ",
+                "kernel's buffer (below 2^31 elements and 2 GiB), got a plane of shape ",
+                format_shape(Ints(in.shape + 2, in.shape + in.rank)), " of ",
+                dtype_name(in.dtype));
+  }
+  const int64_t row_elements = in.plane() / rows;
+  for (int64_t first = 0; first < values.shape[2]; first += per_run) {
+    int64_t top = 0;
+    const Views run = run_of(first, std::min(per_run, values.shape[2] - first), &top);
+    Window local = w;
+    local.padding[0] = top - (first * s - pad);
+    KernelQuery query = call.query;
+    if (query.window) query.window = &local;
+    const Kernel* kernel = nullptr;
+    POOLGEN_RETURN_IF_ERROR(choose_kernel(query, "input", &kernel));
+    POOLGEN_RETURN_IF_ERROR(run_pool(*kernel, local, call.device, run));
+    if (top > 0) add_to_indices(run[2], top * row_elements);
+  }
+  return {};
 }
 
 }  // namespace
@@ -76,8 +167,10 @@ Status max_pool_kernel_name(int nd, const Ints& input_shape, const PoolOptions& 
                               options, name);
 }
 
-Status max_pool(int nd, const TensorView& input, const TensorView& values,
-                const TensorView& indices, const PoolOptions& options) {
+namespace {
+
+Status pool(int nd, const TensorView& input, const TensorView& values, const TensorView& indices,
+            const PoolOptions& options) {
   PoolCall call;
   POOLGEN_RETURN_IF_ERROR(prepare(nd, input, indices.dtype, options, &call));
   View in, out_values, out_indices;
@@ -92,7 +185,6 @@ Status max_pool(int nd, const TensorView& input, const TensorView& values,
       check_same_device(in, "input", {{"values", &out_values}, {"indices", &out_indices}}));
   POOLGEN_RETURN_IF_ERROR(choose(input, indices.dtype, options, &call));
   if (out_values.elements() == 0) return {};
-  POOLGEN_RETURN_IF_ERROR(check_plane("input", in));
 
   const Kernel& kernel = *call.kernel;
   POOLGEN_RETURN_IF_ERROR(check_device_view("input", in, kernel.layout, false));
@@ -101,37 +193,24 @@ Status max_pool(int nd, const TensorView& input, const TensorView& values,
   const Staged staged_in(in, kernel.layout, false, Staged::input);
   const Staged staged_values(out_values, kernel.layout, false, Staged::output);
   const Staged staged_indices(out_indices, kernel.layout, false, Staged::output);
-  HalideView in_buffer(staged_in.view(), kernel.layout, kernel.value);
-  HalideView values_buffer(staged_values.view(), kernel.layout, kernel.value);
-  HalideView indices_buffer(staged_indices.view(), kernel.layout, kernel.index);
-  // Halide orders spatial dimensions innermost first; the generator's scalar inputs follow.
-  const Window& window = call.window;
-  int32_t params[3][4];
-  std::vector<void*> args{nullptr, &in_buffer.buffer};
-  for (int i = 0; i < nd; ++i) {
-    const int d = nd - 1 - i;
-    params[i][0] = static_cast<int32_t>(window.kernel[d]);
-    params[i][1] = static_cast<int32_t>(window.stride[d]);
-    params[i][2] = static_cast<int32_t>(window.padding[d]);
-    params[i][3] = static_cast<int32_t>(window.dilation[d]);
-    for (int32_t& p : params[i]) args.push_back(&p);
-  }
-  args.push_back(&values_buffer.buffer);
-  args.push_back(&indices_buffer.buffer);
-  std::string error;
-  const bool on_device = in.device == Device::cuda;
-  const int result =
-      call.device == Device::cuda
-          ? run_cuda_kernel(kernel, args,
-                            {{&in_buffer.buffer, on_device, false},
-                             {&values_buffer.buffer, on_device, true},
-                             {&indices_buffer.buffer, on_device, true}},
-                            &error)
-          : run_kernel(kernel, args, &error);
-  if (result != 0) return fail(Code::internal, kernel.name, " failed: ", error);
+  // Calls too large for one kernel call run in pieces of planes, or of rows of one plane.
+  POOLGEN_RETURN_IF_ERROR(for_each_piece(
+      {staged_in.view(), staged_values.view(), staged_indices.view()},
+      [&](const Views& piece) { return all_fit(piece, kernel.layout); },
+      [&](const Views& piece, int64_t) {
+        return run_pool(kernel, call.window, call.device, piece);
+      },
+      [&](const Views& plane, int64_t) { return pool_rows(call, plane); }));
   staged_values.finish();
   staged_indices.finish();
   return {};
+}
+
+}  // namespace
+
+Status max_pool(int nd, const TensorView& input, const TensorView& values,
+                const TensorView& indices, const PoolOptions& options) {
+  return without_exceptions([&] { return pool(nd, input, values, indices, options); });
 }
 
 }  // namespace poolgen

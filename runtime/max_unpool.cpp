@@ -8,6 +8,7 @@
 #include <HalideRuntime.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -69,9 +70,9 @@ Status choose(const TensorView& values, DType index_dtype, const UnpoolOptions& 
 
 // The error for element `position` (in input order) holding `index`, outside a plane of `plane`.
 Status invalid_index_at(int64_t position, int64_t index, int64_t plane) {
-  return fail(Code::index_out_of_range, "indices: element ", position, " is ", index,
-              ", outside the output plane of ", plane, " elements (expected 0 to ", plane - 1,
-              ")");
+  return fail(Code::index_out_of_range, "indices: expected indices in [0, ", plane - 1,
+              "] (an output plane of ", plane, " elements), got ", index, " at element ", position,
+              " (in input order)");
 }
 
 // Names the first index, in input order, that lies outside its output plane.
@@ -128,8 +129,8 @@ struct ScatterGroups {
     return p;
   }
 
-  static int run(void*, int task, uint8_t* closure) {
-    auto& g = *reinterpret_cast<ScatterGroups*>(closure);
+  int run(int task) {
+    auto& g = *this;
     const Layout layout = g.kernel->layout;
     const int64_t end = std::min((task + 1) * g.planes, g.output.shape[0] * g.output.shape[1]);
     for (int64_t first = task * g.planes; first < end;) {
@@ -152,49 +153,98 @@ struct ScatterGroups {
   }
 };
 
+bool all_fit_flat(const Views& views, Layout layout) {
+  for (const View& v : views) {
+    if (!fits_kernel(v, layout, true)) return false;
+  }
+  return true;
+}
+
+// Planes too large for a kernel's buffers (flat views in `layout`): every index is checked first
+// (the first invalid one in input order is the error), then each output plane is zeroed and
+// scattered in input order, so the latest duplicate wins. One thread, 64-bit offsets.
+Status scatter_large(const View& values, const View& indices, const View& output, Layout layout) {
+  POOLGEN_RETURN_IF_ERROR(invalid_index_error(indices, output.plane()));
+  const int64_t size = static_cast<int64_t>(dtype_size(values.dtype));
+  const int64_t value_step = values.plane_step(layout) * size,
+                index_step = indices.plane_step(layout), output_step = output.plane_step(layout) * size;
+  auto plane_of = [&](const View& view, int64_t n, int64_t c) {
+    return static_cast<char*>(view.data) +
+           (n * view.strides[0] + c * view.strides[1]) * static_cast<int64_t>(dtype_size(view.dtype));
+  };
+  for (int64_t n = 0; n < output.shape[0]; ++n) {
+    for (int64_t c = 0; c < output.shape[1]; ++c) {
+      const char* from = plane_of(values, n, c);
+      const char* index = plane_of(indices, n, c);
+      char* to = plane_of(output, n, c);
+      if (output_step == size) {
+        std::memset(to, 0, static_cast<size_t>(output.plane() * size));
+      } else {
+        for (int64_t j = 0; j < output.plane(); ++j) std::memset(to + j * output_step, 0, size);
+      }
+      for (int64_t j = 0; j < values.plane(); ++j) {
+        const int64_t at = indices.dtype == DType::i32
+                               ? reinterpret_cast<const int32_t*>(index)[j * index_step]
+                               : reinterpret_cast<const int64_t*>(index)[j * index_step];
+        std::memcpy(to + at * output_step, from + j * value_step, size);
+      }
+    }
+  }
+  return {};
+}
+
 // Runs the scatter kernel over flat planes in its layout, through packed copies where needed.
 Status scatter(const Kernel& kernel, const View& values, const View& indices,
                const View& output) {
   const Staged v(values, kernel.layout, true, Staged::input),
       i(indices, kernel.layout, true, Staged::input),
       o(output, kernel.layout, true, Staged::output);
+  // Groups never cross an image: the most channels of one image a kernel's buffers hold.
+  const int64_t fitting = largest_fitting(o.view().shape[1], [&](int64_t channels) {
+    Views piece;
+    for (const View& view : {v.view(), i.view(), o.view()}) {
+      piece.push_back(slice(slice(view, 0, 0, 1), 1, 0, channels));
+    }
+    return all_fit_flat(piece, kernel.layout);
+  });
+  if (fitting == 0) {
+    POOLGEN_RETURN_IF_ERROR(scatter_large(v.view(), i.view(), o.view(), kernel.layout));
+    o.finish();
+    return {};
+  }
   ScatterGroups groups{&kernel, v.view(), i.view(), o.view(),
-                       planes_per_group(o.view(), kernel.layout), {}, {}};
+                       std::min(fitting, planes_per_group(o.view(), kernel.layout)), {}, {}};
   const int64_t planes = output.shape[0] * output.shape[1];
+  // Halide numbers tasks with an int.
+  groups.planes = std::max(groups.planes, planes / std::numeric_limits<int32_t>::max() + 1);
   const int tasks = static_cast<int>((planes + groups.planes - 1) / groups.planes);
-  if (halide_do_par_for(nullptr, ScatterGroups::run, 0, tasks,
-                        reinterpret_cast<uint8_t*>(&groups)) != 0) {
+  if (parallel_for(tasks, [&](int task) { return groups.run(task); }) != 0) {
     Status invalid = invalid_index_error(indices, output.plane());
-    return invalid.ok() ? fail(Code::internal, kernel.name, " failed: ", groups.error) : invalid;
+    return invalid.ok() ? kernel_failed(kernel, groups.error) : invalid;
   }
   o.finish();
   return {};
 }
 
-// Runs the winner kernel (deterministic on any thread count; CUDA's only unpooling kernel) over
-// flat planes in its layout. Host views go through packed copies where needed; device views
-// were checked to need none. The kernel reports the first invalid element instead of stopping.
-Status winner(const Kernel& kernel, Device device, const View& values, const View& indices,
-              const View& output) {
-  const Staged v(values, kernel.layout, true, Staged::input),
-      i(indices, kernel.layout, true, Staged::input),
-      o(output, kernel.layout, true, Staged::output);
-  HalideView values_buffer(v.view(), kernel.layout, kernel.value, true),
-      indices_buffer(i.view(), kernel.layout, kernel.index, true),
-      output_buffer(o.view(), kernel.layout, kernel.value, true);
+// Runs the winner kernel on flat views (values, indices, output) in its layout; the first invalid
+// element's position (in the piece's input order) and index go to *position and *index, or
+// *position is int64's largest when every index is valid.
+Status run_winner(const Kernel& kernel, Device device, const Views& views, int64_t* position,
+                  int64_t* index) {
+  HalideView values_buffer(views[0], kernel.layout, kernel.value, true),
+      indices_buffer(views[1], kernel.layout, kernel.index, true),
+      output_buffer(views[2], kernel.layout, kernel.value, true);
   const bool i32 = kernel.index == DType::i32;
-  int64_t invalid_position = 0, invalid_index = 0;
-  int32_t invalid_index32 = 0;
+  int32_t index32 = 0;
   halide_buffer_t position_buffer{}, index_buffer{};
-  position_buffer.host = reinterpret_cast<uint8_t*>(&invalid_position);
+  position_buffer.host = reinterpret_cast<uint8_t*>(position);
   position_buffer.type = {halide_type_int, 64};
-  index_buffer.host = i32 ? reinterpret_cast<uint8_t*>(&invalid_index32)
-                          : reinterpret_cast<uint8_t*>(&invalid_index);
+  index_buffer.host = i32 ? reinterpret_cast<uint8_t*>(&index32) : reinterpret_cast<uint8_t*>(index);
   index_buffer.type = {halide_type_int, static_cast<uint8_t>(i32 ? 32 : 64)};
   std::vector<void*> args{nullptr,          &values_buffer.buffer, &indices_buffer.buffer,
                           &output_buffer.buffer, &position_buffer,      &index_buffer};
   std::string error;
-  const bool on_device = values.device == Device::cuda;
+  const bool on_device = views[0].device == Device::cuda;
   const int result =
       device == Device::cuda
           ? run_cuda_kernel(kernel, args,
@@ -205,11 +255,34 @@ Status winner(const Kernel& kernel, Device device, const View& values, const Vie
                              {&index_buffer, false, true}},
                             &error)
           : run_kernel(kernel, args, &error);
-  if (result != 0) return fail(Code::internal, kernel.name, " failed: ", error);
-  if (invalid_position != std::numeric_limits<int64_t>::max()) {
-    return invalid_index_at(invalid_position, i32 ? invalid_index32 : invalid_index,
-                            output.plane());
-  }
+  if (result != 0) return kernel_failed(kernel, error);
+  if (i32) *index = index32;
+  return {};
+}
+
+// Runs the winner kernel (deterministic on any thread count; CUDA's only unpooling kernel) over
+// flat planes in its layout, in pieces of planes its buffers hold. Host views go through packed
+// copies where needed; device views were checked to need none. The kernel reports the first
+// invalid element instead of stopping.
+Status winner(const Kernel& kernel, Device device, const View& values, const View& indices,
+              const View& output) {
+  const Staged v(values, kernel.layout, true, Staged::input),
+      i(indices, kernel.layout, true, Staged::input),
+      o(output, kernel.layout, true, Staged::output);
+  POOLGEN_RETURN_IF_ERROR(for_each_piece(
+      {v.view(), i.view(), o.view()},
+      [&](const Views& piece) { return all_fit_flat(piece, kernel.layout); },
+      [&](const Views& piece, int64_t first_plane) {
+        int64_t position = 0, index = 0;
+        POOLGEN_RETURN_IF_ERROR(run_winner(kernel, device, piece, &position, &index));
+        if (position == std::numeric_limits<int64_t>::max()) return Status();
+        return invalid_index_at(first_plane * values.plane() + position, index, output.plane());
+      },
+      [&](const Views& plane, int64_t) {
+        return fail(Code::unsupported, "output: expected planes the winner kernel's buffers ",
+                    "hold (CUDA, Path::winner: below 2^31 elements and 2 GiB), got planes of ",
+                    plane[2].plane(), " elements of ", dtype_name(plane[2].dtype));
+      }));
   o.finish();
   return {};
 }
@@ -237,8 +310,10 @@ Status max_unpool_kernel_name(int nd, const Ints& values_shape, const UnpoolOpti
                                 options, name);
 }
 
-Status max_unpool(int nd, const TensorView& values, const TensorView& indices,
-                  const TensorView& output, const UnpoolOptions& options) {
+namespace {
+
+Status unpool(int nd, const TensorView& values, const TensorView& indices,
+              const TensorView& output, const UnpoolOptions& options) {
   UnpoolCall call;
   POOLGEN_RETURN_IF_ERROR(prepare(nd, values, indices.dtype, options, &call));
   View v, i, o;
@@ -249,10 +324,8 @@ Status max_unpool(int nd, const TensorView& values, const TensorView& indices,
   POOLGEN_RETURN_IF_ERROR(check_same_device(v, "values", {{"indices", &i}, {"output", &o}}));
   POOLGEN_RETURN_IF_ERROR(choose(values, indices.dtype, options, &call));
   if (o.elements() == 0) return {};
-  POOLGEN_RETURN_IF_ERROR(check_plane("output", o));
 
   if (const Kernel* w = call.winner) {
-    POOLGEN_RETURN_IF_ERROR(check_plane("values", v));
     POOLGEN_RETURN_IF_ERROR(check_device_view("values", v, w->layout, true));
     POOLGEN_RETURN_IF_ERROR(check_device_view("indices", i, w->layout, true));
     POOLGEN_RETURN_IF_ERROR(check_device_view("output", o, w->layout, true));
@@ -262,7 +335,9 @@ Status max_unpool(int nd, const TensorView& values, const TensorView& indices,
   // The gather reports indices it cannot serve (outside their cell's window, or invalid);
   // the scatter then decides, and names any invalid one. It takes the views as they are.
   const Kernel* gather = call.gather;
-  if (gather && fits(v, gather->layout) && fits(i, gather->layout) && fits(o, gather->layout)) {
+  if (gather && fits(v, gather->layout) && fits(i, gather->layout) && fits(o, gather->layout) &&
+      fits_kernel(v, gather->layout) && fits_kernel(i, gather->layout) &&
+      fits_kernel(o, gather->layout)) {
     HalideView values_buffer(v, gather->layout, gather->value),
         indices_buffer(i, gather->layout, gather->index),
         output_buffer(o, gather->layout, gather->value);
@@ -272,6 +347,13 @@ Status max_unpool(int nd, const TensorView& values, const TensorView& indices,
     if (run_kernel(*gather, args, &error) == 0) return {};
   }
   return scatter(*call.scatter, v, i, o);
+}
+
+}  // namespace
+
+Status max_unpool(int nd, const TensorView& values, const TensorView& indices,
+                  const TensorView& output, const UnpoolOptions& options) {
+  return without_exceptions([&] { return unpool(nd, values, indices, output, options); });
 }
 
 }  // namespace poolgen

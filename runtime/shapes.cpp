@@ -12,6 +12,12 @@ std::string format_shape(const Ints& shape) {
   return out.str();
 }
 
+bool multiply_within(int64_t a, int64_t b, int64_t limit, int64_t* out) {
+  if (a != 0 && b > limit / a) return false;
+  *out = a * b;
+  return *out <= limit;
+}
+
 namespace {
 
 Status check_nd(int nd) {
@@ -33,11 +39,16 @@ Status expand(const char* name, const Ints& list, int nd, const int64_t* fallbac
   return {};
 }
 
-Status check_at_least(const char* name, const int64_t* values, int nd, int64_t minimum) {
+// Every entry >= minimum (invalid_argument) and at most kMaxWindowParameter (unsupported).
+Status check_range(const char* name, const int64_t* values, int nd, int64_t minimum) {
   for (int i = 0; i < nd; ++i) {
     if (values[i] < minimum) {
       return fail(Code::invalid_argument, name, ": expected every entry >= ", minimum, ", got ",
                   values[i], " in spatial dimension ", i);
+    }
+    if (values[i] > kMaxWindowParameter) {
+      return fail(Code::unsupported, name, ": expected every entry <= 2^31-1, got ", values[i],
+                  " in spatial dimension ", i);
     }
   }
   return {};
@@ -54,9 +65,9 @@ Status common_window(int nd, const Ints& kernel, const Ints& stride, const Ints&
   POOLGEN_RETURN_IF_ERROR(expand("stride", stride, nd, w->kernel, w->stride));
   const int64_t zeros[3] = {0, 0, 0};
   POOLGEN_RETURN_IF_ERROR(expand("padding", padding, nd, zeros, w->padding));
-  POOLGEN_RETURN_IF_ERROR(check_at_least("kernel_size", w->kernel, nd, 1));
-  POOLGEN_RETURN_IF_ERROR(check_at_least("stride", w->stride, nd, 1));
-  return check_at_least("padding", w->padding, nd, 0);
+  POOLGEN_RETURN_IF_ERROR(check_range("kernel_size", w->kernel, nd, 1));
+  POOLGEN_RETURN_IF_ERROR(check_range("stride", w->stride, nd, 1));
+  return check_range("padding", w->padding, nd, 0);
 }
 
 // floor(a / b) for b > 0.
@@ -68,7 +79,7 @@ Status pool_window(int nd, const PoolOptions& o, Window* w) {
   POOLGEN_RETURN_IF_ERROR(common_window(nd, o.kernel_size, o.stride, o.padding, w));
   const int64_t ones[3] = {1, 1, 1};
   POOLGEN_RETURN_IF_ERROR(expand("dilation", o.dilation, nd, ones, w->dilation));
-  POOLGEN_RETURN_IF_ERROR(check_at_least("dilation", w->dilation, nd, 1));
+  POOLGEN_RETURN_IF_ERROR(check_range("dilation", w->dilation, nd, 1));
   w->ceil_mode = o.ceil_mode;
   for (int i = 0; i < nd; ++i) {
     // PyTorch bounds the padding by half the dilated kernel, but by half the raw kernel in 3-D.
@@ -95,6 +106,22 @@ int64_t spatial_elements(int nd, const Ints& shape) {
   return count;
 }
 
+namespace {
+
+// At most kMaxElements in all (extents already checked non-negative).
+Status check_elements(const char* argument, const Ints& shape) {
+  int64_t count = 1;
+  for (int64_t extent : shape) {
+    if (!multiply_within(count, extent, kMaxElements, &count)) {
+      return fail(Code::invalid_argument, argument, ": expected at most 2^59 elements, got shape ",
+                  format_shape(shape));
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
 Status check_input_shape(const char* op, int nd, const char* argument, const Ints& shape) {
   const int rank = static_cast<int>(shape.size());
   if (rank != nd + 1 && rank != nd + 2) {
@@ -109,7 +136,7 @@ Status check_input_shape(const char* op, int nd, const char* argument, const Int
                   format_shape(shape), ")");
     }
   }
-  return {};
+  return check_elements(argument, shape);
 }
 
 Status pool_output_shape(const Window& w, const Ints& in, Ints* out) {
@@ -122,9 +149,10 @@ Status pool_output_shape(const Window& w, const Ints& in, Ints* out) {
     // The last window must start inside the input or its left padding.
     if (w.ceil_mode && (o - 1) * s >= extent + w.padding[i]) --o;
     if (o < 1) {
-      return fail(Code::invalid_argument, "input: spatial dimension ", i, " of extent ", extent,
-                  " is too small for kernel_size ", w.kernel[i], ", dilation ", w.dilation[i],
-                  ", padding ", w.padding[i], " (output extent would be ", o, ")");
+      return fail(Code::invalid_argument, "input: expected spatial dimension ", i,
+                  " to hold a window of kernel_size ", w.kernel[i], ", dilation ", w.dilation[i],
+                  ", padding ", w.padding[i], ", got extent ", extent, " (output extent would be ",
+                  o, ")");
     }
     (*out)[first + i] = o;
   }
@@ -141,7 +169,13 @@ Status unpool_output_shape(const Window& w, const Ints& in, const Ints& output_s
   *out = in;
   for (int i = 0; i < w.nd; ++i) {
     const int64_t s = w.stride[i];
-    const int64_t natural = (in[first + i] - 1) * s - 2 * w.padding[i] + w.kernel[i];
+    // Window parameters are below 2^31 and extents below 2^59: only the product can overflow.
+    int64_t span = 0;
+    if (!multiply_within(in[first + i] - 1, s, kMaxElements, &span)) {
+      return fail(Code::invalid_argument, "output: expected an unpooled extent of at most 2^59, ",
+                  "got (", in[first + i], " - 1) * stride ", s, " in spatial dimension ", i);
+    }
+    const int64_t natural = span - 2 * w.padding[i] + w.kernel[i];
     int64_t extent = natural;
     if (given) {
       extent = output_size[given - w.nd + i];
@@ -151,14 +185,14 @@ Status unpool_output_shape(const Window& w, const Ints& in, const Ints& output_s
       }
     }
     if (extent < 1) {
-      return fail(Code::invalid_argument, "output_size: spatial dimension ", i,
-                  " would have extent ", extent, " (input extent ", in[first + i],
+      return fail(Code::invalid_argument, "output_size: expected spatial dimension ", i,
+                  " to be >= 1, got extent ", extent, " (input extent ", in[first + i],
                   ", kernel_size ", w.kernel[i], ", stride ", s, ", padding ", w.padding[i],
                   ")");
     }
     (*out)[first + i] = extent;
   }
-  return {};
+  return check_elements("output", *out);
 }
 
 }  // namespace poolgen::detail

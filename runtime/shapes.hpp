@@ -25,6 +25,29 @@ Status fail(Code code, const Parts&... parts) {
 
 std::string format_shape(const Ints& shape);
 
+// Runs `call`, turning any exception (std::bad_alloc for a packed copy, say) into an internal
+// error: nothing is thrown out of the library.
+template <typename F>
+Status without_exceptions(F call) noexcept {
+  try {
+    return call();
+  } catch (const std::exception& e) {
+    return Status(Code::internal, std::string("internal: expected no exception, got ") + e.what());
+  } catch (...) {
+    return Status(Code::internal, "internal: expected no exception, got one of unknown type");
+  }
+}
+
+// The most elements a tensor may have: its byte size (8 bytes an element at most) and every
+// offset into it stay far from int64's limit, so shape and offset arithmetic cannot overflow.
+constexpr int64_t kMaxElements = int64_t{1} << 59;
+// The most a window parameter (kernel_size, stride, padding, dilation) may be: the kernels take
+// them as 32-bit scalars.
+constexpr int64_t kMaxWindowParameter = (int64_t{1} << 31) - 1;
+
+// a * b for a, b >= 0, false (and *out untouched) when it would exceed `limit`.
+bool multiply_within(int64_t a, int64_t b, int64_t limit, int64_t* out);
+
 // A window with one entry per spatial dimension, in PyTorch order (outermost first).
 struct Window {
   int nd = 0;
@@ -35,10 +58,12 @@ struct Window {
 Status pool_window(int nd, const PoolOptions& options, Window* window);
 Status unpool_window(int nd, const UnpoolOptions& options, Window* window);
 
-// The input must be (N, C, spatial...) or (C, spatial...), every extent >= 1 except N.
+// The input must be (N, C, spatial...) or (C, spatial...), every extent >= 1 except N, and at
+// most kMaxElements elements in all.
 Status check_input_shape(const char* op, int nd, const char* argument, const Ints& shape);
 
-// Elements in one plane of a tensor of `shape`: the product of its last nd extents.
+// Elements in one plane of a tensor of `shape`: the product of its last nd extents (a shape
+// check_input_shape passed, or one derived from it).
 int64_t spatial_elements(int nd, const Ints& shape);
 
 Status pool_output_shape(const Window& window, const Ints& input_shape, Ints* output_shape);

@@ -70,14 +70,6 @@ Status check_no_overlap(const char* argument, const View& view) {
   return {};
 }
 
-Status check_plane(const char* argument, const View& view) {
-  if (view.plane() > std::numeric_limits<int32_t>::max()) {
-    return fail(Code::unsupported, argument, ": planes of more than 2^31-1 elements are not ",
-                "supported yet, got ", view.plane());
-  }
-  return {};
-}
-
 Status check_dtype(const char* argument, DType dtype) {
   if (static_cast<uint32_t>(dtype) > static_cast<uint32_t>(DType::i32)) {
     return fail(Code::invalid_argument, argument, ": expected a dtype code from 0 to ",
@@ -93,8 +85,8 @@ Status check_index_dtype(const char* argument, DType dtype, int64_t plane) {
                 dtype_name(dtype));
   }
   if (dtype == DType::i32 && plane > std::numeric_limits<int32_t>::max()) {
-    return fail(Code::invalid_argument, argument, ": i32 indices cannot name every slot of a ",
-                "plane of ", plane, " elements (at most 2^31-1); use i64 indices");
+    return fail(Code::invalid_argument, argument, ": expected i64 indices for a plane of ", plane,
+                " elements (i32 names at most 2^31-1 slots), got i32");
   }
   return {};
 }
@@ -135,11 +127,20 @@ Status check_view_shape(const char* argument, const TensorView& view, DType dtyp
     v.shape[0] = 1;
     v.strides[0] = packed;
   }
-  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  // Offsets are 64-bit: the farthest element must lie within kMaxElements of data.
+  int64_t reach = 0;
   for (int i = 0; i < v.rank; ++i) {
-    if (v.shape[i] > kMax || v.strides[i] > kMax || v.strides[i] < 0) {
-      return fail(Code::unsupported, argument, ": extents and strides must lie in [0, 2^31), got ",
-                  "extent ", v.shape[i], " stride ", v.strides[i], " in dimension ", i - missing);
+    int64_t step = 0;
+    if (v.strides[i] < 0) {
+      return fail(Code::unsupported, argument, ": expected strides >= 0, got stride ",
+                  v.strides[i], " in dimension ", i - missing);
+    }
+    if (v.shape[i] > 1 &&
+        (!multiply_within(v.shape[i] - 1, v.strides[i], kMaxElements, &step) ||
+         (reach += step) > kMaxElements)) {
+      return fail(Code::invalid_argument, argument, ": expected strides that keep every element ",
+                  "within 2^59 elements of data, got strides ", format_shape(view.strides),
+                  " for shape ", format_shape(shape));
     }
   }
   // A dimension of extent 1 is never stepped along: its stride may be anything, so it is set to
@@ -161,8 +162,8 @@ Status check_view(const char* argument, const TensorView& view, DType dtype, con
                   int nd, View* out) {
   POOLGEN_RETURN_IF_ERROR(check_view_shape(argument, view, dtype, shape, nd, out));
   if (out->elements() > 0 && view.data == nullptr) {
-    return fail(Code::invalid_argument, argument, ": data is null for a tensor of shape ",
-                format_shape(shape));
+    return fail(Code::invalid_argument, argument, ": expected data for a tensor of shape ",
+                format_shape(shape), ", got a null pointer");
   }
   return {};
 }
@@ -201,16 +202,17 @@ void Staged::finish() const {
   if (role_ == output && !scratch_.empty()) copy_elements(staged_, original_);
 }
 
-HalideView::HalideView(const View& v, Layout layout, DType type, bool flat) {
-  static const halide_type_t kTypes[] = {
-      {halide_type_float, 32}, {halide_type_int, 64},  {halide_type_float, 64},
-      {halide_type_float, 16}, {halide_type_bfloat, 16}, {halide_type_int, 8},
-      {halide_type_uint, 8},   {halide_type_int, 16},  {halide_type_int, 32}};
-  buffer.host = static_cast<uint8_t*>(v.data);
-  buffer.type = kTypes[static_cast<int>(type)];
-  buffer.dim = dims;
+namespace {
+
+// The dimensions of `v` as a kernel of `layout` sees them, innermost first: (extent, stride).
+int halide_dims(const View& v, Layout layout, bool flat, int64_t (*dims)[2]) {
+  int count = 0;
   auto add = [&](int64_t extent, int64_t stride) {
-    dims[buffer.dimensions++] = {0, static_cast<int32_t>(extent), static_cast<int32_t>(stride), 0};
+    // An extent of 1 is never stepped along: a stride whose span Halide would refuse (over
+    // 2 GiB at 8 bytes an element) is irrelevant.
+    constexpr int64_t kLargest = std::numeric_limits<int32_t>::max() / 8;
+    dims[count][0] = extent;
+    dims[count++][1] = extent == 1 && stride > kLargest ? 0 : stride;
   };
   if (layout == Layout::channels_last) add(v.shape[1], v.strides[1]);
   if (flat) {
@@ -220,6 +222,103 @@ HalideView::HalideView(const View& v, Layout layout, DType type, bool flat) {
   }
   if (layout == Layout::contiguous) add(v.shape[1], v.strides[1]);
   add(v.shape[0], v.strides[0]);
+  return count;
+}
+
+}  // namespace
+
+bool fits_kernel(const View& v, Layout layout, bool flat) {
+  // Without Halide's large_buffers feature a buffer's extents, strides, the span of each
+  // dimension and its element count must stay below 2^31 (bytes, for the last two).
+  constexpr int64_t kLimit = std::numeric_limits<int32_t>::max();
+  const int64_t size = static_cast<int64_t>(dtype_size(v.dtype));
+  int64_t dims[5][2], elements = size, span = 0;
+  const int count = halide_dims(v, layout, flat, dims);
+  for (int d = 0; d < count; ++d) {
+    if (dims[d][0] > kLimit || dims[d][1] > kLimit ||
+        !multiply_within(elements, dims[d][0], kLimit, &elements) ||
+        !multiply_within(dims[d][0] * size, dims[d][1], kLimit, &span)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+View slice(const View& v, int dim, int64_t start, int64_t count) {
+  View s = v;
+  s.data = static_cast<char*>(v.data) +
+           start * v.strides[dim] * static_cast<int64_t>(dtype_size(v.dtype));
+  s.shape[dim] = count;
+  return s;
+}
+
+int64_t largest_fitting(int64_t extent, const std::function<bool(int64_t)>& fits) {
+  int64_t lo = 0, hi = extent;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (fits(mid)) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+namespace {
+
+Views slice_all(const Views& views, int dim, int64_t start, int64_t count) {
+  Views s;
+  for (const View& v : views) s.push_back(slice(v, dim, start, count));
+  return s;
+}
+
+// Splits along dimension `dim` (0: N, 1: C); planes of `views` start at plane `first_plane`.
+Status split_planes(const Views& views, int dim, int64_t first_plane,
+                    const std::function<bool(const Views&)>& fits, const PieceFn& run,
+                    const PieceFn& run_plane) {
+  if (fits(views)) return run(views, first_plane);
+  if (dim == 2) return run_plane(views, first_plane);
+  const View& v = views.front();
+  const int64_t extent = v.shape[dim], planes_per_step = dim == 0 ? v.shape[1] : 1;
+  const int64_t count = largest_fitting(
+      extent, [&](int64_t k) { return fits(slice_all(views, dim, 0, k)); });
+  // Channels-last planes interleave (channel stride 1): when not one fits, the image's planes
+  // go together, split by rows rather than one channel at a time.
+  if (count == 0 && dim == 1 && v.strides[1] == 1) return run_plane(views, first_plane);
+  for (int64_t start = 0; start < extent; start += std::max<int64_t>(count, 1)) {
+    const int64_t first = first_plane + start * planes_per_step;
+    if (count == 0) {
+      POOLGEN_RETURN_IF_ERROR(
+          split_planes(slice_all(views, dim, start, 1), dim + 1, first, fits, run, run_plane));
+    } else {
+      POOLGEN_RETURN_IF_ERROR(
+          run(slice_all(views, dim, start, std::min(count, extent - start)), first));
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Status for_each_piece(const Views& views, const std::function<bool(const Views&)>& fits,
+                      const PieceFn& run, const PieceFn& run_plane) {
+  return split_planes(views, 0, 0, fits, run, run_plane);
+}
+
+HalideView::HalideView(const View& v, Layout layout, DType type, bool flat) {
+  static const halide_type_t kTypes[] = {
+      {halide_type_float, 32}, {halide_type_int, 64},  {halide_type_float, 64},
+      {halide_type_float, 16}, {halide_type_bfloat, 16}, {halide_type_int, 8},
+      {halide_type_uint, 8},   {halide_type_int, 16},  {halide_type_int, 32}};
+  buffer.host = static_cast<uint8_t*>(v.data);
+  buffer.type = kTypes[static_cast<int>(type)];
+  buffer.dim = dims;
+  int64_t extents[5][2];
+  buffer.dimensions = halide_dims(v, layout, flat, extents);
+  for (int d = 0; d < buffer.dimensions; ++d) {
+    dims[d] = {0, static_cast<int32_t>(extents[d][0]), static_cast<int32_t>(extents[d][1]), 0};
+  }
 }
 
 void for_each_element(const View& v, const std::function<void(int64_t, int64_t)>& f) {
@@ -233,6 +332,16 @@ void for_each_element(const View& v, const std::function<void(int64_t, int64_t)>
     while (i >= 0 && ++index[i] == v.shape[i]) index[i--] = 0;
     if (i < 0) return;
   }
+}
+
+void add_to_indices(const View& indices, int64_t offset) {
+  for_each_element(indices, [&](int64_t, int64_t at) {
+    if (indices.dtype == DType::i32) {
+      static_cast<int32_t*>(indices.data)[at] += static_cast<int32_t>(offset);
+    } else {
+      static_cast<int64_t*>(indices.data)[at] += offset;
+    }
+  });
 }
 
 namespace {

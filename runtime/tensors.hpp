@@ -59,9 +59,6 @@ Status check_leading_view(const char* argument, const TensorView& view, int nd, 
 // An output must not reach one element through two positions (a zero or overlapping stride).
 Status check_no_overlap(const char* argument, const View& view);
 
-// Kernels address a plane with 32-bit offsets: larger planes are refused.
-Status check_plane(const char* argument, const View& view);
-
 // What a kernel of `layout` gets for `view`: the view itself when it fits (with flat planes, if
 // asked), else a packed copy in `layout` that finish() writes back (outputs).
 class Staged {
@@ -77,9 +74,32 @@ class Staged {
   std::vector<char> scratch_;
 };
 
+// Whether a kernel of `layout` can address `v` (with flat planes, if asked): Halide's buffers
+// hold 32-bit extents and strides and, without its large_buffers feature, span less than 2 GiB.
+// Larger calls are split into pieces that fit.
+bool fits_kernel(const View& v, Layout layout, bool flat = false);
+
+// Elements [start, start + count) of dimension `dim` of `v`.
+View slice(const View& v, int dim, int64_t start, int64_t count);
+
+// A call's views, which share their batch and channel extents (N and C).
+using Views = std::vector<View>;
+// The call's piece `p` (every view sliced alike), its first plane in (n, c) order.
+using PieceFn = std::function<Status(const Views& p, int64_t first_plane)>;
+
+// Runs `run` on pieces of whole (n, c) planes of `views`, in input order, each as many planes as
+// `fits` allows; a single plane that does not fit goes to `run_plane` (in channels-last, all
+// the planes of its image).
+Status for_each_piece(const Views& views, const std::function<bool(const Views&)>& fits,
+                      const PieceFn& run, const PieceFn& run_plane);
+
+// The largest count in [0, extent] for which fits(count) holds (fits is monotone: true up to
+// some count, false beyond).
+int64_t largest_fitting(int64_t extent, const std::function<bool(int64_t)>& fits);
+
 // A halide_buffer_t over a View of `layout` (Halide's dimension order: innermost first), typed
 // as `type` (unpooling kernels move any dtype of their width). With flat, the spatial
-// dimensions are presented as one (flat_planes(layout) must hold).
+// dimensions are presented as one (flat_planes(layout) must hold). fits_kernel must hold.
 struct HalideView {
   halide_buffer_t buffer{};
   halide_dimension_t dims[5]{};
@@ -89,6 +109,9 @@ struct HalideView {
 // Calls f(position, offset) for every element in row-major order: position counts elements,
 // offset is the element's distance from data in elements.
 void for_each_element(const View& view, const std::function<void(int64_t, int64_t)>& f);
+
+// Adds `offset` to every element of a host view of i32 or i64 indices.
+void add_to_indices(const View& indices, int64_t offset);
 
 // Copies every element of `from` into `to` (same shape and dtype, any strides).
 void copy_elements(const View& from, const View& to);

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what poolgen needs on Debian 12, idempotently: Debian packages (compiler, GoogleTest,
-# Google Benchmark) and a project-local virtual environment (.venv) with pinned Halide 21 (its
+# Google Benchmark; clang and its sanitizer and libFuzzer runtimes for scripts/reliability.sh;
+# the aarch64 cross toolchain and qemu) and a project-local virtual environment (.venv) with pinned Halide 21 (its
 # official wheel: the C++ SDK with LLVM built in), CMake and Ninja.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 source scripts/env.sh
 ensure_packages setup g++ make libgtest-dev libgmock-dev googletest libbenchmark-dev python3 \
-  python3-venv pkg-config g++-aarch64-linux-gnu qemu-user-static
+  python3-venv pkg-config g++-aarch64-linux-gnu qemu-user-static clang libclang-rt-14-dev
 
 if [ ! -x .venv/bin/python3 ]; then
   python3 -m venv .venv || /usr/bin/python3 -m venv .venv
