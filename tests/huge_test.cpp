@@ -164,7 +164,9 @@ void check_sparse_pool(const Ints& shape, const PoolOptions& options, bool chann
                     << ", expected " << best << " at " << best_index;
     }
   }
-  if (plane > k2To31) EXPECT_GT(beyond_2to31, 0) << "no index beyond 2^31 was checked";
+  if (plane > k2To31) {
+    EXPECT_GT(beyond_2to31, 0) << "no index beyond 2^31 was checked";
+  }
 }
 
 TEST(Huge, Pool1dLongerThan2To31) {
@@ -272,7 +274,9 @@ struct SparseUnpool {
         ASSERT_EQ(out[at], 0) << "slot " << at << " was not zeroed";
       }
     }
-    if (plane > k2To31) EXPECT_GT(beyond_2to31, 0) << "no index beyond 2^31 was checked";
+    if (plane > k2To31) {
+    EXPECT_GT(beyond_2to31, 0) << "no index beyond 2^31 was checked";
+  }
   }
 };
 
