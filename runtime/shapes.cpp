@@ -82,6 +82,15 @@ Status pool_window(int nd, const PoolOptions& o, Window* w) {
   POOLGEN_RETURN_IF_ERROR(check_range("dilation", w->dilation, nd, 1));
   w->ceil_mode = o.ceil_mode;
   for (int i = 0; i < nd; ++i) {
+    // Parameters are below 2^31: this cannot overflow.
+    const int64_t reach =
+        w->dilation[i] * (w->kernel[i] - 1) + 1 + w->stride[i] + 2 * w->padding[i];
+    if (reach > kMaxWindowReach) {
+      return fail(Code::unsupported, "kernel_size: expected a window whose dilated span, stride ",
+                  "and twice the padding add up to at most 2^29, got ", reach,
+                  " in spatial dimension ", i, " (kernel_size ", w->kernel[i], ", dilation ",
+                  w->dilation[i], ", stride ", w->stride[i], ", padding ", w->padding[i], ")");
+    }
     // PyTorch bounds the padding by half the dilated kernel, but by half the raw kernel in 3-D.
     const int64_t limit =
         nd == 3 ? w->kernel[i] / 2 : (w->dilation[i] * (w->kernel[i] - 1) + 1) / 2;
@@ -108,11 +117,12 @@ int64_t spatial_elements(int nd, const Ints& shape) {
 
 namespace {
 
-// At most kMaxElements in all (extents already checked non-negative).
+// At most kMaxElements in all, empty dimensions aside: strides and plane sizes, products of
+// extents, stay in range even for a tensor with N = 0 (extents already checked non-negative).
 Status check_elements(const char* argument, const Ints& shape) {
   int64_t count = 1;
   for (int64_t extent : shape) {
-    if (!multiply_within(count, extent, kMaxElements, &count)) {
+    if (!multiply_within(count, std::max<int64_t>(extent, 1), kMaxElements, &count)) {
       return fail(Code::invalid_argument, argument, ": expected at most 2^59 elements, got shape ",
                   format_shape(shape));
     }

@@ -44,6 +44,10 @@ constexpr int64_t kMaxElements = int64_t{1} << 59;
 // The most a window parameter (kernel_size, stride, padding, dilation) may be: the kernels take
 // them as 32-bit scalars.
 constexpr int64_t kMaxWindowParameter = (int64_t{1} << 31) - 1;
+// The most a pooling window may reach (span + stride + 2 * padding), and the longest dimension a
+// kernel's buffer may have: the kernels' 32-bit coordinates (at most their sum) cannot overflow.
+constexpr int64_t kMaxWindowReach = int64_t{1} << 29;
+constexpr int64_t kMaxKernelExtent = int64_t{1} << 30;
 
 // a * b for a, b >= 0, false (and *out untouched) when it would exceed `limit`.
 bool multiply_within(int64_t a, int64_t b, int64_t limit, int64_t* out);

@@ -229,13 +229,14 @@ int halide_dims(const View& v, Layout layout, bool flat, int64_t (*dims)[2]) {
 
 bool fits_kernel(const View& v, Layout layout, bool flat) {
   // Without Halide's large_buffers feature a buffer's extents, strides, the span of each
-  // dimension and its element count must stay below 2^31 (bytes, for the last two).
+  // dimension and its element count must stay below 2^31 (bytes, for the last two); extents
+  // stay below 2^30 so that coordinates plus a window's reach do too.
   constexpr int64_t kLimit = std::numeric_limits<int32_t>::max();
   const int64_t size = static_cast<int64_t>(dtype_size(v.dtype));
   int64_t dims[5][2], elements = size, span = 0;
   const int count = halide_dims(v, layout, flat, dims);
   for (int d = 0; d < count; ++d) {
-    if (dims[d][0] > kLimit || dims[d][1] > kLimit ||
+    if (dims[d][0] > kMaxKernelExtent || dims[d][1] > kLimit ||
         !multiply_within(elements, dims[d][0], kLimit, &elements) ||
         !multiply_within(dims[d][0] * size, dims[d][1], kLimit, &span)) {
       return false;

@@ -349,6 +349,19 @@ TEST(Huge, OverflowingShapesAreErrors) {
   EXPECT_EQ(s.code(), Code::invalid_argument);
   EXPECT_EQ(s.message().rfind("input: expected at most 2^59 elements", 0), 0u) << s.message();
 
+  // Empty tensors too: their strides are products of the other extents.
+  s = max_pool_output_shape(2, {0, int64_t{1} << 40, int64_t{1} << 40, 4}, o, &out);
+  EXPECT_EQ(s.code(), Code::invalid_argument);
+  EXPECT_EQ(s.message().rfind("input: expected at most 2^59 elements", 0), 0u) << s.message();
+
+  // A window reaching past 2^29 elements: the kernels' 32-bit coordinates could overflow.
+  o.kernel_size = {int64_t{1} << 29};
+  s = max_pool_output_shape(1, {1, 1, int64_t{1} << 30}, o, &out);
+  EXPECT_EQ(s.code(), Code::unsupported);
+  EXPECT_EQ(s.message().rfind("kernel_size: expected a window whose dilated span", 0), 0u)
+      << s.message();
+  o.kernel_size = {2};
+
   UnpoolOptions u;
   u.kernel_size = {(int64_t{1} << 31) - 1};
   s = max_unpool_output_shape(1, {1, 1, int64_t{1} << 40}, u, &out);
