@@ -21,36 +21,41 @@ TSAN_BUILD="${POOLGEN_TSAN_BUILD_DIR:-$ROOT/build-tsan}"
 # Any failure stops the run: the sanitizers abort on the first report.
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$ROOT/tests/tsan.supp"
 
 # The host build's generators run the kernel generation of the checked builds.
 [ -f "$BUILD/CMakeCache.txt" ] || configure
 cmake --build "$BUILD" --target poolgen_generators -j "$JOBS" >/dev/null
 
-# checked_build <dir> <cmake options...>: a clang build of the runtime and tests with the host
-# generators, no CUDA and the AVX2 + baseline variants.
+# checked_build <dir> <build target or ""> <halide target> <cmake options...>: a clang build of
+# the runtime and tests (all, or the one target) with the host generators, no CUDA and one CPU
+# variant (the runtime is what is checked; the variants are tested by the main build).
 checked_build() {
-  local dir="$1" start
-  shift
+  local dir="$1" target="$2" cpu="$3" start
+  shift 3
   start=$(date +%s)
   cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -Dpoolgen-halide_generators_DIR="$BUILD/cmake" \
-    -DPOOLGEN_CPU_TARGETS="x86-64-linux-avx2-fma-f16c;x86-64-linux" -DPOOLGEN_CUDA_CAPABILITIES= \
+    -DPOOLGEN_CPU_TARGETS="$cpu" -DPOOLGEN_CUDA_CAPABILITIES= \
     -DPOOLGEN_BUILD_BENCH=OFF "$@" >/dev/null
-  cmake --build "$dir" -j "$JOBS"
+  cmake --build "$dir" -j "$JOBS" ${target:+--target "$target"}
   echo "reliability: $(basename "$dir") built in $(($(date +%s) - start)) s"
 }
 
 for job in "${jobs[@]}"; do
   case "$job" in
     asan)
-      checked_build "$ASAN_BUILD" -DPOOLGEN_SANITIZE=address,undefined -DPOOLGEN_BUILD_FUZZERS=ON \
+      checked_build "$ASAN_BUILD" "" x86-64-linux \
+        -DPOOLGEN_SANITIZE=address,undefined -DPOOLGEN_BUILD_FUZZERS=ON \
         -DPOOLGEN_VALUE_TYPES="f32;bf16;u8" -DPOOLGEN_INDEX_TYPES="i64;i32"
       ctest --test-dir "$ASAN_BUILD" --output-on-failure -j "$JOBS"
       ;;
     tsan)
-      checked_build "$TSAN_BUILD" -DPOOLGEN_SANITIZE=thread \
+      # Halide's tsan feature instruments the kernels and makes its thread pool tell TSan how it
+      # orders the work it hands out (its runtime takes the feature from the targets).
+      checked_build "$TSAN_BUILD" poolgen_concurrency_test x86-64-linux-tsan \
+        -DPOOLGEN_SANITIZE=thread \
         -DPOOLGEN_VALUE_TYPES="f32;u8" -DPOOLGEN_INDEX_TYPES="i64;i32"
       ctest --test-dir "$TSAN_BUILD" --output-on-failure -R '^Concurrency'
       ;;

@@ -192,7 +192,8 @@ TEST_F(Variant, EveryKernelMatchesTheReference) {
   }
   ASSERT_FALSE(built.empty());
   uint32_t seed = 1;
-  for (const auto& [value, index] : built) {
+  for (const auto& types : built) {
+    const DType value = types.first, index = types.second;  // lambdas cannot capture bindings
     test::visit_dtype(value, [&](auto tag) {
       using T = decltype(tag);
       for (Layout layout : {Layout::contiguous, Layout::channels_last}) {
