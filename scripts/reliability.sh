@@ -57,7 +57,7 @@ for job in "${jobs[@]}"; do
       checked_build "$TSAN_BUILD" poolgen_concurrency_test x86-64-linux-tsan \
         -DPOOLGEN_SANITIZE=thread \
         -DPOOLGEN_VALUE_TYPES="f32;u8" -DPOOLGEN_INDEX_TYPES="i64;i32"
-      ctest --test-dir "$TSAN_BUILD" --output-on-failure -R '^Concurrency'
+      POOLGEN_STRESS_ITERATIONS=250 ctest --test-dir "$TSAN_BUILD" --output-on-failure -R '^Concurrency'
       ;;
     fuzz)
       [ -f "$ASAN_BUILD/CMakeCache.txt" ] || "$0" asan
