@@ -7,7 +7,7 @@
 #
 #   asan  build-asan: AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer at exit);
 #         the whole ctest suite, the fuzzers' checked-in corpora included.
-#   tsan  build-tsan: ThreadSanitizer; the concurrency stress test.
+#   tsan  build-tsan: ThreadSanitizer; the concurrency stress test (poolgen_concurrency_test).
 #   fuzz  each libFuzzer target of build-asan for POOLGEN_FUZZ_SECONDS (default 60) from its
 #         checked-in corpus, seed POOLGEN_FUZZ_SEED (default 1); new inputs go to
 #         build-asan/fuzz-corpus/<target>, crashes to build-asan/fuzz-artifacts/.
@@ -57,7 +57,7 @@ for job in "${jobs[@]}"; do
       checked_build "$TSAN_BUILD" poolgen_concurrency_test x86-64-linux-tsan \
         -DPOOLGEN_SANITIZE=thread \
         -DPOOLGEN_VALUE_TYPES="f32;u8" -DPOOLGEN_INDEX_TYPES="i64;i32"
-      POOLGEN_STRESS_ITERATIONS=250 ctest --test-dir "$TSAN_BUILD" --output-on-failure -R '^Concurrency'
+      POOLGEN_STRESS_ITERATIONS=250 ctest --test-dir "$TSAN_BUILD" --output-on-failure -R '^poolgen_concurrency_test$'
       ;;
     fuzz)
       [ -f "$ASAN_BUILD/CMakeCache.txt" ] || "$0" asan

@@ -14,7 +14,7 @@
 // worker is POOLGEN_STRESS_ITERATIONS (default kDefaultIterations: 2000; the TSan job sets 250 in
 // scripts/reliability.sh); POOLGEN_STRESS_THREADS sets the number of workers (default 12).
 //
-// scripts/reliability.sh's tsan job runs this suite (ctest -R '^Concurrency'). Halide's thread
+// scripts/reliability.sh's tsan job runs this suite. Halide's thread
 // pool hands work over through its own atomics, which TSan sees only in a Halide runtime built
 // with Halide's `tsan` target feature; with a plain runtime TSan reports false races between
 // a caller and Halide's workers (in Halide's parking lot, or on buffers a kernel allocates).
