@@ -70,6 +70,14 @@ Status common_window(int nd, const Ints& kernel, const Ints& stride, const Ints&
   return check_range("padding", w->padding, nd, 0);
 }
 
+Status check_device_option(Device device) {
+  if (device != Device::cpu && device != Device::cuda) {
+    return fail(Code::unsupported, "device: expected cpu (0) or cuda (1), got ",
+                static_cast<int>(device));
+  }
+  return {};
+}
+
 // floor(a / b) for b > 0.
 int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
@@ -81,6 +89,8 @@ Status pool_window(int nd, const PoolOptions& o, Window* w) {
   POOLGEN_RETURN_IF_ERROR(expand("dilation", o.dilation, nd, ones, w->dilation));
   POOLGEN_RETURN_IF_ERROR(check_range("dilation", w->dilation, nd, 1));
   w->ceil_mode = o.ceil_mode;
+  POOLGEN_RETURN_IF_ERROR(check_device_option(o.device));
+  int64_t volume = 1;
   for (int i = 0; i < nd; ++i) {
     // Parameters are below 2^31: this cannot overflow.
     const int64_t reach =
@@ -90,6 +100,13 @@ Status pool_window(int nd, const PoolOptions& o, Window* w) {
                   "and twice the padding add up to at most 2^29, got ", reach,
                   " in spatial dimension ", i, " (kernel_size ", w->kernel[i], ", dilation ",
                   w->dilation[i], ", stride ", w->stride[i], ", padding ", w->padding[i], ")");
+    }
+    // At most 2^26 so far times a span below 2^29: no overflow.
+    volume *= w->dilation[i] * (w->kernel[i] - 1) + 1;
+    if (volume > kMaxWindowVolume) {
+      return fail(Code::unsupported, "kernel_size: expected a window spanning at most 2^26 ",
+                  "elements (the product of its dilated spans), got at least ", volume,
+                  " (spatial dimensions 0 to ", i, ")");
     }
     // PyTorch bounds the padding by half the dilated kernel, but by half the raw kernel in 3-D.
     const int64_t limit =
@@ -104,6 +121,7 @@ Status pool_window(int nd, const PoolOptions& o, Window* w) {
 }
 
 Status unpool_window(int nd, const UnpoolOptions& o, Window* w) {
+  POOLGEN_RETURN_IF_ERROR(check_device_option(o.device));
   return common_window(nd, o.kernel_size, o.stride, o.padding, w);
 }
 

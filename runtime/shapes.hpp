@@ -47,6 +47,9 @@ constexpr int64_t kMaxWindowParameter = (int64_t{1} << 31) - 1;
 // The most a pooling window may reach (span + stride + 2 * padding), and the longest dimension a
 // kernel's buffer may have: the kernels' 32-bit coordinates (at most their sum) cannot overflow.
 constexpr int64_t kMaxWindowReach = int64_t{1} << 29;
+// The most taps a pooling window may have (the product of its dilated spans): the general
+// kernel's boundary handling holds a window's footprint in memory.
+constexpr int64_t kMaxWindowVolume = int64_t{1} << 26;
 constexpr int64_t kMaxKernelExtent = int64_t{1} << 30;
 
 // a * b for a, b >= 0, false (and *out untouched) when it would exceed `limit`.

@@ -360,7 +360,23 @@ TEST(Huge, OverflowingShapesAreErrors) {
   EXPECT_EQ(s.code(), Code::unsupported);
   EXPECT_EQ(s.message().rfind("kernel_size: expected a window whose dilated span", 0), 0u)
       << s.message();
+  // A window of more than 2^26 taps (valid in PyTorch with ceil_mode and its default stride).
+  o.kernel_size = {int64_t{1} << 20};
+  o.ceil_mode = true;
+  s = max_pool_output_shape(2, {1, 1, 5, 5}, o, &out);
+  EXPECT_EQ(s.code(), Code::unsupported);
+  EXPECT_EQ(s.message().rfind("kernel_size: expected a window spanning at most 2^26", 0), 0u)
+      << s.message();
   o.kernel_size = {2};
+  o.ceil_mode = false;
+
+  // An unknown device code in the options.
+  o.device = static_cast<Device>(2);
+  s = max_pool_output_shape(2, {1, 1, 4, 4}, o, &out);
+  EXPECT_EQ(s.code(), Code::unsupported);
+  EXPECT_EQ(s.message().rfind("device: expected cpu (0) or cuda (1), got 2", 0), 0u)
+      << s.message();
+  o.device = Device::cpu;
 
   UnpoolOptions u;
   u.kernel_size = {(int64_t{1} << 31) - 1};

@@ -58,7 +58,8 @@ class Status {
 
 using Ints = std::vector<int64_t>;
 
-// Any strides are accepted; an output's must keep its elements apart (sorted by stride, each
+// Any non-negative strides are accepted (negative ones are unsupported); an output's must keep
+// its elements apart (sorted by stride, each
 // dimension steps over all that the finer ones cover). Kernels exist for the two
 // layouts PyTorch uses: contiguous (NCHW: the innermost spatial stride is 1) and channels-last
 // (NHWC, NDHWC, NLC: the channel stride is 1); any other view goes through a packed copy.

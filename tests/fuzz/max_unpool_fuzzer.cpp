@@ -1,0 +1,510 @@
+// libFuzzer target: max unpooling through the C++ and C APIs, its output-shape and kernel-name
+// queries. Every call must either succeed with the reference's output, bit for bit (zeros where
+// nothing is scattered, the latest of duplicate indices winning), or fail with a well-formed error
+// of a class the call deserves: index_out_of_range naming the first invalid index and the plane
+// size when one is invalid. No write may leave the output view (guard pages, canaries, sentinels)
+// and values and indices are read-only during the call.
+#include "fuzz_common.hpp"
+
+namespace poolgen::fuzz {
+namespace {
+
+constexpr uint8_t kSentinel = 0xA5;
+
+// How the indices are made: from positions inside each element's window (what pooling gives,
+// the gather fast path), anywhere in the plane, from a few slots (many duplicates); then some
+// set to invalid or chosen values.
+enum class IndexStyle : uint8_t { window, uniform, duplicates };
+
+struct UnpoolCase {
+  bool c_api = false;
+  int nd = 2;
+  UnpoolOptions o;  // C API: what the struct below means (poolgen.h)
+  poolgen_unpool_options co{};
+  ViewSpec values, indices, output;
+  DataRecipe data;
+  IndexStyle index_style = IndexStyle::window;
+  uint64_t index_seed = 0;
+  std::vector<std::pair<uint64_t, int64_t>> index_overrides;  // (position, value)
+  uint8_t underrun = 0;
+  CTensorFaults faults;
+  CMessage message;
+  ShapeModel model;
+};
+
+// Winner kernels (Path::winner) built for this width and index type: in how many layouts.
+int winner_layouts(DType value, DType index) {
+  std::set<Layout> layouts;
+  for (const KernelInfo& k : compiled_kernels()) {
+    if (k.op == "unpool_winner" && k.device == Device::cpu &&
+        dtype_size(k.value_dtype) == dtype_size(value) && k.index_dtype == index) {
+      layouts.insert(k.layout);
+    }
+  }
+  return static_cast<int>(layouts.size());
+}
+
+// poolgen.h's meaning of the C options, as C++ options.
+UnpoolOptions from_c(int nd, const poolgen_unpool_options& c) {
+  auto list = [&](const int64_t* a) { return Ints(a, a + nd); };
+  auto zero = [&](const int64_t* a) { return std::all_of(a, a + nd, [](int64_t v) { return !v; }); };
+  UnpoolOptions o;
+  o.kernel_size = list(c.kernel_size);
+  o.stride = zero(c.stride) ? Ints{} : list(c.stride);
+  o.padding = list(c.padding);
+  const int n = std::clamp<int32_t>(c.output_size_len, 0, 5);
+  o.output_size = Ints(c.output_size, c.output_size + n);
+  o.device = static_cast<Device>(c.device);
+  return o;
+}
+
+// The default unpooled extent of spatial dimension i, (in - 1) * s - 2p + k, where the options
+// are plain numbers (else 0).
+int64_t default_extent(const UnpoolCase& c, int i) {
+  const int nd = shape_nd(c.nd);
+  const Ints& shape = c.values.shape;
+  if (shape.size() < size_t(nd)) return 0;
+  const i128 in = shape[shape.size() - nd + i];
+  const i128 k = entry(c.o.kernel_size, i, 0);
+  const i128 s = c.o.stride.empty() ? k : entry(c.o.stride, i, 0);
+  const i128 p = entry(c.o.padding, i, 0);
+  const i128 d = (in - 1) * s - 2 * p + k;
+  return d > kI64Max || d < -kI64Max ? 0 : static_cast<int64_t>(d);
+}
+
+UnpoolCase decode(FuzzInput& in) {
+  UnpoolCase c;
+  c.c_api = in.chance(25);
+  c.nd = decode_nd(in);
+  const int snd = shape_nd(c.nd);
+  UnpoolOptions& o = c.o;
+  o.kernel_size = decode_list(in, snd, c.c_api, [](FuzzInput& in, int) {
+    static constexpr int64_t kK[] = {2, 3, 1, 4, 2, 3, 5};
+    return in.pick(kK);
+  });
+  if (in.chance(65)) {
+    o.stride = decode_list(in, snd, c.c_api, [](FuzzInput& in, int) {
+      static constexpr int64_t kS[] = {2, 1, 3, 2, 1, 4};
+      return in.pick(kS);
+    });
+  }
+  if (in.chance(50)) {
+    o.padding = decode_list(in, snd, c.c_api, [](FuzzInput& in, int) {
+      static constexpr int64_t kP[] = {0, 1, 0, 2};
+      return in.pick(kP);
+    });
+  } else if (in.chance(20)) {
+    o.padding.clear();
+  }
+  static constexpr Path kPaths[] = {Path::automatic, Path::general, Path::automatic, Path::winner};
+  o.path = in.pick(kPaths);
+  o.device = static_cast<Device>(decode_device(in));
+
+  c.values.shape = decode_shape(in, snd);
+  c.values.dtype = decode_value_dtype(in);
+  c.values.strides = decode_strides(in, snd, c.values.shape, !c.c_api, &c.values.kind);
+  c.values.device = decode_device(in);
+  c.values.null_data = in.chance(2);
+
+  // output_size: none, nd extents or nd + 2 entries, each inside (default - s, default + s)
+  // mostly; sometimes another count or out-of-range extents.
+  const uint8_t form = in.byte() % 8;
+  if (form >= 4) {
+    const size_t count = form < 6 ? snd : form == 6 ? snd + 2 : in.pick({size_t(1), size_t(4), size_t(6), size_t(0)});
+    const size_t lead = count == size_t(snd) + 2 ? 2 : 0;
+    for (size_t j = 0; j < count; ++j) {
+      if (j < lead || j - lead >= size_t(snd)) {
+        o.output_size.push_back(in.chance(10) ? edge_int(in) : in.range(0, 9));
+        continue;
+      }
+      const int i = static_cast<int>(j - lead);
+      const int64_t dflt = default_extent(c, i);
+      const int64_t s = std::clamp<int64_t>(c.o.stride.empty() ? entry(c.o.kernel_size, i, 1)
+                                                                : entry(c.o.stride, i, 1),
+                                            1, 64);
+      const i128 near = in.chance(8) ? (in.boolean() ? i128(dflt) + s : i128(dflt) - s)  // just outside
+                                     : i128(dflt) + in.range(-(s - 1), s - 1);
+      int64_t e = saturate(near);
+      if (take_edge(in, 3)) e = edge_int(in);
+      o.output_size.push_back(e);
+    }
+  }
+  if (c.c_api) {
+    poolgen_unpool_options& co = c.co;
+    auto fill = [&](int64_t* a, const Ints& l) {
+      for (int i = 0; i < 3; ++i) {
+        a[i] = i < snd ? entry(l, i, 0) : (in.chance(30) ? edge_int(in) : 0);
+      }
+    };
+    fill(co.kernel_size, o.kernel_size);
+    fill(co.stride, o.stride);
+    fill(co.padding, o.padding);
+    co.output_size_len = static_cast<int32_t>(std::min<size_t>(o.output_size.size(), 5));
+    for (int i = 0; i < 5; ++i) {
+      co.output_size[i] = i < co.output_size_len ? o.output_size[i] : (in.chance(30) ? edge_int(in) : 0);
+    }
+    if (in.chance(3)) {
+      static constexpr int32_t kLens[] = {-1, 6, 0x7fffffff, 4, 2};
+      co.output_size_len = in.pick(kLens);
+    }
+    co.device = static_cast<int32_t>(o.device);
+    o = from_c(snd, co);  // the C API has no path: automatic
+    normalise_for_c(&c.values);
+  }
+
+  c.model = model_unpool_shape(c.nd, c.values.shape, o);
+  const Ints out = c.model.valid && c.model.representable ? c.model.out : c.values.shape;
+  c.indices = decode_view(in, snd, c.values.shape, decode_index_dtype(in), c.c_api);
+  c.output = decode_view(in, snd, out, in.chance(3) ? in.pick(kAnyDtype) : c.values.dtype, c.c_api);
+  c.data = decode_recipe(in);
+  c.index_style = static_cast<IndexStyle>(in.byte() % 3);
+  c.index_seed = in.range(0, 255);
+  const int overrides = static_cast<int>(in.range(0, 3));
+  for (int i = 0; i < overrides; ++i) {
+    // Relative to the plane P: -1, P, P + 1, P - 1, 0, or an edge value (INT32_MAX/MIN...).
+    static constexpr int64_t kRelative[] = {-1, 0, 1, -2, -1000};
+    const uint64_t pos = in.range(0, 255);
+    int64_t v = in.chance(30) ? edge_int(in) : kRelative[in.byte() % 5];
+    c.index_overrides.emplace_back(pos, v);
+  }
+  c.underrun = in.byte();
+  if (c.c_api) {
+    c.faults = decode_c_faults(in);
+    c.message = decode_message_buffer(in);
+  }
+  return c;
+}
+
+std::string describe(const UnpoolCase& c) {
+  std::ostringstream os;
+  os << (c.c_api ? "C API" : "C++ API") << " max_unpool nd " << c.nd << "; "
+     << describe("values", c.values) << "; " << describe("indices", c.indices) << "; "
+     << describe("output", c.output) << "; kernel_size " << str(c.o.kernel_size) << " stride "
+     << str(c.o.stride) << " padding " << str(c.o.padding) << " output_size "
+     << str(c.o.output_size) << " path " << static_cast<int>(c.o.path) << " device "
+     << static_cast<int>(c.o.device) << "; indices style " << static_cast<int>(c.index_style);
+  if (c.c_api) os << " output_size_len " << c.co.output_size_len;
+  if (c.faults.rank_view >= 0) os << "; C rank of tensor " << c.faults.rank_view << " = " << c.faults.rank;
+  if (c.faults.null_view >= 0) os << "; C tensor " << c.faults.null_view << " is NULL";
+  os << "; model " << (c.model.valid ? "valid " + str(c.model.out) : "invalid (" + c.model.why + ")")
+     << (c.model.huge ? " huge" : "");
+  return os.str();
+}
+
+bool ref_safe(const UnpoolCase& c) {
+  return within(c.values.shape, kRefBound) && within(c.o.kernel_size, kRefBound) &&
+         within(c.o.stride, kRefBound) && within(c.o.padding, kRefBound) &&
+         within(c.o.output_size, kRefBound);
+}
+
+// The C API's output_size_len must be 0 to 5 (then the entries are judged as output_size).
+bool bad_output_size_len(const UnpoolCase& c) {
+  return c.c_api && (c.co.output_size_len < 0 || c.co.output_size_len > 5);
+}
+
+void check_queries(const UnpoolCase& c) {
+  ShapeModel m = c.model;
+  if (ref_safe(c)) check_model_against_reference(c.nd, c.values.shape, c.o, m, ref::max_unpool_output_shape);
+  if (c.c_api) {
+    const int32_t rank = c.faults.rank_view == 0 ? c.faults.rank : static_cast<int32_t>(c.values.shape.size());
+    const size_t n = static_cast<size_t>(std::clamp<int32_t>(rank, 0, 8));
+    GuardedBuffer shape_in(n * 8), shape_out(std::min<size_t>(n, 5) * 8);
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t e = i < c.values.shape.size() ? c.values.shape[i] : 1;
+      std::memcpy(shape_in.data() + 8 * i, &e, 8);
+    }
+    shape_in.protect();
+    FuzzInput none(nullptr, 0);
+    const CMessage msg = decode_message_buffer(none);  // 1024 bytes
+    const int32_t rc = poolgen_max_unpool_output_shape(
+        c.nd, rank, reinterpret_cast<const int64_t*>(shape_in.data()), &c.co,
+        reinterpret_cast<int64_t*>(shape_out.data()), msg.ptr(), msg.size);
+    bool full = false;
+    const Status st = c_status(rc, msg, &full);
+    Ints out;
+    if (st.ok()) {
+      out.resize(c.values.shape.size());
+      std::memcpy(out.data(), shape_out.data(), out.size() * 8);
+    }
+    if (c.faults.rank_view == 0 || bad_output_size_len(c)) {
+      const bool limit = m.limit;
+      m = ShapeModel{};
+      m.why = "C rank or output_size_len";
+      m.limit = limit;
+    }
+    check_shape_query("poolgen_max_unpool_output_shape", m, st, out, full);
+  } else {
+    Ints out;
+    const Status st = max_unpool_output_shape(c.nd, c.values.shape, c.o, &out);
+    check_shape_query("max_unpool_output_shape", m, st, out);
+  }
+  if (avoided("empty_huge") && c.model.valid && empty_huge(c.model.out)) return;
+  std::string name;
+  Status st = max_unpool_kernel_name(c.nd, to_cpp(c.values, nullptr),
+                                     static_cast<DType>(c.indices.dtype), c.o, &name);
+  check_message(st);
+  if (st.ok() && (name.empty() || !c.model.valid)) violation("max_unpool_kernel_name accepted: " + name);
+  name.clear();
+  st = max_unpool_kernel_name(c.nd, c.values.shape, c.o, &name);
+  check_message(st);
+  if (st.ok() && (name.empty() || !c.model.valid)) {
+    violation("max_unpool_kernel_name(shape) accepted: " + name);
+  }
+}
+
+Expect expectations(const UnpoolCase& c) {
+  Expect e;
+  const ShapeModel& m = c.model;
+  if (!m.valid) e.add(&e.invalid, "shape rules: " + m.why);
+  if (m.limit) {
+    e.add(&e.invalid_ok, "beyond the library's limits");
+    e.add(&e.unsupported_ok, "beyond the library's limits");
+  }
+  if (m.valid && !m.representable) e.add(&e.fail, "output extent beyond int64");
+  if (bad_output_size_len(c)) e.add(&e.invalid, "C output_size_len");
+  if (c.faults.rank_view >= 0) e.add(&e.invalid, "C rank " + std::to_string(c.faults.rank));
+  if (c.faults.null_view >= 0) e.add(&e.invalid, "C tensor NULL");
+  const bool i64_or_i32 = c.indices.dtype == 1 || c.indices.dtype == 8;
+  if (!valid_dtype(c.values.dtype)) e.add(&e.invalid, "values dtype code");
+  if (!i64_or_i32) e.add(&e.invalid, "index dtype");
+  const Ints* out = m.valid && m.representable ? &m.out : nullptr;
+  expect_view(e, "values", c.values, c.values.dtype, nullptr, false);
+  expect_view(e, "indices", c.indices, c.indices.dtype, &c.values.shape, false);
+  expect_view(e, "output", c.output, c.values.dtype, out, true);
+  if (c.o.device == Device::cuda) e.add(&e.fail, "options.device cuda (no CUDA here)");
+  if (m.valid && c.indices.dtype == 8 && plane_of(shape_nd(c.nd), m.out) > kI32Max) {
+    e.add(&e.invalid, "i32 indices for a plane of 2^31 or more");
+  }
+  if (valid_dtype(c.values.dtype) && i64_or_i32) {
+    const DType v = static_cast<DType>(c.values.dtype), i = static_cast<DType>(c.indices.dtype);
+    if (!test::unpool_kernel_built(v, i)) e.add(&e.needs_unsupported, "no kernel built for this width");
+    // Which layout's kernel a view takes is the library's choice: with a winner kernel in one
+    // layout only, any call may be refused.
+    const int layouts = c.o.path == Path::winner ? winner_layouts(v, i) : 2;
+    if (layouts == 0) e.add(&e.needs_unsupported, "no winner kernel built");
+    if (layouts == 1) e.add(&e.unsupported_ok, "winner kernel built in one layout only");
+  }
+  return e;
+}
+
+// The index values (int64, logical order of the values) for `count` elements of values of
+// `shape`, unpooled into planes of `out` (spatial extents, as the model gives them).
+std::vector<int64_t> make_indices(const UnpoolCase& c, size_t count) {
+  const int nd = shape_nd(c.nd);
+  std::vector<int64_t> idx(count, 0);
+  SplitMix rng(c.index_seed * 0x9e3779b97f4a7c15ull + static_cast<uint8_t>(c.index_style));
+  const bool known = c.model.valid && c.model.representable;
+  const i128 plane = known ? plane_of(nd, c.model.out) : 1;
+  const int64_t p = plane > kI64Max ? kI64Max : static_cast<int64_t>(plane);
+  IndexStyle style = c.index_style;
+  if (!known || plane > (i128(1) << 40)) style = IndexStyle::uniform;
+  const Ints& vs = c.values.shape;
+  for (size_t e = 0; e < count; ++e) {
+    switch (style) {
+      case IndexStyle::window: {
+        // Element e's spatial position o, then a slot of its window, clamped into the plane.
+        int64_t rest = static_cast<int64_t>(e), flat = 0, scale = 1;
+        int64_t pos[3] = {0, 0, 0};
+        for (int i = nd - 1; i >= 0; --i) {
+          const int64_t ext = vs[vs.size() - nd + i];
+          pos[i] = rest % ext;
+          rest /= ext;
+        }
+        for (int i = nd - 1; i >= 0; --i) {
+          const i128 k = entry(c.o.kernel_size, i, 1);
+          const i128 s = c.o.stride.empty() ? k : entry(c.o.stride, i, 1);
+          const i128 pad = entry(c.o.padding, i, 0);
+          const int64_t oe = c.model.out[c.model.out.size() - nd + i];
+          const i128 q = std::clamp<i128>(pos[i] * s - pad + rng.below(saturate(k)), 0, oe - 1);
+          flat += static_cast<int64_t>(q) * scale;
+          scale *= oe;
+        }
+        idx[e] = flat;
+        break;
+      }
+      case IndexStyle::uniform: idx[e] = rng.below(p); break;
+      case IndexStyle::duplicates: idx[e] = rng.below(std::min<int64_t>(p, 3)); break;
+    }
+  }
+  for (const auto& [pos, v] : c.index_overrides) {
+    if (!count) break;
+    // Small values are relative to the plane size (P - 1, P, P + 1, -1...), others absolute.
+    const bool relative = v >= -1000 && v <= 1;
+    idx[pos % count] = relative ? (v == -1000 ? -1000 : saturate(i128(p) + v)) : v;
+  }
+  return idx;
+}
+
+void check_call(const UnpoolCase& c) {
+  Expect e = expectations(c);
+  const ViewSpec* views[] = {&c.values, &c.indices, &c.output};
+  const char* names[] = {"values", "indices", "output"};
+  const bool materialise =
+      std::all_of(views, views + 3, [](const ViewSpec* v) { return materialisable(*v); });
+  Memory mem[3];
+  for (int i = 0; i < 3; ++i) {
+    const bool underrun = (c.underrun >> i) & 1;
+    const Geometry g = geometry(*views[i]);
+    if (views[i]->null_data) continue;
+    if (materialise) {
+      mem[i] = allocate(*views[i], underrun, i < 2 ? 0x5a : kSentinel);
+    } else if (e.must_fail() && ((c.underrun >> (3 + i)) & 1)) {
+      mem[i] = tiny(underrun);  // must fail before reading anything
+    } else if (g.sane && g.elements > 0) {
+      e.add(&e.invalid, std::string(names[i]) + " too large for the fuzzer: null data");
+    } else if (g.sane) {
+      mem[i] = allocate(*views[i], underrun, kSentinel);  // no elements: a zero-size buffer
+    }
+  }
+
+  // Values and indices into their (read-only) memory; the packed copies the reference gets.
+  const DType vt = static_cast<DType>(c.values.dtype);
+  std::vector<uint8_t> packed_values;
+  std::vector<int64_t> packed_indices;
+  if (mem[0].buffer && !mem[0].offsets.empty()) {
+    scatter_into(mem[0], make_values(vt, mem[0].elem, mem[0].offsets.size(), c.data));
+    packed_values = gather(mem[0]);
+  }
+  const bool i32 = c.indices.dtype == 8;
+  if (mem[1].buffer && !mem[1].offsets.empty()) {
+    const std::vector<int64_t> idx = make_indices(c, mem[1].offsets.size());
+    std::vector<uint8_t> bytes(idx.size() * mem[1].elem);
+    for (size_t k = 0; k < idx.size(); ++k) {
+      if (i32) {
+        const int32_t v = static_cast<int32_t>(idx[k]);
+        std::memcpy(&bytes[k * 4], &v, 4);
+      } else if (mem[1].elem == 8) {
+        std::memcpy(&bytes[k * 8], &idx[k], 8);
+      } else {
+        std::memcpy(&bytes[k * mem[1].elem], &idx[k], mem[1].elem);  // another dtype: any bits
+      }
+    }
+    scatter_into(mem[1], bytes);
+    const std::vector<uint8_t> back = gather(mem[1]);
+    packed_indices.resize(idx.size());
+    for (size_t k = 0; k < idx.size(); ++k) {
+      if (i32) {
+        int32_t v;
+        std::memcpy(&v, &back[k * 4], 4);
+        packed_indices[k] = v;
+      } else if (mem[1].elem == 8) {
+        std::memcpy(&packed_indices[k], &back[k * 8], 8);
+      }
+    }
+  }
+  // The first invalid index in input order, where the call is otherwise valid and has memory.
+  bool index_error = false;
+  int64_t first_bad = 0, plane = 0;
+  if (materialise && !e.must_fail() && c.model.valid && !mem[1].offsets.empty()) {
+    plane = static_cast<int64_t>(plane_of(shape_nd(c.nd), c.model.out));
+    for (int64_t v : packed_indices) {
+      if (v < 0 || v >= plane) {
+        index_error = true;
+        first_bad = v;
+        break;
+      }
+    }
+  }
+  if (index_error) feature("index_error");
+  context() = describe(c) + "; expect " + (e.reasons.empty() ? "success" : e.reasons) +
+              (index_error ? "; invalid index " + std::to_string(first_bad) : "");
+
+  if (mem[0].buffer) mem[0].buffer->protect();  // any write to values or indices faults
+  if (mem[1].buffer) mem[1].buffer->protect();
+  Status st;
+  bool known = true;
+  if (c.c_api) {
+    poolgen_tensor t[3];
+    for (int i = 0; i < 3; ++i) {
+      t[i] = to_c(*views[i], mem[i].data);
+      if (c.faults.rank_view == i) t[i].rank = c.faults.rank;
+    }
+    auto ptr = [&](int i) { return c.faults.null_view == i ? nullptr : &t[i]; };
+    const int32_t rc = poolgen_max_unpool(c.nd, ptr(0), ptr(1), ptr(2), &c.co, c.message.ptr(),
+                                          c.message.size);
+    st = c_status(rc, c.message, &known);
+  } else {
+    st = max_unpool(c.nd, to_cpp(c.values, mem[0].data), to_cpp(c.indices, mem[1].data),
+                    to_cpp(c.output, mem[2].data), c.o);
+  }
+  if (mem[0].buffer) mem[0].buffer->unprotect();
+  if (mem[1].buffer) mem[1].buffer->unprotect();
+  for (int i = 0; i < 3; ++i) check_canary(mem[i], names[i], st);
+  check_message(st, known);
+  check_outcome(st, e, index_error);
+  feature(std::string("outcome:") + code_name(st.code()) + (c.c_api ? ":c" : ":cpp") +
+          (c.o.path == Path::winner ? ":winner" : ""));
+  if (st.code() == Code::index_out_of_range) {
+    // SEMANTICS.md: the message names the first invalid index and the plane size.
+    if (known && (st.message().find(std::to_string(first_bad)) == std::string::npos ||
+                  st.message().find(std::to_string(plane)) == std::string::npos)) {
+      violation("index_out_of_range does not name the first invalid index " +
+                std::to_string(first_bad) + " and the plane size " + std::to_string(plane) +
+                ": " + st.message());
+    }
+    check_outside_view(mem[2], kSentinel, "output");  // the view itself may be written
+    return;
+  }
+  if (!st.ok()) {
+    check_untouched(mem[2], kSentinel, "output", st);
+    return;
+  }
+
+  std::string name;
+  const Status kn = max_unpool_kernel_name(c.nd, to_cpp(c.values, nullptr),
+                                           static_cast<DType>(c.indices.dtype), c.o, &name);
+  if (!kn.ok()) violation("max_unpool succeeded but max_unpool_kernel_name refuses: " + kn.message());
+  if (c.o.device != Device::cpu) {
+    note("options.device code accepted",
+         "an unknown options.device code " + std::to_string(static_cast<int>(c.o.device)) +
+             " runs on the CPU");
+  }
+  feature("ok:" + name + (c.index_style == IndexStyle::window ? ":window" : ""));
+  if (!materialise || geometry(c.output).elements == 0) return;
+
+  std::vector<uint8_t> want;
+  const Status rs = ref_unpool(c.nd, vt, c.values.shape, packed_values, packed_indices, c.o, &want);
+  if (!rs.ok()) violation("library succeeded, reference refuses: " + rs.message());
+  const std::vector<uint8_t> got = gather(mem[2]);
+  const size_t es = dtype_size(vt), n = want.size() / es;
+  if (got.size() != want.size()) violation("output element count");
+  for (size_t i = 0; i < n; ++i) {
+    // Unpooling moves bits: exact, NaN payloads included.
+    if (!same_element(vt, &got[i * es], &want[i * es], false)) {
+      violation("output element " + std::to_string(i) + " (of " + std::to_string(n) + ") is " +
+                element_str(vt, &got[i * es]) + ", reference " + element_str(vt, &want[i * es]) +
+                " (kernel " + name + ")");
+    }
+  }
+  check_outside_view(mem[2], kSentinel, "output");
+}
+
+int run(const uint8_t* data, size_t size) {
+  FuzzInput in(data, size);
+  const UnpoolCase c = decode(in);
+  context() = describe(c);
+  if (verbose()) std::fprintf(stderr, "poolgen-fuzz: %s\n", context().c_str());
+  feature(std::string("api:") + (c.c_api ? "c" : "cpp") + ":nd" + (c.nd >= 1 && c.nd <= 3 ? std::to_string(c.nd) : "X") + ":rank" +
+          std::to_string(c.values.shape.size()));
+  feature(std::string("layout:") + stride_kind_name(c.values.kind) + "/" +
+          stride_kind_name(c.output.kind));
+  feature("dtype:" + dtype_str(c.values.dtype) + "/" + dtype_str(c.indices.dtype));
+  feature("model:" + (c.model.valid ? std::string("valid") : c.model.why) +
+          (c.model.huge ? ":huge" : "") + ":os" + std::to_string(c.o.output_size.size()));
+  check_queries(c);
+  if (avoided("empty_huge") && c.model.valid && empty_huge(c.model.out)) return 0;
+  check_call(c);
+  return 0;
+}
+
+}  // namespace
+}  // namespace poolgen::fuzz
+
+extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
+  poolgen::fuzz::maybe_make_seeds(*argc, *argv, poolgen::fuzz::run);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return poolgen::fuzz::run(data, size);
+}
