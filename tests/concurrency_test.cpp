@@ -44,6 +44,7 @@
 #include "random_cases.hpp"
 #include "reference.hpp"
 #include "test_util.hpp"
+#include "values.hpp"
 
 namespace poolgen {
 namespace {
@@ -72,98 +73,12 @@ int env_int(const char* name, int fallback) {
 // ---------------------------------------------------------------------------------------------
 // Element types (any DType).
 
-template <typename T>
-constexpr bool kIsHalf = std::is_same_v<T, f16_t> || std::is_same_v<T, bf16_t>;
-
-template <typename T>
-uint64_t bits_of(T v) {
-  uint64_t b = 0;
-  std::memcpy(&b, &v, sizeof(T));
-  return b;
-}
-
-template <typename T>
-T from_bits(uint64_t b) {
-  T v;
-  std::memcpy(&v, &b, sizeof(T));  // little-endian: the low bytes
-  return v;
-}
-
-template <typename T>
-bool same_bits(T a, T b) {
-  return std::memcmp(&a, &b, sizeof(T)) == 0;
-}
-
-template <typename T>
-bool is_nan_value(T v) {
-  if constexpr (std::is_same_v<T, f16_t>) {
-    return (v.bits & 0x7c00) == 0x7c00 && (v.bits & 0x03ff) != 0;
-  } else if constexpr (std::is_same_v<T, bf16_t>) {
-    return (v.bits & 0x7f80) == 0x7f80 && (v.bits & 0x007f) != 0;
-  } else if constexpr (std::is_floating_point_v<T>) {
-    return std::isnan(v);
-  } else {
-    (void)v;
-    return false;
-  }
-}
-
-// Pooled values: bit-identical, any NaN equal to any NaN.
-template <typename T>
-bool same_value(T a, T b) {
-  return (is_nan_value(a) && is_nan_value(b)) || same_bits(a, b);
-}
-
-template <typename T>
-std::string show(T v) {
-  std::ostringstream os;
-  if constexpr (kIsHalf<T>) {
-    os << test::to_float(v) << " (0x" << std::hex << bits_of(v) << ")";
-  } else if constexpr (std::is_floating_point_v<T>) {
-    os << v << " (0x" << std::hex << bits_of(v) << ")";
-  } else {
-    os << static_cast<int64_t>(v);
-  }
-  return os.str();
-}
-
-template <typename T>
-T byte_pattern(unsigned char byte) {
-  T v;
-  std::memset(&v, byte, sizeof v);
-  return v;
-}
-
-template <typename T>
-T guard_value() {  // output bytes outside a view
-  return byte_pattern<T>(0xa5);
-}
-
-template <typename T>
-T sentinel_value() {  // output elements inside a view before a call
-  return byte_pattern<T>(0x5a);
-}
-
-// A value that would win any window: what input bytes outside a view hold.
-template <typename T>
-T winning_value() {
-  if constexpr (std::is_same_v<T, f16_t>) {
-    return f16_t{0x7e00};
-  } else if constexpr (std::is_same_v<T, bf16_t>) {
-    return bf16_t{0x7fc0};
-  } else if constexpr (std::is_floating_point_v<T>) {
-    return std::numeric_limits<T>::quiet_NaN();
-  } else {
-    return std::numeric_limits<T>::max();
-  }
-}
+using namespace test::values;  // tests/values.hpp
 
 template <typename T>
 T negative_infinity() {
-  if constexpr (std::is_same_v<T, f16_t>) {
-    return f16_t{0xfc00};
-  } else if constexpr (std::is_same_v<T, bf16_t>) {
-    return bf16_t{0xff80};
+  if constexpr (kIsHalf<T>) {
+    return half_bits_or<T>(0xfc00, 0xff80, T{});
   } else {
     return -std::numeric_limits<T>::infinity();
   }
