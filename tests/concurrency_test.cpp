@@ -54,6 +54,8 @@ using test::dtype_of;
 using test::is_float_type;
 using test::plane_size;
 using test::Rng;
+using test::code_name;
+using test::path_name;
 using test::str;
 
 // Per worker; scripts/reliability.sh runs fewer under ThreadSanitizer (POOLGEN_STRESS_ITERATIONS).
@@ -293,20 +295,6 @@ std::vector<I> narrow(const std::vector<int64_t>& v) {
   return out;
 }
 
-const char* code_name(Code c) {
-  switch (c) {
-    case Code::ok: return "ok";
-    case Code::invalid_argument: return "invalid_argument";
-    case Code::index_out_of_range: return "index_out_of_range";
-    case Code::unsupported: return "unsupported";
-    case Code::internal: return "internal";
-  }
-  return "?";
-}
-
-const char* path_name(Path p) {
-  return p == Path::automatic ? "automatic" : p == Path::general ? "general" : "winner";
-}
 
 bool is_fast_name(const std::string& name) {
   return name.find("_k2s2p0") != std::string::npos || name.find("_k3s2p1") != std::string::npos;

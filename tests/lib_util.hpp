@@ -83,6 +83,5 @@ inline UnpoolRun run_unpool(int nd, const Ints& shape, const std::vector<float>&
   return r;
 }
 
-inline const char* path_name(Path p) { return p == Path::automatic ? "automatic" : "general"; }
 
 }  // namespace poolgen::test

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "dtypes.hpp"
+#include "names.hpp"
 #include "poolgen/poolgen.hpp"
 
 namespace poolgen::test {
@@ -27,14 +28,6 @@ bool bits_equal(T a, T b) {
 inline bool same_float(float a, float b) {
   if (std::isnan(a) && std::isnan(b)) return true;
   return bits_of(a) == bits_of(b);
-}
-
-inline std::string str(const Ints& v) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
-  os << "]";
-  return os.str();
 }
 
 inline std::string float_str(float f) {

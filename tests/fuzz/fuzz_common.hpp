@@ -22,6 +22,7 @@
 #include "dtypes.hpp"
 #include "fuzz_input.hpp"
 #include "guarded_buffer.hpp"
+#include "names.hpp"
 #include "poolgen/poolgen.h"
 #include "poolgen/poolgen.hpp"
 #include "reference.hpp"
@@ -29,7 +30,9 @@
 namespace poolgen::fuzz {
 
 using i128 = __int128;
+using test::code_name;
 using test::GuardedBuffer;
+using test::str;
 
 constexpr int64_t kI32Max = std::numeric_limits<int32_t>::max();
 constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
@@ -46,6 +49,7 @@ constexpr i128 kHuge = i128(1) << 62;
 constexpr i128 kLibMaxElements = i128(1) << 59;
 constexpr i128 kLibMaxWindow = kI32Max;
 constexpr i128 kLibMaxWindowReach = i128(1) << 29;  // d(k-1)+1 + s + 2p
+constexpr i128 kLibMaxWindowVolume = i128(1) << 26;  // the product of the d(k-1)+1
 
 // ---------------------------------------------------------------------------------------------
 // Reporting. A violation aborts (libFuzzer keeps the input); a note is a finding that should not
@@ -100,25 +104,6 @@ inline std::set<std::string>& features() {
   return f;
 }
 inline void feature(const std::string& f) { features().insert(f); }
-
-inline std::string str(const Ints& v) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
-  os << "]";
-  return os.str();
-}
-
-inline const char* code_name(Code c) {
-  switch (c) {
-    case Code::ok: return "ok";
-    case Code::invalid_argument: return "invalid_argument";
-    case Code::index_out_of_range: return "index_out_of_range";
-    case Code::unsupported: return "unsupported";
-    case Code::internal: return "internal";
-  }
-  return "unknown";
-}
 
 inline std::string dtype_str(int32_t code) {
   const char* n = dtype_name(static_cast<DType>(code));
@@ -378,8 +363,9 @@ struct ShapeModel {
   bool representable = false;  // valid and every output extent fits int64
   bool huge = false;           // an intermediate of the rules beyond 2^62
   // Beyond the library's limits (runtime/shapes.hpp): a window parameter of 2^31 or more, a
-  // pooling window whose d(k-1)+1 + s + 2p exceeds 2^29 (unsupported), more than 2^59 elements
-  // or an unpooled extent beyond 2^59 (invalid_argument).
+  // pooling window whose d(k-1)+1 + s + 2p exceeds 2^29 or whose spans multiply past 2^26, an
+  // unknown options device (unsupported), more than 2^59 elements or an unpooled extent beyond
+  // 2^59 (invalid_argument).
   bool limit = false;
   Ints out;
   std::string why;  // the first rule broken
@@ -437,9 +423,14 @@ inline bool over_window_limit(std::initializer_list<const Ints*> lists) {
   return false;
 }
 
+inline bool unknown_device(Device device) {
+  return device != Device::cpu && device != Device::cuda;
+}
+
 inline ShapeModel model_pool_shape(int nd, const Ints& shape, const PoolOptions& o) {
   ShapeModel m;
-  m.limit = over_window_limit({&o.kernel_size, &o.stride, &o.padding, &o.dilation});
+  m.limit = over_window_limit({&o.kernel_size, &o.stride, &o.padding, &o.dilation}) ||
+            unknown_device(o.device);
   if (nd < 1 || nd > 3) return m.why = "nd", m;
   i128 k[3], s[3], p[3], d[3];
   const i128 zeros[3] = {0, 0, 0}, ones[3] = {1, 1, 1};
@@ -456,8 +447,11 @@ inline ShapeModel model_pool_shape(int nd, const Ints& shape, const PoolOptions&
   for (int i = 0; i < nd; ++i) {
     if (k[i] < 1 || s[i] < 1 || p[i] < 0 || d[i] < 1) return m.why = "window minimum", m;
   }
+  i128 volume = 1;
   for (int i = 0; i < nd; ++i) {
     if (d[i] * (k[i] - 1) + 1 + s[i] + 2 * p[i] > kLibMaxWindowReach) m.limit = true;
+    volume = sat_mul(volume, d[i] * (k[i] - 1) + 1);
+    if (volume > kLibMaxWindowVolume) m.limit = true;
     const i128 limit = nd == 3 ? k[i] / 2 : (d[i] * (k[i] - 1) + 1) / 2;
     if (p[i] > limit) return m.why = "padding limit", m;
     if (is_huge(d[i] * (k[i] - 1)) || is_huge(2 * p[i])) m.huge = true;
@@ -484,7 +478,7 @@ inline ShapeModel model_pool_shape(int nd, const Ints& shape, const PoolOptions&
 
 inline ShapeModel model_unpool_shape(int nd, const Ints& shape, const UnpoolOptions& o) {
   ShapeModel m;
-  m.limit = over_window_limit({&o.kernel_size, &o.stride, &o.padding});
+  m.limit = over_window_limit({&o.kernel_size, &o.stride, &o.padding}) || unknown_device(o.device);
   if (nd < 1 || nd > 3) return m.why = "nd", m;
   i128 k[3], s[3], p[3];
   const i128 zeros[3] = {0, 0, 0};
