@@ -86,13 +86,6 @@ Status run_pool(const Kernel& kernel, const Window& window, Device device, const
   return {};
 }
 
-bool all_fit(const Views& views, Layout layout) {
-  for (const View& v : views) {
-    if (!fits_kernel(v, layout)) return false;
-  }
-  return true;
-}
-
 // Planes too large for a kernel's buffers (one, or one image's in channels-last): runs of output
 // rows (the outermost spatial dimension) with the input rows their windows reach, each run with
 // the padding its first window sees; its indices, offsets from the run's first input row, are
@@ -112,7 +105,7 @@ Status pool_rows(const PoolCall& call, const Views& plane) {
   const Layout layout = call.kernel->layout;
   const int64_t per_run = largest_fitting(values.shape[2], [&](int64_t count) {
     // An interior run (no padding) reads the most input rows.
-    return all_fit({slice(in, 2, 0, std::min(rows, (count - 1) * s + span)),
+    return fits_kernel({slice(in, 2, 0, std::min(rows, (count - 1) * s + span)),
                     slice(values, 2, 0, count), slice(indices, 2, 0, count)},
                    layout);
   });
@@ -196,7 +189,7 @@ Status pool(int nd, const TensorView& input, const TensorView& values, const Ten
   // Calls too large for one kernel call run in pieces of planes, or of rows of one plane.
   POOLGEN_RETURN_IF_ERROR(for_each_piece(
       {staged_in.view(), staged_values.view(), staged_indices.view()},
-      [&](const Views& piece) { return all_fit(piece, kernel.layout); },
+      [&](const Views& piece) { return fits_kernel(piece, kernel.layout); },
       [&](const Views& piece, int64_t) {
         return run_pool(kernel, call.window, call.device, piece);
       },

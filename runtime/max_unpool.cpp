@@ -120,13 +120,8 @@ struct ScatterGroups {
 
   // Planes [first, first + count) of `v` (never crossing a batch).
   static View part(const View& v, int64_t first, int64_t count) {
-    View p = v;
     const int64_t n = first / v.shape[1], c = first % v.shape[1];
-    p.data = static_cast<char*>(v.data) +
-             (n * v.strides[0] + c * v.strides[1]) * static_cast<int64_t>(dtype_size(v.dtype));
-    p.shape[0] = 1;
-    p.shape[1] = std::min(count, v.shape[1] - c);
-    return p;
+    return slice(slice(v, 0, n, 1), 1, c, std::min(count, v.shape[1] - c));
   }
 
   int run(int task) {
@@ -153,13 +148,6 @@ struct ScatterGroups {
   }
 };
 
-bool all_fit_flat(const Views& views, Layout layout) {
-  for (const View& v : views) {
-    if (!fits_kernel(v, layout, true)) return false;
-  }
-  return true;
-}
-
 // Planes too large for a kernel's buffers (flat views in `layout`): every index is checked first
 // (the first invalid one in input order is the error), then each output plane is zeroed and
 // scattered in input order, so the latest duplicate wins. One thread, 64-bit offsets.
@@ -168,9 +156,8 @@ Status scatter_large(const View& values, const View& indices, const View& output
   const int64_t size = static_cast<int64_t>(dtype_size(values.dtype));
   const int64_t value_step = values.plane_step(layout) * size,
                 index_step = indices.plane_step(layout), output_step = output.plane_step(layout) * size;
-  auto plane_of = [&](const View& view, int64_t n, int64_t c) {
-    return static_cast<char*>(view.data) +
-           (n * view.strides[0] + c * view.strides[1]) * static_cast<int64_t>(dtype_size(view.dtype));
+  auto plane_of = [](const View& view, int64_t n, int64_t c) {
+    return static_cast<char*>(slice(slice(view, 0, n, 1), 1, c, 1).data);
   };
   for (int64_t n = 0; n < output.shape[0]; ++n) {
     for (int64_t c = 0; c < output.shape[1]; ++c) {
@@ -205,7 +192,7 @@ Status scatter(const Kernel& kernel, const View& values, const View& indices,
     for (const View& view : {v.view(), i.view(), o.view()}) {
       piece.push_back(slice(slice(view, 0, 0, 1), 1, 0, channels));
     }
-    return all_fit_flat(piece, kernel.layout);
+    return fits_kernel(piece, kernel.layout, true);
   });
   if (fitting == 0) {
     POOLGEN_RETURN_IF_ERROR(scatter_large(v.view(), i.view(), o.view(), kernel.layout));
@@ -271,7 +258,7 @@ Status winner(const Kernel& kernel, Device device, const View& values, const Vie
       o(output, kernel.layout, true, Staged::output);
   POOLGEN_RETURN_IF_ERROR(for_each_piece(
       {v.view(), i.view(), o.view()},
-      [&](const Views& piece) { return all_fit_flat(piece, kernel.layout); },
+      [&](const Views& piece) { return fits_kernel(piece, kernel.layout, true); },
       [&](const Views& piece, int64_t first_plane) {
         int64_t position = 0, index = 0;
         POOLGEN_RETURN_IF_ERROR(run_winner(kernel, device, piece, &position, &index));

@@ -245,6 +245,13 @@ bool fits_kernel(const View& v, Layout layout, bool flat) {
   return true;
 }
 
+bool fits_kernel(const Views& views, Layout layout, bool flat) {
+  for (const View& v : views) {
+    if (!fits_kernel(v, layout, flat)) return false;
+  }
+  return true;
+}
+
 View slice(const View& v, int dim, int64_t start, int64_t count) {
   View s = v;
   s.data = static_cast<char*>(v.data) +

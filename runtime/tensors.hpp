@@ -87,6 +87,9 @@ using Views = std::vector<View>;
 // The call's piece `p` (every view sliced alike), its first plane in (n, c) order.
 using PieceFn = std::function<Status(const Views& p, int64_t first_plane)>;
 
+// fits_kernel for every view of a call.
+bool fits_kernel(const Views& views, Layout layout, bool flat = false);
+
 // Runs `run` on pieces of whole (n, c) planes of `views`, in input order, each as many planes as
 // `fits` allows; a single plane that does not fit goes to `run_plane` (in channels-last, all
 // the planes of its image).
