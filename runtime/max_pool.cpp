@@ -176,6 +176,8 @@ Status pool(int nd, const TensorView& input, const TensorView& values, const Ten
   POOLGEN_RETURN_IF_ERROR(check_no_overlap("indices", out_indices));
   POOLGEN_RETURN_IF_ERROR(
       check_same_device(in, "input", {{"values", &out_values}, {"indices", &out_indices}}));
+  POOLGEN_RETURN_IF_ERROR(check_apart({{"values", &out_values}, {"indices", &out_indices}},
+                                      {{"input", &in}}));
   POOLGEN_RETURN_IF_ERROR(choose(input, indices.dtype, options, &call));
   if (out_values.elements() == 0) return {};
 

@@ -309,6 +309,7 @@ Status unpool(int nd, const TensorView& values, const TensorView& indices,
   POOLGEN_RETURN_IF_ERROR(check_view("output", output, values.dtype, call.output_shape, nd, &o));
   POOLGEN_RETURN_IF_ERROR(check_no_overlap("output", o));
   POOLGEN_RETURN_IF_ERROR(check_same_device(v, "values", {{"indices", &i}, {"output", &o}}));
+  POOLGEN_RETURN_IF_ERROR(check_apart({{"output", &o}}, {{"values", &v}, {"indices", &i}}));
   POOLGEN_RETURN_IF_ERROR(choose(values, indices.dtype, options, &call));
   if (o.elements() == 0) return {};
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -66,6 +67,61 @@ Status check_no_overlap(const char* argument, const View& view) {
                   format_shape(Ints(view.strides, view.strides + view.rank)), ")");
     }
     covered = stride * extent;
+  }
+  return {};
+}
+
+namespace {
+
+// The bytes from a view's first element to the end of its last; none without elements. Strides
+// are non-negative and reach at most kMaxElements (check_view_shape), so nothing overflows.
+struct ByteSpan {
+  uintptr_t begin = 0;
+  uint64_t size = 0;
+};
+
+ByteSpan byte_span(const View& v) {
+  ByteSpan span{reinterpret_cast<uintptr_t>(v.data), 0};
+  int64_t last = 0;
+  for (int i = 0; i < v.rank; ++i) {
+    if (v.shape[i] == 0) return span;
+    last += (v.shape[i] - 1) * v.strides[i];
+  }
+  span.size = static_cast<uint64_t>(last + 1) * dtype_size(v.dtype);
+  return span;
+}
+
+// Bytes two spans share, computed without forming an end address (which could wrap).
+uint64_t shared_bytes(ByteSpan a, ByteSpan b) {
+  if (a.begin > b.begin) std::swap(a, b);
+  const uint64_t gap = b.begin - a.begin;
+  return gap >= a.size ? 0 : std::min(a.size - gap, b.size);
+}
+
+// "input's", "values'".
+std::string possessive(const std::string& name) {
+  return name + (name.back() == 's' ? "'" : "'s");
+}
+
+Status check_pair_apart(const Argument& output, const Argument& other) {
+  const ByteSpan out = byte_span(*output.second), in = byte_span(*other.second);
+  const uint64_t shared = shared_bytes(out, in);
+  if (shared == 0) return {};
+  return fail(Code::invalid_argument, output.first, ": expected memory apart from ",
+              possessive(other.first), ", got an overlap of ", shared, " bytes (", output.first,
+              " spans ", out.size, " bytes from ", reinterpret_cast<const void*>(out.begin), ", ",
+              other.first, " ", in.size, " bytes from ", reinterpret_cast<const void*>(in.begin),
+              ")");
+}
+
+}  // namespace
+
+Status check_apart(std::initializer_list<Argument> outputs, std::initializer_list<Argument> inputs) {
+  for (auto output = outputs.begin(); output != outputs.end(); ++output) {
+    for (const Argument& input : inputs) POOLGEN_RETURN_IF_ERROR(check_pair_apart(*output, input));
+    for (auto earlier = outputs.begin(); earlier != output; ++earlier) {
+      POOLGEN_RETURN_IF_ERROR(check_pair_apart(*output, *earlier));
+    }
   }
   return {};
 }

@@ -7,6 +7,8 @@
 #include <HalideRuntime.h>
 
 #include <functional>
+#include <initializer_list>
+#include <utility>
 #include <vector>
 
 namespace poolgen::detail {
@@ -58,6 +60,15 @@ Status check_leading_view(const char* argument, const TensorView& view, int nd, 
 
 // An output must not reach one element through two positions (a zero or overlapping stride).
 Status check_no_overlap(const char* argument, const View& view);
+
+// A call's argument: its name in messages and its checked view.
+using Argument = std::pair<const char*, const View*>;
+
+// No output may share memory with an input or with another output (inputs may share memory
+// with each other): each output's byte span, from its first element's first byte to its last
+// element's last byte, must miss every input's and every earlier output's. A span test, as
+// PyTorch's: views of one allocation that interleave without sharing an element are refused too.
+Status check_apart(std::initializer_list<Argument> outputs, std::initializer_list<Argument> inputs);
 
 // What a kernel of `layout` gets for `view`: the view itself when it fits (with flat planes, if
 // asked), else a packed copy in `layout` that finish() writes back (outputs).

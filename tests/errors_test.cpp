@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "built_kernels.hpp"
 #include "dtypes.hpp"
 #include "lib_util.hpp"
 #include "poolgen/poolgen.h"
@@ -1215,6 +1216,333 @@ TEST(CApi, BadDTypeCode) {
     EXPECT_TRUE(FailsWhen<CUnpool>([&](CUnpool& c) { c.indices.dtype = bad; },
                                    POOLGEN_INVALID_ARGUMENT, {"indices", code}));
   }
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// Arguments sharing memory: an output whose bytes (first element to last) overlap an input's or
+// another output's is refused before anything is written; inputs may overlap each other; views
+// that only touch are accepted and computed as usual.
+
+enum class ViewKind { contiguous, channels_last, strided };
+
+const char* kind_name(ViewKind kind) {
+  return kind == ViewKind::contiguous ? "contiguous"
+         : kind == ViewKind::channels_last ? "channels-last"
+                                           : "strided";
+}
+
+// A view of `shape` at `data`; strided views take every other element of the innermost
+// dimension (served through packed copies).
+TensorView view_of(void* data, DType dtype, const Ints& shape, ViewKind kind) {
+  if (kind == ViewKind::channels_last) return channels_last(data, dtype, shape);
+  TensorView v = contiguous(data, dtype, shape);
+  if (kind == ViewKind::strided) {
+    v.strides.assign(shape.size(), 2);
+    for (size_t d = shape.size() - 1; d-- > 0;) v.strides[d] = v.strides[d + 1] * shape[d + 1];
+  }
+  return v;
+}
+
+std::vector<int64_t> offsets_of(const TensorView& v) {
+  return test::element_offsets(v.shape, v.strides, 0);
+}
+
+// The bytes from a view's first element to the end of its last (the span the library compares).
+int64_t span_bytes(const TensorView& v) {
+  const std::vector<int64_t> o = offsets_of(v);
+  return (*std::max_element(o.begin(), o.end()) + 1) * static_cast<int64_t>(dtype_size(v.dtype));
+}
+
+char* bytes_of(const TensorView& v) { return static_cast<char*>(v.data); }
+
+// Elements of a view in logical order, as int64 (i64 or i32 indices) or as T.
+template <typename T>
+std::vector<T> read_view(const TensorView& v) {
+  std::vector<T> out;
+  for (int64_t o : offsets_of(v)) {
+    if constexpr (std::is_same_v<T, int64_t>) {
+      out.push_back(v.dtype == DType::i32 ? reinterpret_cast<const int32_t*>(v.data)[o]
+                                          : reinterpret_cast<const int64_t*>(v.data)[o]);
+    } else {
+      out.push_back(static_cast<const T*>(v.data)[o]);
+    }
+  }
+  return out;
+}
+
+template <typename T>
+void write_view(const TensorView& v, const std::vector<T>& elements) {
+  const std::vector<int64_t> offsets = offsets_of(v);
+  for (size_t k = 0; k < offsets.size(); ++k) {
+    if constexpr (std::is_same_v<T, int64_t>) {
+      if (v.dtype == DType::i32) {
+        reinterpret_cast<int32_t*>(v.data)[offsets[k]] = static_cast<int32_t>(elements[k]);
+        continue;
+      }
+    }
+    static_cast<T*>(v.data)[offsets[k]] = elements[k];
+  }
+}
+
+poolgen_tensor c_view(const TensorView& v) {
+  poolgen_tensor t = c_tensor(v.data, static_cast<int32_t>(v.dtype), v.shape);
+  std::copy(v.strides.begin(), v.strides.end(), t.strides);
+  return t;
+}
+
+// A k2s2 pooling or unpooling call (2-D, 2x3x4x4 <-> 2x3x2x2) whose views live in one arena,
+// each argument in its own 4 KiB slot until a test moves one next to another.
+struct ArenaCall {
+  bool unpool = false;
+  std::vector<int64_t> words = std::vector<int64_t>(5 * 512);
+  std::vector<std::string> names;  // in the op's argument order; the last are its outputs
+  std::vector<TensorView> views;
+
+  ArenaCall(bool is_unpool, ViewKind kind, DType index_dtype) : unpool(is_unpool) {
+    const Ints big{2, 3, 4, 4}, small{2, 3, 2, 2};
+    names = unpool ? std::vector<std::string>{"values", "indices", "output"}
+                   : std::vector<std::string>{"input", "values", "indices"};
+    const Ints shapes[] = {unpool ? small : big, small, unpool ? big : small};
+    const DType dtypes[] = {DType::f32, unpool ? index_dtype : DType::f32,
+                            unpool ? DType::f32 : index_dtype};
+    for (int k = 0; k < 3; ++k) views.push_back(view_of(slot(k), dtypes[k], shapes[k], kind));
+  }
+  // The views point into `words`: a move keeps them valid, a copy would not.
+  ArenaCall(const ArenaCall&) = delete;
+  ArenaCall(ArenaCall&&) = default;
+  char* slot(int k) { return reinterpret_cast<char*>(words.data()) + 4096 * (k + 1); }
+  TensorView& operator[](const std::string& name) {
+    return views[std::find(names.begin(), names.end(), name) - names.begin()];
+  }
+  const TensorView& at(const std::string& name) const {
+    return views[std::find(names.begin(), names.end(), name) - names.begin()];
+  }
+  bool is_output(const std::string& name) const {
+    return unpool ? name == "output" : name != "input";
+  }
+
+  // Outputs get a sentinel, then the inputs their data (indices last: they must stay valid
+  // where the values' view reads the same bytes).
+  void fill() {
+    for (const std::string& name : names) {
+      if (!is_output(name)) continue;
+      if (at(name).dtype == DType::f32) {
+        write_view(at(name), std::vector<float>(offsets_of(at(name)).size(), test::kSentinelF));
+      } else {
+        write_view(at(name), std::vector<int64_t>(offsets_of(at(name)).size(), test::kSentinelI));
+      }
+    }
+    const TensorView& data = at(unpool ? "values" : "input");
+    std::vector<float> v(offsets_of(data).size());
+    for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>((k * 37) % 23) - 7.0f;
+    write_view(data, v);
+    if (unpool) {
+      // An index inside each cell's 2x2 window of the 4x4 plane.
+      std::vector<int64_t> idx(v.size());
+      for (size_t k = 0; k < idx.size(); ++k) {
+        const int64_t cell = static_cast<int64_t>(k % 4);
+        idx[k] = (2 * (cell / 2) + (k / 3) % 2) * 4 + 2 * (cell % 2) + (k / 5) % 2;
+      }
+      write_view(at("indices"), idx);
+    }
+  }
+
+  Status run(bool c_api) const {
+    if (!c_api) {
+      if (unpool) {
+        UnpoolOptions o;
+        o.kernel_size = {2};
+        return max_unpool(2, views[0], views[1], views[2], o);
+      }
+      PoolOptions o;
+      o.kernel_size = {2};
+      return max_pool(2, views[0], views[1], views[2], o);
+    }
+    const poolgen_tensor a = c_view(views[0]), b = c_view(views[1]), c = c_view(views[2]);
+    char message[kMsg];
+    int32_t code;
+    if (unpool) {
+      poolgen_unpool_options o;
+      std::memset(&o, 0, sizeof o);
+      o.kernel_size[0] = o.kernel_size[1] = 2;
+      code = poolgen_max_unpool(2, &a, &b, &c, &o, message, sizeof message);
+    } else {
+      poolgen_pool_options o;
+      std::memset(&o, 0, sizeof o);
+      o.kernel_size[0] = o.kernel_size[1] = 2;
+      code = poolgen_max_pool(2, &a, &b, &c, &o, message, sizeof message);
+    }
+    return code == POOLGEN_OK ? Status() : Status(static_cast<Code>(code), message);
+  }
+
+  bool built() const {
+    const DType index = views[unpool ? 1 : 2].dtype;
+    return unpool ? test::unpool_kernel_built(DType::f32, index)
+                  : test::pool_kernel_built(DType::f32, index);
+  }
+
+  // Runs the call, which must succeed with the reference's result (where its kernel is built)
+  // and leave its inputs as they were.
+  ::testing::AssertionResult RunsLikeReference(bool c_api) {
+    fill();
+    const std::vector<float> data = read_view<float>(views[0]);
+    const std::vector<int64_t> indices = unpool ? read_view<int64_t>(views[1]) : std::vector<int64_t>{};
+    const Status st = run(c_api);
+    if (!built()) {
+      if (st.code() == Code::unsupported) return ::testing::AssertionSuccess();
+      return ::testing::AssertionFailure() << "expected unsupported (no kernel), got " << st.message();
+    }
+    if (!st.ok()) return ::testing::AssertionFailure() << "refused: " << st.message();
+    if (read_view<float>(views[0]) != data ||
+        (unpool && read_view<int64_t>(views[1]) != indices)) {
+      return ::testing::AssertionFailure() << "an input changed";
+    }
+    Ints shape;
+    std::vector<float> want;
+    if (unpool) {
+      UnpoolOptions o;
+      o.kernel_size = {2};
+      if (!ref::max_unpool<float>(2, views[0].shape, data, indices, o, &shape, &want).ok()) {
+        return ::testing::AssertionFailure() << "the reference refuses";
+      }
+      return test::same_floats(want, read_view<float>(views[2]));
+    }
+    PoolOptions o;
+    o.kernel_size = {2};
+    std::vector<int64_t> want_indices;
+    if (!ref::max_pool<float>(2, views[0].shape, data, o, &shape, &want, &want_indices).ok()) {
+      return ::testing::AssertionFailure() << "the reference refuses";
+    }
+    ::testing::AssertionResult values = test::same_floats(want, read_view<float>(views[1]));
+    if (!values) return values;
+    return test::same_ints(want_indices, read_view<int64_t>(views[2]));
+  }
+
+  // Runs the call, which must be refused as an overlap of `bytes` between `output` and `other`
+  // without a byte of the arena written.
+  ::testing::AssertionResult RefusesOverlap(bool c_api, const std::string& output,
+                                            const std::string& other, int64_t bytes) {
+    fill();
+    const std::vector<int64_t> before = words;
+    const std::string owner = other + (other.back() == 's' ? "'" : "'s");
+    ::testing::AssertionResult r =
+        IsError(run(c_api), Code::invalid_argument,
+                {output + ": expected memory apart from " + owner,
+                 "got an overlap of " + std::to_string(bytes) + " bytes"});
+    if (r && words != before) return ::testing::AssertionFailure() << "memory was written";
+    return r;
+  }
+};
+
+// The four calls of the report that asked for the check, each refused with its overlap.
+TEST(OverlapErrors, OutputsInsideInputsOrEachOther) {
+  for (bool c_api : {false, true}) {
+    SCOPED_TRACE(c_api ? "C API" : "C++ API");
+    {
+      ArenaCall pool(false, ViewKind::contiguous, DType::i64);  // input: 384 bytes
+      pool["values"].data = pool["input"].data;                 // values: 96 bytes
+      EXPECT_TRUE(pool.RefusesOverlap(c_api, "values", "input", 96));
+    }
+    {
+      ArenaCall pool(false, ViewKind::contiguous, DType::i64);
+      pool["indices"].data = bytes_of(pool["input"]) + 64;  // indices: 192 bytes
+      EXPECT_TRUE(pool.RefusesOverlap(c_api, "indices", "input", 192));
+    }
+    {
+      ArenaCall unpool(true, ViewKind::contiguous, DType::i64);
+      unpool["output"].data = unpool["values"].data;
+      EXPECT_TRUE(unpool.RefusesOverlap(c_api, "output", "values", 96));
+    }
+    {
+      ArenaCall pool(false, ViewKind::contiguous, DType::i64);
+      pool["indices"].data = bytes_of(pool["values"]) + 32;
+      EXPECT_TRUE(pool.RefusesOverlap(c_api, "indices", "values", 64));
+    }
+  }
+}
+
+// Every output against every other argument, in every layout and index type, through both APIs:
+// placed at the same start, from the other's last element, ending in the other's first element
+// (refused), or ending right before it or starting right after it (accepted).
+TEST(OverlapErrors, EveryPairOfArguments) {
+  struct Pair {
+    bool unpool;
+    const char* output;  // the argument the error names (the later output of two)
+    const char* other;
+  };
+  const Pair pairs[] = {{false, "values", "input"},
+                        {false, "indices", "input"},
+                        {false, "indices", "values"},
+                        {true, "output", "values"},
+                        {true, "output", "indices"}};
+  int exact_touches = 0;
+  for (const Pair& pair : pairs) {
+    for (ViewKind kind : {ViewKind::contiguous, ViewKind::channels_last, ViewKind::strided}) {
+      for (DType index : {DType::i64, DType::i32}) {
+        for (bool c_api : {false, true}) {
+          SCOPED_TRACE(std::string(pair.output) + " and " + pair.other + ", " + kind_name(kind) +
+                       ", " + dtype_name(index) + " indices, " + (c_api ? "C API" : "C++ API"));
+          const ArenaCall base(pair.unpool, kind, index);
+          const TensorView& out = base.at(pair.output);
+          const TensorView& other = base.at(pair.other);
+          const int64_t out_span = span_bytes(out), other_span = span_bytes(other);
+          const int64_t elem = static_cast<int64_t>(dtype_size(out.dtype));
+          // Moves the output to `shift` bytes from the other argument's first byte.
+          auto moved = [&](int64_t shift) {
+            ArenaCall c(pair.unpool, kind, index);
+            c[pair.output].data = bytes_of(c[pair.other]) + shift;
+            return c;
+          };
+          EXPECT_TRUE(moved(0).RefusesOverlap(c_api, pair.output, pair.other,
+                                              std::min(out_span, other_span)));
+          const int64_t last = (other_span - 1) / elem * elem;
+          EXPECT_TRUE(moved(last).RefusesOverlap(c_api, pair.output, pair.other,
+                                                 std::min(other_span - last, out_span)));
+          EXPECT_TRUE(moved(elem - out_span)
+                          .RefusesOverlap(c_api, pair.output, pair.other, elem));
+          // Touching: the output ends one byte before the other begins, or begins at the first
+          // aligned byte after the other's last.
+          EXPECT_TRUE(moved(-out_span).RunsLikeReference(c_api));
+          const int64_t after = (other_span + elem - 1) / elem * elem;
+          exact_touches += after == other_span;
+          EXPECT_TRUE(moved(after).RunsLikeReference(c_api));
+        }
+      }
+    }
+  }
+  EXPECT_GT(exact_touches, 0);  // some outputs begin exactly one byte after the other's end
+}
+
+// Inputs are only read: they may share memory (here the values read the indices' bytes).
+TEST(OverlapErrors, InputsMayOverlap) {
+  for (ViewKind kind : {ViewKind::contiguous, ViewKind::channels_last, ViewKind::strided}) {
+    for (DType index : {DType::i64, DType::i32}) {
+      for (bool c_api : {false, true}) {
+        SCOPED_TRACE(std::string(kind_name(kind)) + ", " + dtype_name(index) + " indices, " +
+                     (c_api ? "C API" : "C++ API"));
+        ArenaCall unpool(true, kind, index);
+        unpool["values"].data = unpool["indices"].data;
+        EXPECT_TRUE(unpool.RunsLikeReference(c_api));
+      }
+    }
+  }
+}
+
+// The test is on byte spans: views of one buffer that interleave without sharing an element
+// are refused too (documented), while views without elements never overlap anything.
+TEST(OverlapErrors, SpansDecide) {
+  ArenaCall pool(false, ViewKind::strided, DType::i32);  // values and indices: 4-byte elements
+  pool["indices"].data = bytes_of(pool["values"]) + 4;  // in the gaps between the values
+  EXPECT_TRUE(pool.RefusesOverlap(false, "indices", "values", span_bytes(pool["values"]) - 4));
+
+  std::vector<float> memory(16);
+  PoolOptions o;
+  o.kernel_size = {2};
+  const Status st = max_pool(2, contiguous(memory.data(), {0, 3, 4, 4}),
+                             contiguous(memory.data(), {0, 3, 2, 2}),
+                             contiguous(reinterpret_cast<int64_t*>(memory.data()), {0, 3, 2, 2}), o);
+  EXPECT_TRUE(st.ok() || st.code() == Code::unsupported) << st.message();
 }
 
 }  // namespace

@@ -62,7 +62,9 @@ typedef struct poolgen_unpool_options {
 
 /* Each returns a POOLGEN_* code; on failure the message (NUL-terminated, truncated to
  * message_size) says which argument, what was expected and what was given. message may be
- * NULL. Output shapes are written to out_shape (nd + 2 or nd + 1 entries, as the input). */
+ * NULL. Output shapes are written to out_shape (nd + 2 or nd + 1 entries, as the input).
+ * As in the C++ API, an output tensor whose memory (first to last element) overlaps an input's
+ * or another output's is POOLGEN_INVALID_ARGUMENT, refused before anything is written. */
 int32_t poolgen_max_pool_output_shape(int32_t nd, int32_t rank, const int64_t* input_shape,
                                       const poolgen_pool_options* options, int64_t* out_shape,
                                       char* message, size_t message_size);

@@ -59,8 +59,11 @@ class Status {
 using Ints = std::vector<int64_t>;
 
 // Any non-negative strides are accepted (negative ones are unsupported); an output's must keep
-// its elements apart (sorted by stride, each
-// dimension steps over all that the finer ones cover). Kernels exist for the two
+// its elements apart (sorted by stride, each dimension steps over all that the finer ones
+// cover), and its memory apart from every other argument's: the bytes from its first to its
+// last element may not overlap an input's or another output's (inputs may overlap each other;
+// views of one buffer that interleave without sharing an element are refused too). Such calls
+// are invalid_argument, refused before anything is written. Kernels exist for the two
 // layouts PyTorch uses: contiguous (NCHW: the innermost spatial stride is 1) and channels-last
 // (NHWC, NDHWC, NLC: the channel stride is 1); any other view goes through a packed copy.
 // Indices mean the same in every layout: offsets inside one (n, c) plane.
@@ -142,7 +145,8 @@ Status max_unpool_output_shape(int nd, const Ints& input_shape, const UnpoolOpti
                                Ints* output_shape);
 
 // output must have the shape max_unpool_output_shape gives. Invalid indices are reported
-// (index_out_of_range, naming the first in input order); nothing outside `output` is written.
+// (index_out_of_range, naming the first in input order); nothing outside `output` is written,
+// but `output` itself may then be partly written (its contents are unspecified).
 // Duplicate indices: the latest in input order wins, on any thread count.
 Status max_unpool(int nd, const TensorView& values, const TensorView& indices,
                   const TensorView& output, const UnpoolOptions& options);
