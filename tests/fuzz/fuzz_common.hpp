@@ -1190,6 +1190,73 @@ inline void expect_view(Expect& e, const char* name, const ViewSpec& v, int32_t 
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Arguments sharing memory: one output placed on another argument's memory, at its data or some
+// elements before or after it. Where the byte spans (first to last element) then overlap, the
+// call must be refused with invalid_argument (or a code its other faults allow) before anything
+// is written; where they do not, the output keeps its own memory.
+
+struct Alias {
+  int output = -1;    // the view placed (an output), or none
+  int onto = -1;      // the argument whose memory it is placed on
+  int64_t shift = 0;  // from the other's data, in the output's elements
+};
+
+// The last `outputs` of `views` arguments are outputs. Decoded last: older corpus inputs,
+// exhausted by then, keep their meaning (no alias).
+inline Alias decode_alias(FuzzInput& in, int views, int outputs) {
+  Alias a;
+  if (!in.chance(10) || avoided("alias")) return a;
+  a.output = views - 1 - in.byte() % outputs;
+  a.onto = (a.output + 1 + in.byte() % (views - 1)) % views;
+  static constexpr int64_t kShifts[] = {0, 1, -1, 2, -2, 3, -5, 8, -8, 31, -31, 100, -100};
+  a.shift = in.pick(kShifts);
+  return a;
+}
+
+// The byte addresses [first, second) a view at `data` reaches; empty without elements.
+inline std::pair<i128, i128> byte_span(const ViewSpec& v, const void* data) {
+  const Geometry g = geometry(v);
+  const i128 at = static_cast<i128>(reinterpret_cast<uintptr_t>(data));
+  const i128 size = static_cast<i128>(element_size(v.dtype));
+  if (!g.sane || g.elements == 0) return {at, at};
+  return {at + g.min_offset * size, at + (g.max_offset + 1) * size};
+}
+
+// Whether two byte spans share a byte (empty ones share none).
+inline bool overlap(const std::pair<i128, i128>& x, const std::pair<i128, i128>& y) {
+  return x.first < x.second && y.first < y.second && x.first < y.second && y.first < x.second;
+}
+
+// Moves the aliased output's data onto the other argument's memory where the spans then overlap
+// (both must have memory of their own: a wrongly accepted call then writes into the fuzzer's
+// memory, read-only for inputs).
+inline void apply_alias(const Alias& a, const ViewSpec* const views[], Memory mem[]) {
+  if (a.output < 0) return;
+  const Memory &out = mem[a.output], &onto = mem[a.onto];
+  if (!out.buffer || out.is_tiny || !onto.buffer || onto.is_tiny) return;
+  void* data = onto.at(0) + a.shift * static_cast<int64_t>(out.elem);
+  const auto x = byte_span(*views[a.output], data), y = byte_span(*views[a.onto], onto.data);
+  if (!overlap(x, y)) return;
+  mem[a.output].data = data;
+  feature("alias:" + std::to_string(a.output) + "/" + std::to_string(a.onto));
+}
+
+// Every output (the last `outputs` of `count` views) whose byte span, at the data the call gets,
+// overlaps another argument's must be refused: aliased outputs, and views whose stand-in memory
+// (tiny()) is smaller than the span they declare.
+inline void expect_apart(const ViewSpec* const views[], const char* const names[],
+                         const Memory mem[], int count, int outputs, Expect& e) {
+  for (int out = count - outputs; out < count; ++out) {
+    for (int other = 0; other < count; ++other) {
+      if (other != out && overlap(byte_span(*views[out], mem[out].data),
+                                  byte_span(*views[other], mem[other].data))) {
+        e.add(&e.invalid, std::string(names[out]) + " overlaps " + names[other]);
+      }
+    }
+  }
+}
+
 // The C API's tensor-level oddities: a rank field out of 2..5 for one tensor, a NULL tensor.
 struct CTensorFaults {
   int rank_view = -1;

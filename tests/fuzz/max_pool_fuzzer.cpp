@@ -20,6 +20,7 @@ struct PoolCase {
   CTensorFaults faults;  // C API: a bad rank field or a NULL tensor
   CMessage message;
   ShapeModel model;
+  Alias alias;  // an output placed on another argument's memory
 };
 
 // poolgen.h's meaning of the C options, as C++ options.
@@ -115,6 +116,7 @@ PoolCase decode(FuzzInput& in) {
     c.faults = decode_c_faults(in);
     c.message = decode_message_buffer(in);
   }
+  c.alias = decode_alias(in, 3, 2);
   return c;
 }
 
@@ -267,6 +269,8 @@ void check_call(const PoolCase& c) {
       mem[i] = allocate(*views[i], underrun, kSentinel);  // no elements: a zero-size buffer
     }
   }
+  apply_alias(c.alias, views, mem);
+  expect_apart(views, names, mem, 3, 2, e);
   context() = describe(c) + "; expect " + (e.reasons.empty() ? "success" : e.reasons);
 
   std::vector<uint8_t> packed_input;

@@ -30,6 +30,7 @@ struct UnpoolCase {
   CTensorFaults faults;
   CMessage message;
   ShapeModel model;
+  Alias alias;  // an output placed on another argument's memory
 };
 
 // Winner kernels (Path::winner) built for this width and index type: in how many layouts.
@@ -172,6 +173,7 @@ UnpoolCase decode(FuzzInput& in) {
     c.faults = decode_c_faults(in);
     c.message = decode_message_buffer(in);
   }
+  c.alias = decode_alias(in, 3, 1);
   return c;
 }
 
@@ -357,6 +359,8 @@ void check_call(const UnpoolCase& c) {
     }
   }
 
+  apply_alias(c.alias, views, mem);
+  expect_apart(views, names, mem, 3, 1, e);
   // Values and indices into their (read-only) memory; the packed copies the reference gets.
   const DType vt = static_cast<DType>(c.values.dtype);
   std::vector<uint8_t> packed_values;
