@@ -2,7 +2,7 @@
 // and the same memory, in one run:
 //   poolgen    the library, on each --poolgen_threads count (default 1 and all cores);
 //   memcpy     a plain copy whose reads + writes equal the op's compulsory traffic (the roofline);
-//   reference  a plain scalar loop nest written from SEMANTICS.md (reference.cpp), 1 thread, in
+//   reference  a plain scalar loop nest from docs/semantics.md (reference.cpp), 1 thread, in
 //              the case's own layout;
 //   aten       PyTorch's CPU kernels (-DPOOLGEN_BENCH_ATEN=ON, aten_peer.cpp);
 //   xnnpack    XNNPACK's argmax pooling and unpooling, 2-D NHWC f32 with stride == window

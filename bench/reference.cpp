@@ -1,5 +1,6 @@
-// The scalar reference (SEMANTICS.md, dilation 1): one loop nest, one thread. The channels-last
-// loop nest runs (n, spatial, c) so that it walks its memory in order, as the NCHW one does.
+// The scalar reference (docs/semantics.md, dilation 1): one loop nest, one thread. The
+// channels-last loop nest runs (n, spatial, c) so that it walks its memory in order, as the NCHW
+// one does.
 #include "bench.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Max pooling with indices: what is computed (../shared/SEMANTICS.md), never how; the schedule
+// Max pooling with indices: what is computed (docs/semantics.md), never how; the schedule
 // lives in schedules/.
 #include "Halide.h"
 #include "window.h"

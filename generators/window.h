@@ -1,4 +1,4 @@
-// Window geometry shared by the pooling and unpooling algorithms (../shared/SEMANTICS.md).
+// Window geometry shared by the pooling and unpooling algorithms (docs/semantics.md).
 #pragma once
 
 #include "Halide.h"

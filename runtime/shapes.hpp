@@ -1,4 +1,4 @@
-// Argument checks and shape arithmetic of SEMANTICS.md; every failure names the argument, what
+// Argument checks and shape arithmetic of docs/semantics.md; every failure names the argument, what
 // was expected and what was given.
 #pragma once
 

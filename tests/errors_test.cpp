@@ -26,7 +26,7 @@ namespace poolgen {
 namespace {
 
 // The status has `code`, its message has the uniform form "<argument>: expected ..., got ..."
-// (README, Errors) and contains every one of `parts`.
+// (docs/errors.md) and contains every one of `parts`.
 ::testing::AssertionResult IsError(const Status& s, Code code,
                                    std::initializer_list<std::string> parts) {
   if (s.code() != code) {

@@ -1,4 +1,4 @@
-// Reference implementation of ../shared/SEMANTICS.md; see reference.hpp.
+// Reference implementation of docs/semantics.md; see reference.hpp.
 #include "reference.hpp"
 
 #include "dtypes.hpp"

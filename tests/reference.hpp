@@ -1,4 +1,4 @@
-// A plain, obviously-correct reference implementation of ../shared/SEMANTICS.md (max pooling
+// A plain, obviously-correct reference implementation of docs/semantics.md (max pooling
 // with indices and max unpooling, PyTorch-exact). Loops over contiguous std::vector data with
 // explicit shapes; no tricks, no speed. Tests compare the library against it.
 //

@@ -1,5 +1,5 @@
 // The reference implementation against PyTorch's golden vectors (needs no kernel library),
-// plus a few hand-checked cases of SEMANTICS.md.
+// plus a few hand-checked cases of docs/semantics.md.
 #include <cmath>
 #include <limits>
 

@@ -5,7 +5,7 @@ Usage:  /usr/bin/python3 tools/make_golden.py [OUTPUT_DIR]      (default: tests/
 
 Uses Debian's python3-torch (PyTorch 1.13) on one CPU thread, fixed seeds: running it twice
 gives identical files. Only pooling cases where PyTorch 1.13's padding check (p <= k/2, raw
-kernel) agrees with the dilated rule of SEMANTICS.md are generated.
+kernel) agrees with the dilated rule of docs/semantics.md are generated.
 
 File format (line based, read by tests/golden.hpp). A file holds cases; each case is
 
@@ -53,7 +53,7 @@ another dtype that represents them exactly and mapped back; such a case carries 
 - integer pooling (i8, u8, i16, i32, i64): via f64 on order-preserving ranks: each value is
   replaced by its rank among the tensor's distinct values (small integers, exact in f64), so
   comparisons, ties and therefore indices are PyTorch's own; ranks map back to the values, and
-  an empty window's -inf maps to the type's lowest value (SEMANTICS.md: integer pooling starts
+  an empty window's -inf maps to the type's lowest value (docs/semantics.md: integer pooling starts
   from the type's lowest value). This keeps every i64 exact, 2^63-1 included. For i8..i32 the
   script checks that pooling a plain f64 cast gives the same.
 - unpooling of f16, bf16 and integers: via f64 on positions: PyTorch unpools 1, 2, ..., n (the
@@ -115,7 +115,7 @@ def as_list(v, nd):
 
 
 def check_pool_params(nd, k, s, p, d):
-    """Generate only where PyTorch 1.13 and SEMANTICS.md agree on the padding check."""
+    """Generate only where PyTorch 1.13 and docs/semantics.md agree on the padding check."""
     kk, pp, dd = as_list(k, nd), as_list(p, nd), as_list(d, nd)
     for i in range(nd):
         raw = kk[i] // 2

@@ -356,7 +356,7 @@ inline int64_t entry(const Ints& list, int i, int64_t fallback) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Overflow-free model of the shape rules of SEMANTICS.md (in 128-bit integers).
+// Overflow-free model of the shape rules of docs/semantics.md (in 128-bit integers).
 
 struct ShapeModel {
   bool valid = false;

@@ -67,7 +67,7 @@ PoolCase decode(FuzzInput& in) {
   if (in.chance(50)) {
     o.padding = decode_list(in, snd, c.c_api, [&](FuzzInput& in, int i) {
       int64_t p = in.byte() % 3;
-      if (!in.chance(10)) {  // mostly within the limit of SEMANTICS.md
+      if (!in.chance(10)) {  // mostly within the limit of docs/semantics.md
         const i128 k = entry(kernel, i, 1), d = entry(dilation, i, 1);
         const i128 limit = snd == 3 ? k / 2 : (d * (k - 1) + 1) / 2;
         if (limit >= 0 && p > limit) p = static_cast<int64_t>(limit);

@@ -439,7 +439,7 @@ void check_call(const UnpoolCase& c) {
   feature(std::string("outcome:") + code_name(st.code()) + (c.c_api ? ":c" : ":cpp") +
           (c.o.path == Path::winner ? ":winner" : ""));
   if (st.code() == Code::index_out_of_range) {
-    // SEMANTICS.md: the message names the first invalid index and the plane size.
+    // docs/semantics.md: the message names the first invalid index and the plane size.
     if (known && (st.message().find(std::to_string(first_bad)) == std::string::npos ||
                   st.message().find(std::to_string(plane)) == std::string::npos)) {
       violation("index_out_of_range does not name the first invalid index " +
