@@ -89,6 +89,7 @@ std::vector<KernelInfo> compiled_kernels() {
 void set_num_threads(int threads) {
   halide_shutdown_thread_pool();
   halide_set_num_threads(threads);
+  detail::note_thread_count();
 }
 
 }  // namespace poolgen

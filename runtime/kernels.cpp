@@ -2,6 +2,8 @@
 
 #include <HalideRuntime.h>
 
+#include <algorithm>
+#include <atomic>
 #include <mutex>
 
 // ThreadSanitizer does not see the synchronisation inside Halide's thread pool (Halide compiles
@@ -17,7 +19,9 @@
 extern "C" void __tsan_acquire(void* address);
 extern "C" void __tsan_release(void* address);
 #endif
+#include <map>
 #include <set>
+#include <tuple>
 #include <utility>
 
 extern "C" {
@@ -58,27 +62,65 @@ bool window_matches(const Kernel& k, const Window* w) {
   return true;
 }
 
-// Pooling compares values, so its kernels are per dtype; unpooling only moves them.
-bool serves(const Kernel& k, const KernelQuery& q) {
-  const bool value_ok =
-      q.op == Op::pool ? k.value == q.value : dtype_size(k.value) == dtype_size(q.value);
-  return k.op == q.op && (k.nd == 0 || k.nd == q.nd) && k.layout == q.layout && value_ok &&
-         k.index == q.index && k.device == q.device && k.capability <= q.capability;
+// What a kernel and a query must share exactly. Pooling compares values, so its kernels are
+// per dtype; unpooling only moves them, so its kernels serve every dtype of their width.
+using Bucket = std::tuple<Op, Layout, int, DType, Device>;
+
+Bucket bucket_of(Op op, Layout layout, DType value, DType index, Device device) {
+  const int value_class = op == Op::pool ? 100 + static_cast<int>(value)
+                                         : static_cast<int>(dtype_size(value));
+  return {op, layout, value_class, index, device};
 }
 
-// Kernels are built with the user_context feature: the context is the call's ErrorSink. Parallel
-// tasks of one kernel may fail at once; the first message is kept.
-struct ErrorSink {
+// The table grouped by bucket: a call scans the few kernels of its own.
+const std::vector<const Kernel*>& bucket(const KernelQuery& q) {
+  static const auto buckets = [] {
+    std::map<Bucket, std::vector<const Kernel*>> map;
+    for (const Kernel& k : kernel_table()) {
+      map[bucket_of(k.op, k.layout, k.value, k.index, k.device)].push_back(&k);
+    }
+    return map;
+  }();
+  static const std::vector<const Kernel*> none;
+  const auto found = buckets.find(bucket_of(q.op, q.layout, q.value, q.index, q.device));
+  return found == buckets.end() ? none : found->second;
+}
+
+// Kernels are built with the user_context feature: the context is the call's KernelContext.
+// Parallel tasks of one kernel may fail at once; the first message is kept.
+struct KernelContext {
   std::mutex mutex;
   std::string message;
+  bool share = true;  // false: the kernel's parallel loops run on the calling thread
 };
 
 void capture_error(void* user_context, const char* message) {
   if (!user_context) return;
-  auto* sink = static_cast<ErrorSink*>(user_context);
-  std::lock_guard<std::mutex> lock(sink->mutex);
-  if (sink->message.empty()) sink->message = message;
+  auto* context = static_cast<KernelContext*>(user_context);
+  std::lock_guard<std::mutex> lock(context->mutex);
+  if (context->message.empty()) context->message = message;
 }
+
+// Halide's parallel loops, kept on the calling thread for work too small to share: waking a
+// worker costs more than such work (docs/kernels.md, "Threads").
+int run_tasks_inline(void* user_context, halide_task_t task, int min, int size, uint8_t* closure) {
+  for (int i = min; i < min + size; ++i) {
+    if (const int result = task(user_context, i, closure)) return result;
+  }
+  return 0;
+}
+
+int do_par_for(void* user_context, halide_task_t task, int min, int size, uint8_t* closure) {
+  const auto* context = static_cast<const KernelContext*>(user_context);
+  if (size <= 1 || (context && !context->share)) {
+    return run_tasks_inline(user_context, task, min, size, closure);
+  }
+  return halide_default_do_par_for(user_context, task, min, size, closure);
+}
+
+// Halide's pool's thread count, 0 until first read.
+std::atomic<int> known_threads{0};
+std::atomic<int64_t> min_parallel{kDefaultMinParallelBytes};
 
 }  // namespace
 
@@ -86,9 +128,10 @@ const Kernel* find_kernel(const KernelQuery& query) {
   // A fixed window beats the general kernel; then the larger capability (CUDA).
   auto rank = [](const Kernel& k) { return std::make_pair(k.kernel != 0, k.capability); };
   const Kernel* best = nullptr;
-  for (const Kernel& k : kernel_table()) {
-    if (serves(k, query) && window_matches(k, query.window) && (!best || rank(k) > rank(*best))) {
-      best = &k;
+  for (const Kernel* k : bucket(query)) {
+    if ((k->nd == 0 || k->nd == query.nd) && k->capability <= query.capability &&
+        window_matches(*k, query.window) && (!best || rank(*k) > rank(*best))) {
+      best = k;
     }
   }
   return best;
@@ -124,22 +167,48 @@ Status kernel_failed(const Kernel& kernel, const std::string& error) {
               error);
 }
 
-int with_error_capture(const std::function<int(void* user_context)>& f, std::string* error) {
+void note_thread_count() { known_threads = halide_get_num_threads(); }
+
+int thread_count() {
+  // Read from Halide once, not per call: its default (HL_NUM_THREADS, else the host's cores)
+  // costs system calls. Halide fills it in when its pool starts; asking for the default with 0
+  // fills it in now, as the pool would.
+  int threads = known_threads;
+  if (threads == 0) {
+    if (halide_get_num_threads() == 0) halide_set_num_threads(0);
+    note_thread_count();
+    threads = known_threads;
+  }
+  return std::max(1, threads);
+}
+
+int64_t min_parallel_bytes() { return min_parallel; }
+
+bool worth_sharing(int64_t bytes) {
+  return thread_count() > 1 && bytes >= min_parallel_bytes();
+}
+
+int with_error_capture(const std::function<int(void* user_context)>& f, std::string* error,
+                       bool share) {
   static std::once_flag installed;
-  std::call_once(installed, [] { halide_set_error_handler(capture_error); });
-  ErrorSink sink;
-  const int result = f(&sink);
-  *error = std::move(sink.message);
+  std::call_once(installed, [] {
+    halide_set_error_handler(capture_error);
+    halide_set_custom_do_par_for(do_par_for);
+  });
+  KernelContext context;
+  context.share = share;
+  const int result = f(&context);
+  *error = std::move(context.message);
   return result;
 }
 
-int run_kernel(const Kernel& kernel, std::vector<void*>& args, std::string* error) {
+int run_kernel(const Kernel& kernel, std::vector<void*>& args, std::string* error, bool share) {
   return with_error_capture(
       [&](void* user_context) {
         args[0] = &user_context;
         return kernel.entry(args.data());
       },
-      error);
+      error, share);
 }
 
 namespace {
@@ -167,7 +236,13 @@ int run_task(void*, int task, uint8_t* closure) {
 
 }  // namespace
 
-int parallel_for(int count, const std::function<int(int)>& body) {
+int parallel_for(int count, const std::function<int(int)>& body, bool share) {
+  if (count <= 1 || !share) {
+    for (int task = 0; task < count; ++task) {
+      if (const int result = body(task)) return result;
+    }
+    return 0;
+  }
   auto* closure = reinterpret_cast<uint8_t*>(const_cast<std::function<int(int)>*>(&body));
   release(closure);
   const int result = halide_do_par_for(nullptr, run_task, 0, count, closure);
@@ -176,3 +251,11 @@ int parallel_for(int count, const std::function<int(int)>& body) {
 }
 
 }  // namespace poolgen::detail
+
+namespace poolgen {
+
+void set_min_parallel_bytes(int64_t bytes) {
+  detail::min_parallel = bytes < 0 ? detail::kDefaultMinParallelBytes : bytes;
+}
+
+}  // namespace poolgen

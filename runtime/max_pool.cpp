@@ -62,6 +62,7 @@ Status run_pool(const Kernel& kernel, const Window& window, Device device, const
   // Halide orders spatial dimensions innermost first; the generator's scalar inputs follow.
   int32_t params[3][4];
   std::vector<void*> args{nullptr, &in_buffer.buffer};
+  args.reserve(3 + 4 * window.nd + 2);
   for (int i = 0; i < window.nd; ++i) {
     const int d = window.nd - 1 - i;
     params[i][0] = static_cast<int32_t>(window.kernel[d]);
@@ -81,7 +82,7 @@ Status run_pool(const Kernel& kernel, const Window& window, Device device, const
                              {&values_buffer.buffer, on_device, true},
                              {&indices_buffer.buffer, on_device, true}},
                             &error)
-          : run_kernel(kernel, args, &error);
+          : run_kernel(kernel, args, &error, worth_sharing(total_bytes(views)));
   if (result != 0) return kernel_failed(kernel, error);
   return {};
 }

@@ -12,7 +12,6 @@
 #include <limits>
 #include <mutex>
 #include <string>
-#include <thread>
 
 namespace poolgen {
 
@@ -90,15 +89,14 @@ Status invalid_index_error(const View& indices, int64_t plane) {
 }
 
 // Planes per scatter call: a group's output stays in cache between the kernel's zero and
-// scatter passes, and there are enough groups to keep every core busy. In channels-last a plane's
-// elements lie C apart, interleaved with the other channels': groups are whole images, split
-// into channel blocks of whole cache lines only when there are fewer images than cores.
-int64_t planes_per_group(const View& o, Layout layout) {
+// scatter passes, and there are enough groups to keep `cores` threads busy. In channels-last a
+// plane's elements lie C apart, interleaved with the other channels': groups are whole images,
+// split into channel blocks of whole cache lines only when there are fewer images than cores.
+int64_t planes_per_group(const View& o, Layout layout, int64_t cores) {
   constexpr int64_t kGroupBytes = 1 << 20, kLineBytes = 64;
   const int64_t size = static_cast<int64_t>(dtype_size(o.dtype));
   const int64_t planes = o.shape[0] * o.shape[1], channels = o.shape[1];
   const int64_t plane_bytes = std::max<int64_t>(1, o.plane() * size);
-  const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
   if (layout == Layout::channels_last) {
     if (o.shape[0] >= cores) return channels;
     const int64_t line = std::max<int64_t>(1, kLineBytes / size);
@@ -115,6 +113,7 @@ struct ScatterGroups {
   const Kernel* kernel;
   View values, indices, output;
   int64_t planes;
+  bool share;  // false: every task on the calling thread
   std::mutex mutex;
   std::string error;  // the first kernel error message, if any
 
@@ -137,7 +136,7 @@ struct ScatterGroups {
       std::vector<void*> args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
                               &output_buffer.buffer};
       std::string error;
-      if (const int result = run_kernel(*g.kernel, args, &error)) {
+      if (const int result = run_kernel(*g.kernel, args, &error, g.share)) {
         std::lock_guard<std::mutex> lock(g.mutex);
         if (g.error.empty()) g.error = error;
         return result;
@@ -187,25 +186,40 @@ Status scatter(const Kernel& kernel, const View& values, const View& indices,
       i(indices, kernel.layout, true, Staged::input),
       o(output, kernel.layout, true, Staged::output);
   // Groups never cross an image: the most channels of one image a kernel's buffers hold.
-  const int64_t fitting = largest_fitting(o.view().shape[1], [&](int64_t channels) {
-    Views piece;
-    for (const View& view : {v.view(), i.view(), o.view()}) {
-      piece.push_back(slice(slice(view, 0, 0, 1), 1, 0, channels));
+  auto image_fits = [&](int64_t channels) {
+    for (const View* view : {&v.view(), &i.view(), &o.view()}) {
+      if (!fits_kernel(slice(slice(*view, 0, 0, 1), 1, 0, channels), kernel.layout, true)) {
+        return false;
+      }
     }
-    return fits_kernel(piece, kernel.layout, true);
-  });
+    return true;
+  };
+  const int64_t channels = o.view().shape[1];
+  const int64_t fitting =
+      image_fits(channels) ? channels : largest_fitting(channels, image_fits);
   if (fitting == 0) {
     POOLGEN_RETURN_IF_ERROR(scatter_large(v.view(), i.view(), o.view(), kernel.layout));
     o.finish();
     return {};
   }
+  // Splitting one image's channels between threads (fewer images than threads) has them
+  // contend for the same lines and pages: it pays only on larger images, from about 8 times
+  // min_parallel_bytes (measured: 1x64x56x56 f32, 1.4 MB, 10% slower on two threads than on
+  // one; 1x64x80x80, 2.9 MB, 30% faster).
+  const int64_t call_bytes = v.view().bytes() + i.view().bytes() + o.view().bytes();
+  const bool split_images =
+      kernel.layout == Layout::channels_last && o.view().shape[0] < thread_count();
+  const bool share =
+      worth_sharing(call_bytes) && (!split_images || call_bytes >= 8 * min_parallel_bytes());
   ScatterGroups groups{&kernel, v.view(), i.view(), o.view(),
-                       std::min(fitting, planes_per_group(o.view(), kernel.layout)), {}, {}};
+                       std::min(fitting, planes_per_group(o.view(), kernel.layout,
+                                                          share ? thread_count() : 1)),
+                       share, {}, {}};
   const int64_t planes = output.shape[0] * output.shape[1];
   // Halide numbers tasks with an int.
   groups.planes = std::max(groups.planes, planes / std::numeric_limits<int32_t>::max() + 1);
   const int tasks = static_cast<int>((planes + groups.planes - 1) / groups.planes);
-  if (parallel_for(tasks, [&](int task) { return groups.run(task); }) != 0) {
+  if (parallel_for(tasks, [&](int task) { return groups.run(task); }, share) != 0) {
     Status invalid = invalid_index_error(indices, output.plane());
     return invalid.ok() ? kernel_failed(kernel, groups.error) : invalid;
   }
@@ -241,7 +255,7 @@ Status run_winner(const Kernel& kernel, Device device, const Views& views, int64
                              {&position_buffer, false, true},
                              {&index_buffer, false, true}},
                             &error)
-          : run_kernel(kernel, args, &error);
+          : run_kernel(kernel, args, &error, worth_sharing(total_bytes(views)));
   if (result != 0) return kernel_failed(kernel, error);
   if (i32) *index = index32;
   return {};
@@ -332,7 +346,7 @@ Status unpool(int nd, const TensorView& values, const TensorView& indices,
     std::vector<void*> args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
                             &output_buffer.buffer};
     std::string error;
-    if (run_kernel(*gather, args, &error) == 0) return {};
+    if (run_kernel(*gather, args, &error, worth_sharing(v.bytes() + i.bytes() + o.bytes())) == 0) return {};
   }
   return scatter(*call.scatter, v, i, o);
 }

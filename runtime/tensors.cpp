@@ -17,6 +17,14 @@ int64_t View::elements() const {
   return count;
 }
 
+int64_t View::bytes() const { return elements() * static_cast<int64_t>(dtype_size(dtype)); }
+
+int64_t total_bytes(const Views& views) {
+  int64_t total = 0;
+  for (const View& view : views) total += view.bytes();
+  return total;
+}
+
 int64_t View::plane() const {
   int64_t count = 1;
   for (int i = 2; i < rank; ++i) count *= shape[i];
@@ -53,13 +61,19 @@ Layout layout_of(const View& v) {
 
 Status check_no_overlap(const char* argument, const View& view) {
   // Sorted by stride, each dimension must step over everything the finer ones cover.
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, extent)
+  std::pair<int64_t, int64_t> dims[5];  // (stride, extent); on the stack: this runs every call
+  int count = 0;
   for (int i = 0; i < view.rank; ++i) {
-    if (view.shape[i] > 1) dims.emplace_back(view.strides[i], view.shape[i]);
+    if (view.shape[i] <= 1) continue;
+    int at = count++;  // insertion sort: at most five entries
+    for (; at > 0 && dims[at - 1] > std::make_pair(view.strides[i], view.shape[i]); --at) {
+      dims[at] = dims[at - 1];
+    }
+    dims[at] = {view.strides[i], view.shape[i]};
   }
-  std::sort(dims.begin(), dims.end());
   int64_t covered = 1;
-  for (const auto& [stride, extent] : dims) {
+  for (int i = 0; i < count; ++i) {
+    const auto [stride, extent] = dims[i];
     if (stride < covered) {
       return fail(Code::invalid_argument, argument, ": expected strides that keep elements apart",
                   ", got stride ", stride, " where ", covered, " or more is needed (shape ",

@@ -23,6 +23,7 @@ struct View {
   int64_t shape[5] = {}, strides[5] = {};
 
   int64_t elements() const;
+  int64_t bytes() const;  // elements times the dtype's size
   // Elements in one (n, c) plane: the product of the spatial extents.
   int64_t plane() const;
   // True when the spatial dimensions form one flat dimension of step plane_step(layout): 1 in
@@ -97,6 +98,9 @@ View slice(const View& v, int dim, int64_t start, int64_t count);
 using Views = std::vector<View>;
 // The call's piece `p` (every view sliced alike), its first plane in (n, c) order.
 using PieceFn = std::function<Status(const Views& p, int64_t first_plane)>;
+
+// The bytes of all of a call's views together.
+int64_t total_bytes(const Views& views);
 
 // fits_kernel for every view of a call.
 bool fits_kernel(const Views& views, Layout layout, bool flat = false);

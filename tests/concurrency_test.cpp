@@ -1177,6 +1177,7 @@ void query_loop(Worker& w, const QueryAnswers& q, const std::atomic<bool>& done)
 template <typename Body>
 Counters run_stress(const Built& built, int workers, uint64_t seed, Body body) {
   set_num_threads(kHalideThreads);  // before any thread starts: kernels are not running
+  set_min_parallel_bytes(0);        // every call shares the pool, small ones too
   const QueryAnswers answers = query_answers();
   std::atomic<bool> done{false};
   std::vector<Worker> ws;
@@ -1238,6 +1239,7 @@ Counters run_stress(const Built& built, int workers, uint64_t seed, Body body) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   set_num_threads(0);
+  set_min_parallel_bytes(-1);
 
   Counters total;
   for (const Worker& w : ws) {

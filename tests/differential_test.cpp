@@ -359,6 +359,7 @@ TEST(DifferentialThreads, UnpoolDuplicatesDeterministic) {
     const std::vector<int64_t>& indices = c.indices;
     std::vector<float> expected;
     ASSERT_TRUE(ref::max_unpool<float>(nd, shape, values, indices, o, &out_shape, &expected).ok());
+    set_min_parallel_bytes(0);  // share these small calls across threads
     for (int threads : {1, 2, 3, 8}) {
       set_num_threads(threads);
       for (Path path : {Path::automatic, Path::general}) {
@@ -370,6 +371,7 @@ TEST(DifferentialThreads, UnpoolDuplicatesDeterministic) {
       }
     }
     set_num_threads(0);
+    set_min_parallel_bytes(-1);
   }
 }
 

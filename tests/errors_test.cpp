@@ -940,6 +940,7 @@ TEST(UnpoolErrors, InvalidIndicesInManyPlanesConcurrently) {
   }
   for (int64_t pl = 0; pl < n / plane_in; ++pl) indices[pl * plane_in + 17] = 1000 + pl;
   indices[3 * plane_in + 5] = -3;  // the first invalid one in input order is still pl 0's 17
+  set_min_parallel_bytes(0);  // share this small call across threads
   for (int threads : {0, 4, 16}) {
     set_num_threads(threads);
     for (Path path : {Path::automatic, Path::general}) {
@@ -959,6 +960,7 @@ TEST(UnpoolErrors, InvalidIndicesInManyPlanesConcurrently) {
     }
   }
   set_num_threads(0);
+  set_min_parallel_bytes(-1);
 }
 
 }  // namespace

@@ -22,6 +22,8 @@
 #include <type_traits>
 #include <vector>
 
+#include <dirent.h>
+
 #include <gtest/gtest.h>
 
 #include "built_kernels.hpp"
@@ -989,10 +991,15 @@ TEST(TypedKernelChoice, UnpoolNamesFollowWidthLayoutAndIndexDType) {
 
 // ---------------------------------------------------------------------------------------------
 // Duplicate unpool indices: the latest in input order wins for channels-last views and i32
-// indices on any thread count, on shapes big enough to be split across threads.
+// indices on any thread count, with every call shared across threads (set_min_parallel_bytes(0):
+// the shapes are small enough that by default they would run on the calling thread).
 
 struct ThreadsReset {
-  ~ThreadsReset() { set_num_threads(0); }
+  ThreadsReset() { set_min_parallel_bytes(0); }
+  ~ThreadsReset() {
+    set_num_threads(0);
+    set_min_parallel_bytes(-1);
+  }
 };
 
 template <typename T, typename I>
@@ -1061,6 +1068,51 @@ TEST(TypedThreads, UnpoolDuplicatesLatestWins) {
     }
   }
   EXPECT_GT(ran, 0);
+}
+
+// The threads of this process (Linux: the entries of /proc/self/task), -1 where unreadable.
+int process_threads() {
+  DIR* dir = opendir("/proc/self/task");
+  if (!dir) return -1;
+  int count = 0;
+  while (const dirent* entry = readdir(dir)) count += entry->d_name[0] != '.';
+  closedir(dir);
+  return count;
+}
+
+// Calls that move less than set_min_parallel_bytes run on the calling thread: Halide's pool
+// starts no worker for them. With the threshold at 0 the same call shares its tasks, and the
+// pool starts its workers.
+TEST(TypedThreads, SmallCallsStayOnTheCallingThread) {
+  if (!missing_kernels(DType::f32, DType::i64, true).empty()) GTEST_SKIP() << "no f32/i64 kernels";
+  if (process_threads() < 0) GTEST_SKIP() << "/proc/self/task is unreadable";
+  ThreadsReset reset;
+  set_min_parallel_bytes(-1);
+  set_num_threads(2);  // restarts the pool: it has no worker until a call shares its tasks
+  const int idle = process_threads();
+  // 1x8x32x32 f32 moves 56 KiB in pooling and unpooling alike: 8 planes, 8 tasks or more.
+  const Ints shape{1, 8, 32, 32}, pooled{1, 8, 16, 16};
+  std::vector<float> input(test::numel(shape)), values(test::numel(pooled)), output(input.size());
+  for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<float>((i * 37) % 101);
+  std::vector<int64_t> indices(values.size());
+  PoolOptions po;
+  po.kernel_size = {2};
+  UnpoolOptions uo;
+  uo.kernel_size = {2};
+  auto round_trip = [&] {
+    Status st = max_pool(2, contiguous(input.data(), shape), contiguous(values.data(), pooled),
+                         contiguous(indices.data(), pooled), po);
+    if (st.ok()) {
+      st = max_unpool(2, contiguous(values.data(), pooled), contiguous(indices.data(), pooled),
+                      contiguous(output.data(), shape), uo);
+    }
+    return st;
+  };
+  for (int rep = 0; rep < 3; ++rep) ASSERT_TRUE(round_trip().ok());
+  EXPECT_EQ(process_threads(), idle) << "a call below the threshold started the pool's workers";
+  set_min_parallel_bytes(0);
+  ASSERT_TRUE(round_trip().ok());
+  EXPECT_GT(process_threads(), idle) << "a shared call started no worker";
 }
 
 }  // namespace

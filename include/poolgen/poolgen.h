@@ -80,6 +80,8 @@ int32_t poolgen_max_unpool(int32_t nd, const poolgen_tensor* values,
                            size_t message_size);
 
 void poolgen_set_num_threads(int32_t threads);
+/* See poolgen::set_min_parallel_bytes. */
+void poolgen_set_min_parallel_bytes(int64_t bytes);
 
 /* 1 when this build has CUDA kernels and a CUDA device is present, else 0. */
 int32_t poolgen_cuda_available(void);

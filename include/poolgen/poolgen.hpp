@@ -186,6 +186,12 @@ std::vector<KernelInfo> compiled_kernels();
 // thread pool.
 void set_num_threads(int threads);
 
+// Calls that move fewer bytes (inputs and outputs together) run on the calling thread: below
+// that, waking the pool's threads costs more than sharing the work saves. The default, 256 KiB,
+// was measured on 2-core x86 VMs (docs/kernels.md, "Threads"); 0 shares every call that has more
+// than one task; a negative count restores the default. Process-wide, like set_num_threads.
+void set_min_parallel_bytes(int64_t bytes);
+
 inline Status max_pool1d(const TensorView& in, const TensorView& values, const TensorView& indices,
                          const PoolOptions& o) {
   return max_pool(1, in, values, indices, o);
