@@ -191,6 +191,14 @@ std::vector<Case> builtin_cases() {
   Case i32;
   i32.it = DType::i32;
   add(2, s2, 2, 2, 0, i32);
+  // Small tensors, where a call's fixed cost and the choice of threads decide: 2-D f32 k2s2p0,
+  // one image, in both layouts (1x1x2x2 is the per-call cost).
+  for (int64_t h : {2, 7, 14, 16, 28, 56})
+    for (bool layout_cl : {false, true}) {
+      Case small;
+      small.cl = layout_cl;
+      add(2, {1, h == 2 ? 1 : 64, h, h}, 2, 2, 0, small);
+    }
   // 16- and 8-bit values in both layouts (u8 unpooling is the i8 kernel: not repeated).
   for (DType dt : {DType::f16, DType::bf16, DType::i8, DType::u8})
     for (bool layout_cl : {false, true}) {

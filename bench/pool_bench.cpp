@@ -272,12 +272,12 @@ void print_table(const MedianReporter& rep, const std::vector<std::unique_ptr<Sp
     for (const auto& name : r.peers) peer_ms.push_back(name == "n/a" ? -1 : rep.get(name));
     const double mc = rep.get(r.memcpy), ref = rep.get(r.reference);
     std::printf("| %s | %s | %d | %s | %s |", r.op.c_str(), r.shape.c_str(), r.threads,
-                fmt("%.3f", pg).c_str(), fmt("%.1f", r.traffic / (pg * 1e-3) / 1e9).c_str());
+                fmt("%.4g", pg).c_str(), fmt("%.1f", r.traffic / (pg * 1e-3) / 1e9).c_str());
     auto na_or = [&](size_t i, const std::string& s) { return r.peers[i] == "n/a" ? "n/a" : s; };
-    if (g_memcpy) std::printf(" %s |", fmt("%.3f", mc).c_str());
-    if (g_reference) std::printf(" %s |", fmt("%.3f", ref).c_str());
+    if (g_memcpy) std::printf(" %s |", fmt("%.4g", mc).c_str());
+    if (g_reference) std::printf(" %s |", fmt("%.4g", ref).c_str());
     for (size_t i = 0; i < peer_ms.size(); ++i)
-      std::printf(" %s |", na_or(i, fmt("%.3f", peer_ms[i])).c_str());
+      std::printf(" %s |", na_or(i, fmt("%.4g", peer_ms[i])).c_str());
     if (g_memcpy) std::printf(" %s |", fmt("%.0f%%", mc > 0 ? 100.0 * mc / pg : -1).c_str());
     if (g_reference) std::printf(" %s |", fmt("%.1fx", ref > 0 ? ref / pg : -1).c_str());
     for (size_t i = 0; i < peer_ms.size(); ++i)

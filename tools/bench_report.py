@@ -101,7 +101,7 @@ def targets_of(op, row):
     return out
 
 
-def fmt(v, f="%.3f"):
+def fmt(v, f="%.4g"):
     return "n/a" if v is None else f % v
 
 
