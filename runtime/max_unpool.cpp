@@ -91,14 +91,17 @@ Status invalid_index_error(const View& indices, int64_t plane) {
 // Planes per scatter call: a group's output stays in cache between the kernel's zero and
 // scatter passes, and there are enough groups to keep `cores` threads busy. In channels-last a
 // plane's elements lie C apart, interleaved with the other channels': groups are whole images,
-// split into channel blocks of whole cache lines only when there are fewer images than cores.
-int64_t planes_per_group(const View& o, Layout layout, int64_t cores) {
+// split into channel blocks of whole cache lines only when there are fewer images than cores
+// and the call moves at least 8 times min_parallel_bytes (`call_bytes`): below that the threads
+// contend for the same lines and pages (measured: 1x64x56x56 f32, 1.4 MB, 10% slower on two
+// threads than on one; 1x64x80x80, 2.9 MB, 30% faster).
+int64_t planes_per_group(const View& o, Layout layout, int64_t cores, int64_t call_bytes) {
   constexpr int64_t kGroupBytes = 1 << 20, kLineBytes = 64;
   const int64_t size = static_cast<int64_t>(dtype_size(o.dtype));
   const int64_t planes = o.shape[0] * o.shape[1], channels = o.shape[1];
   const int64_t plane_bytes = std::max<int64_t>(1, o.plane() * size);
   if (layout == Layout::channels_last) {
-    if (o.shape[0] >= cores) return channels;
+    if (o.shape[0] >= cores || call_bytes < 8 * min_parallel_bytes()) return channels;
     const int64_t line = std::max<int64_t>(1, kLineBytes / size);
     const int64_t blocks = std::min(cores, std::max<int64_t>(1, channels / line));
     return (channels / blocks + line - 1) / line * line;
@@ -179,9 +182,10 @@ Status scatter_large(const View& values, const View& indices, const View& output
   return {};
 }
 
-// Runs the scatter kernel over flat planes in its layout, through packed copies where needed.
-Status scatter(const Kernel& kernel, const View& values, const View& indices,
-               const View& output) {
+// Runs the scatter kernel over flat planes in its layout, through packed copies where needed;
+// the call moves `call_bytes` in all.
+Status scatter(const Kernel& kernel, const View& values, const View& indices, const View& output,
+               int64_t call_bytes) {
   const Staged v(values, kernel.layout, true, Staged::input),
       i(indices, kernel.layout, true, Staged::input),
       o(output, kernel.layout, true, Staged::output);
@@ -202,18 +206,10 @@ Status scatter(const Kernel& kernel, const View& values, const View& indices,
     o.finish();
     return {};
   }
-  // Splitting one image's channels between threads (fewer images than threads) has them
-  // contend for the same lines and pages: it pays only on larger images, from about 8 times
-  // min_parallel_bytes (measured: 1x64x56x56 f32, 1.4 MB, 10% slower on two threads than on
-  // one; 1x64x80x80, 2.9 MB, 30% faster).
-  const int64_t call_bytes = v.view().bytes() + i.view().bytes() + o.view().bytes();
-  const bool split_images =
-      kernel.layout == Layout::channels_last && o.view().shape[0] < thread_count();
-  const bool share =
-      worth_sharing(call_bytes) && (!split_images || call_bytes >= 8 * min_parallel_bytes());
+  const bool share = worth_sharing(call_bytes);
   ScatterGroups groups{&kernel, v.view(), i.view(), o.view(),
                        std::min(fitting, planes_per_group(o.view(), kernel.layout,
-                                                          share ? thread_count() : 1)),
+                                                          share ? thread_count() : 1, call_bytes)),
                        share, {}, {}};
   const int64_t planes = output.shape[0] * output.shape[1];
   // Halide numbers tasks with an int.
@@ -336,6 +332,7 @@ Status unpool(int nd, const TensorView& values, const TensorView& indices,
 
   // The gather reports indices it cannot serve (outside their cell's window, or invalid);
   // the scatter then decides, and names any invalid one. It takes the views as they are.
+  const int64_t call_bytes = v.bytes() + i.bytes() + o.bytes();
   const Kernel* gather = call.gather;
   if (gather && fits(v, gather->layout) && fits(i, gather->layout) && fits(o, gather->layout) &&
       fits_kernel(v, gather->layout) && fits_kernel(i, gather->layout) &&
@@ -346,9 +343,9 @@ Status unpool(int nd, const TensorView& values, const TensorView& indices,
     std::vector<void*> args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
                             &output_buffer.buffer};
     std::string error;
-    if (run_kernel(*gather, args, &error, worth_sharing(v.bytes() + i.bytes() + o.bytes())) == 0) return {};
+    if (run_kernel(*gather, args, &error, worth_sharing(call_bytes)) == 0) return {};
   }
-  return scatter(*call.scatter, v, i, o);
+  return scatter(*call.scatter, v, i, o, call_bytes);
 }
 
 }  // namespace
