@@ -29,6 +29,7 @@
 #include "built_kernels.hpp"
 #include "dtypes.hpp"
 #include "lib_util.hpp"
+#include "poolgen/poolgen.h"
 #include "poolgen/poolgen.hpp"
 #include "random_cases.hpp"
 #include "reference.hpp"
@@ -1081,8 +1082,8 @@ int process_threads() {
 }
 
 // Calls that move less than set_min_parallel_bytes run on the calling thread: Halide's pool
-// starts no worker for them. With the threshold at 0 the same call shares its tasks, and the
-// pool starts its workers.
+// starts no worker for them (-1 restores that default after ThreadsReset's 0). With the
+// threshold at 0 the same call shares its tasks, and the pool starts its workers.
 TEST(TypedThreads, SmallCallsStayOnTheCallingThread) {
   if (!missing_kernels(DType::f32, DType::i64, true).empty()) GTEST_SKIP() << "no f32/i64 kernels";
   if (process_threads() < 0) GTEST_SKIP() << "/proc/self/task is unreadable";
@@ -1110,7 +1111,7 @@ TEST(TypedThreads, SmallCallsStayOnTheCallingThread) {
   };
   for (int rep = 0; rep < 3; ++rep) ASSERT_TRUE(round_trip().ok());
   EXPECT_EQ(process_threads(), idle) << "a call below the threshold started the pool's workers";
-  set_min_parallel_bytes(0);
+  poolgen_set_min_parallel_bytes(0);  // the C API's setter, the same process-wide threshold
   ASSERT_TRUE(round_trip().ok());
   EXPECT_GT(process_threads(), idle) << "a shared call started no worker";
 }
