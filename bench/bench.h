@@ -104,14 +104,14 @@ struct Case {
   bool cl = false;             // channels-last
   bool pool = true;            // time pooling
   bool unpool = true;          // time unpooling (indices from a pooling of the same input)
-  bool general_rows = false;   // also time unpooling on Path::general
+  bool general_rows = false;   // also time both ops on Path::general (option "general")
   bool sweep = false;          // one of --poolgen_sweep's (marked in the JSON for the plots)
 
   std::string window() const;     // "k2s2p0"
   std::string shape_str() const;  // "8x64x112x112"
   std::string name() const;       // "2d/8x64x112x112/k2s2p0/cl/bf16/idx32"
   std::string label() const;      // "2d k2s2p0 bf16 NHWC i32 indices" (the table's op column)
-  poolgen::PoolOptions pool_options() const;
+  poolgen::PoolOptions pool_options(poolgen::Path path = poolgen::Path::automatic) const;
   poolgen::UnpoolOptions unpool_options(poolgen::Path path) const;
   poolgen::TensorView view(void* data, DType dtype, const Ints& sh) const;
   Ints pooled_shape() const;

@@ -83,11 +83,12 @@ bool parse_case(const std::string& text, Case* c, std::string* error) {
     if (dtype) continue;
     if (o == "cl") c->cl = true;
     else if (o == "idx32") c->it = DType::i32;
+    else if (o == "general") c->general_rows = true;
     else if (o == "pool") only_pool = true;
     else if (o == "unpool") only_unpool = true;
     else {
       *error = "option \"" + o + "\": expected cl, a value dtype (f32 f64 f16 bf16 i8 u8 i16 i32 "
-               "i64), idx32, pool or unpool";
+               "i64), idx32, general, pool or unpool";
       return false;
     }
   }
@@ -123,6 +124,7 @@ std::string Case::name() const {
   if (cl) r += "/cl";
   if (vt != DType::f32) r += std::string("/") + poolgen::dtype_name(vt);
   if (it == DType::i32) r += "/idx32";
+  if (general_rows) r += "/general";
   return r;
 }
 
@@ -134,8 +136,9 @@ std::string Case::label() const {
   return r;
 }
 
-poolgen::PoolOptions Case::pool_options() const {
+poolgen::PoolOptions Case::pool_options(poolgen::Path path) const {
   poolgen::PoolOptions o;
+  o.path = path;
   o.kernel_size = {k};
   o.stride = {s};
   o.padding = {p};
@@ -172,7 +175,7 @@ std::vector<Case> builtin_cases() {
     r.push_back(c);
   };
   const Ints s2{8, 64, 112, 112}, s3{2, 16, 32, 64, 64}, s1{8, 64, 65536};
-  // f32 NCHW, i64 indices: unpooling on both paths.
+  // f32 NCHW, i64 indices: both ops on both paths (the fast windows against the general kernel).
   Case base;
   base.general_rows = true;
   add(2, s2, 2, 2, 0, base);

@@ -9,8 +9,9 @@
 //              (-DPOOLGEN_BENCH_XNNPACK=ON, xnnpack_peer.cpp).
 // Every case is first checked bit for bit against the reference (and the peers against it), so
 // that the timings are of correct kernels; a mismatch makes the exit code 2. Unpool inputs come
-// from a real pooling of random data (the SegNet case); the built-in f32 NCHW cases also time the
-// unpool on Path::general. Bytes/s count compulsory traffic (bench.h: Case::traffic).
+// from a real pooling of random data (the SegNet case); the built-in f32 NCHW cases (and any case
+// with the option "general") also time both ops on Path::general. Bytes/s count compulsory
+// traffic (bench.h: Case::traffic).
 //
 // Benchmark names are "<op>/<case>/<impl>/threads:<T>": op max_pool or max_unpool, case in the
 // --poolgen_cases syntax (cases.cpp), impl poolgen, poolgen_general, reference, aten, xnnpack;
@@ -24,15 +25,18 @@
 // Flags (besides Google Benchmark's):
 //   --poolgen_cases=CASE[,CASE...]  replaces the built-in cases (empty: none, e.g. for the sweep
 //       alone); CASE is <nd>d/<NxCxD1x...>/k<k>s<s>p<p>[/<opt>...], opts: cl, a value dtype,
-//       idx32, pool, unpool
+//       idx32, general, pool, unpool
 //   --poolgen_sweep                 adds the size sweep (cases.cpp: sweep_cases)
 //   --poolgen_peers=LIST            of reference, memcpy, aten, xnnpack (default: all built)
 //   --poolgen_threads=LIST          default: 1 and std::thread::hardware_concurrency()
+//   --poolgen_cpu_variant=V         runs the kernels' best CPU variant up to V (baseline, sse41,
+//       avx2): what a variant earns over the one below it, measured on one machine
 //   --poolgen_min_time=SECONDS (default 0.1), --poolgen_repetitions=N (default 5)
 
 #include "bench.h"
 #include "copy_pool.h"
 
+#include <HalideRuntime.h>
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -108,15 +112,19 @@ void Spec::ensure() {
   if (pool) {
     pvalues.resize(out_elems() * vs);
     pindices.resize(out_elems() * is);
-    std::memset(pvalues.data(), 7, pvalues.bytes.size());
-    std::memset(pindices.data(), 7, pindices.bytes.size());
-    const auto st = poolgen::max_pool(nd, view(input.data(), vt, shape),
-                                      view(pvalues.data(), vt, pooled),
-                                      view(pindices.data(), it, pooled), pool_options());
-    if (!st.ok())
-      g_problems.push_back(what() + ": poolgen pool failed: " + st.message());
-    else if (pvalues.bytes != values.bytes || pindices.bytes != indices.bytes)
-      g_problems.push_back(what() + ": poolgen pool differs from the reference");
+    for (auto path : {poolgen::Path::automatic, poolgen::Path::general}) {
+      if (path == poolgen::Path::general && !general_rows) continue;
+      const char* who = path == poolgen::Path::general ? "poolgen (general)" : "poolgen";
+      std::memset(pvalues.data(), 7, pvalues.bytes.size());
+      std::memset(pindices.data(), 7, pindices.bytes.size());
+      const auto st = poolgen::max_pool(nd, view(input.data(), vt, shape),
+                                        view(pvalues.data(), vt, pooled),
+                                        view(pindices.data(), it, pooled), pool_options(path));
+      if (!st.ok())
+        g_problems.push_back(what() + ": " + who + " pool failed: " + st.message());
+      else if (pvalues.bytes != values.bytes || pindices.bytes != indices.bytes)
+        g_problems.push_back(what() + ": " + who + " pool differs from the reference");
+    }
   }
   if (unpool) {
     expect.resize(in_elems() * vs);
@@ -183,7 +191,7 @@ void bench_op(benchmark::State& state, Spec* sp, bool unpool, Impl impl, Peer* p
     const auto uvals = sp->view(sp->values.data(), sp->vt, sp->pooled);
     const auto uidx = sp->view(sp->indices.data(), sp->it, sp->pooled);
     const auto uout = sp->view(sp->output.data(), sp->vt, sp->shape);
-    const auto popt = sp->pool_options();
+    const auto popt = sp->pool_options(path);
     const auto uopt = sp->unpool_options(path);
     for (auto _ : state) {
       const auto st = unpool ? poolgen::max_unpool(sp->nd, uvals, uidx, uout, uopt)
@@ -346,7 +354,7 @@ void register_all(std::vector<std::unique_ptr<Spec>>& specs, const std::vector<i
                                  : "n/a";
       std::vector<std::pair<Impl, std::string>> variants{{Impl::poolgen, ""}};
       if (unpool) variants = {{Impl::poolgen, " (SegNet indices)"}};
-      if (unpool && sp->general_rows) variants.push_back({Impl::poolgen_general, " (general path)"});
+      if (sp->general_rows) variants.push_back({Impl::poolgen_general, " (general path)"});
       for (auto& [impl, suffix] : variants)
         for (int t : threads) {
           Row row;
@@ -435,6 +443,36 @@ void select_peers(const char* flag) {
   }
 }
 
+// x86 features above each --poolgen_cpu_variant level; a kernel variant needing one is refused,
+// so Halide's multitarget wrapper takes the next variant down on its first call.
+const std::map<std::string, std::vector<halide_target_feature_t>> kFeaturesAbove = {
+    {"avx2", {halide_target_feature_avx512, halide_target_feature_avx512_skylake,
+              halide_target_feature_avx512_cannonlake, halide_target_feature_avx512_zen4,
+              halide_target_feature_avx512_sapphirerapids}},
+    {"sse41", {halide_target_feature_avx, halide_target_feature_avx2, halide_target_feature_fma,
+               halide_target_feature_f16c}},
+    {"baseline", {halide_target_feature_sse41}}};
+std::vector<halide_target_feature_t> g_refused_features;
+
+int capped_can_use_target_features(int count, const uint64_t* features) {
+  for (halide_target_feature_t f : g_refused_features)
+    if (f / 64 < count && (features[f / 64] >> (f % 64) & 1)) return 0;
+  return halide_default_can_use_target_features(count, features);
+}
+
+void cap_cpu_variant(const char* level) {
+  if (!level) return;
+  bool found = false;
+  for (const char* l : {"avx2", "sse41", "baseline"}) {  // each level refuses those above it too
+    const auto& above = kFeaturesAbove.at(l);
+    g_refused_features.insert(g_refused_features.end(), above.begin(), above.end());
+    if ((found = std::strcmp(level, l) == 0)) break;
+  }
+  if (!found) usage_error(std::string("--poolgen_cpu_variant: \"") + level +
+                          "\": expected baseline, sse41 or avx2");
+  halide_set_custom_can_use_target_features(capped_can_use_target_features);
+}
+
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
   for (std::string line; std::getline(in, line);)
@@ -471,6 +509,7 @@ int main(int argc, char** argv) {
   const bool sweep = std::strcmp(sweep_flag, "false") != 0 && std::strcmp(sweep_flag, "0") != 0;
   const std::vector<int> threads = parse_threads(take_flag(&argc, argv, "--poolgen_threads", nullptr));
   select_peers(take_flag(&argc, argv, "--poolgen_peers", nullptr));
+  cap_cpu_variant(take_flag(&argc, argv, "--poolgen_cpu_variant", nullptr));
   // Color as Google Benchmark's own console reporter would: --benchmark_color, else a terminal.
   bool color = isatty(STDOUT_FILENO) != 0;
   for (int i = 1; i < argc; ++i)

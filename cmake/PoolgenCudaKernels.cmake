@@ -13,7 +13,11 @@
 
 # Halide 21 knows CUDA capabilities 30 32 35 50 61 70 75 80 86; there is no cuda_capability_90
 # feature, and PTX for sm_86 runs on sm_89 and sm_90 (Ada, Hopper) through the driver's JIT.
-set(POOLGEN_CUDA_CAPABILITIES "70;86" CACHE STRING
+# One capability by default: Halide 21 emits the same PTX for 86 as for 70 (apart from the
+# .version/.target lines and an explicit .relaxed on the winner's compare-and-swap, which is the
+# default ordering), so a second capability would double the CUDA code for nothing; the driver
+# compiles sm_70 PTX for every newer GPU.
+set(POOLGEN_CUDA_CAPABILITIES "70" CACHE STRING
     "CUDA capabilities to build kernels for (Halide 21: 30 32 35 50 61 70 75 80 86); empty: no CUDA")
 set(POOLGEN_CUDA_KNOWN_CAPABILITIES 30 32 35 50 61 70 75 80 86)
 # bf16 pooling has no CUDA kernels: Halide 21's PTX code generation aborts in LLVM ("Invalid

@@ -63,6 +63,7 @@ void CpuPoolSchedule::read(Knobs& knobs) {
   knobs.take("vector_width", &vector_width);
   knobs.take("rows_per_task", &rows_per_task);
   knobs.take("stage_rows", &stage_rows);
+  knobs.take("partition_rows", &partition_rows);
 }
 
 void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
@@ -70,6 +71,11 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   const int lanes = vector_lanes(vector_width, result, target);
   const bool channels_last = s.layout == Layout::channels_last;
   Var block = parallel_rows(result, s.x, s.c, s.n, s.layout, rows_per_task);
+  if (!partition_rows) {
+    std::vector<VarOrRVar> rows{Var("row")};
+    for (size_t i = 1; i + 1 < s.x.size(); ++i) rows.push_back(s.x[i]);
+    result.never_partition(rows);
+  }
   Var xo("xo");
   // Contiguous: vectors of output columns. With runtime windows, a column stride makes every tap
   // a gather (strides 1 and 2 get dense loads), and the first in-bounds tap divides by the
