@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The main job: generate and build every kernel, install the library, then build the SegNet
-# example against the installed tree (find_package(poolgen)) and run it. Then the same for
-# aarch64 (when setup.sh installed the cross toolchain and qemu): ARM kernels, runtime and tests
-# into install-aarch64/, with the example run under qemu.
+# example against the installed tree (find_package(poolgen)) and run it, and report the code it
+# links. The aarch64 build (ARM kernels checked under qemu) is part of scripts/test.sh.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 start=$(date +%s)
@@ -16,15 +15,11 @@ cmake --build "$BUILD/examples"
 "$BUILD/examples/segnet_roundtrip"
 "$BUILD/examples/c_api_example"
 
-if have_aarch64; then
-  start=$(date +%s)
-  build_aarch64
-  echo "build: aarch64 kernels, library and tests built in $(($(date +%s) - start)) s"
-  toolchain="$ROOT/cmake/toolchains/aarch64-linux-gnu.cmake"
-  cmake -S "$ROOT/examples/segnet_roundtrip" -B "$AARCH64_BUILD/examples" -G Ninja \
-    --toolchain "$toolchain" -DCMAKE_PREFIX_PATH="$AARCH64_PREFIX" >/dev/null
-  cmake --build "$AARCH64_BUILD/examples"
-  qemu-aarch64-static -L /usr/aarch64-linux-gnu "$AARCH64_BUILD/examples/segnet_roundtrip"
+# What a program linking the library pays in code (docs/footprint.md); the default matrix has
+# budgets, which CI enforces (sizes are deterministic).
+if (($# == 0)); then
+  python3 "$ROOT/tools/footprint.py" "$BUILD" --budget-linked "$POOLGEN_BUDGET_LINKED" \
+    --budget-f32 "$POOLGEN_BUDGET_F32" | tail -4
 else
-  echo "build: no aarch64 cross toolchain or qemu-user-static (scripts/setup.sh installs them)"
+  python3 "$ROOT/tools/footprint.py" "$BUILD" | tail -4
 fi

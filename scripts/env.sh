@@ -27,6 +27,11 @@ ensure_requirements() {
   cp "$1" "$stamp"
 }
 
+# Budgets of the default build's code (tools/footprint.py; docs/footprint.md): the largest
+# linked example, and an f32 program's share of the archives.
+POOLGEN_BUDGET_LINKED=${POOLGEN_BUDGET_LINKED:-38700000}
+POOLGEN_BUDGET_F32=${POOLGEN_BUDGET_F32:-3300000}
+
 configure() {
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_INSTALL_PREFIX="$PREFIX" "$@" >/dev/null
