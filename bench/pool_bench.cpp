@@ -112,36 +112,37 @@ void Spec::ensure() {
   if (pool) {
     pvalues.resize(out_elems() * vs);
     pindices.resize(out_elems() * is);
-    for (auto path : {poolgen::Path::automatic, poolgen::Path::general}) {
-      if (path == poolgen::Path::general && !general_rows) continue;
-      const char* who = path == poolgen::Path::general ? "poolgen (general)" : "poolgen";
-      std::memset(pvalues.data(), 7, pvalues.bytes.size());
-      std::memset(pindices.data(), 7, pindices.bytes.size());
-      const auto st = poolgen::max_pool(nd, view(input.data(), vt, shape),
-                                        view(pvalues.data(), vt, pooled),
-                                        view(pindices.data(), it, pooled), pool_options(path));
-      if (!st.ok())
-        g_problems.push_back(what() + ": " + who + " pool failed: " + st.message());
-      else if (pvalues.bytes != values.bytes || pindices.bytes != indices.bytes)
-        g_problems.push_back(what() + ": " + who + " pool differs from the reference");
-    }
   }
   if (unpool) {
     expect.resize(in_elems() * vs);
     if (!reference_unpool(values.data(), indices.data(), expect.data()))
       g_problems.push_back(what() + ": reference unpool saw an invalid index");
     output.resize(in_elems() * vs);
-    for (auto path : {poolgen::Path::automatic, poolgen::Path::general}) {
-      if (path == poolgen::Path::general && !general_rows) continue;
-      const char* who = path == poolgen::Path::general ? "poolgen (general)" : "poolgen";
+  }
+  std::vector<poolgen::Path> paths{poolgen::Path::automatic};
+  if (general_rows) paths.push_back(poolgen::Path::general);
+  for (auto path : paths) {
+    const std::string who = path == poolgen::Path::general ? "poolgen (general)" : "poolgen";
+    auto check = [&](const char* op, const poolgen::Status& st, bool same) {
+      if (!st.ok())
+        g_problems.push_back(what() + ": " + who + " " + op + " failed: " + st.message());
+      else if (!same)
+        g_problems.push_back(what() + ": " + who + " " + op + " differs from the reference");
+    };
+    if (pool) {
+      std::memset(pvalues.data(), 7, pvalues.bytes.size());
+      std::memset(pindices.data(), 7, pindices.bytes.size());
+      const auto st = poolgen::max_pool(nd, view(input.data(), vt, shape),
+                                        view(pvalues.data(), vt, pooled),
+                                        view(pindices.data(), it, pooled), pool_options(path));
+      check("pool", st, pvalues.bytes == values.bytes && pindices.bytes == indices.bytes);
+    }
+    if (unpool) {
       std::memset(output.data(), 7, output.bytes.size());
       const auto st = poolgen::max_unpool(nd, view(values.data(), vt, pooled),
                                           view(indices.data(), it, pooled),
                                           view(output.data(), vt, shape), unpool_options(path));
-      if (!st.ok())
-        g_problems.push_back(what() + ": " + who + " unpool failed: " + st.message());
-      else if (output.bytes != expect.bytes)
-        g_problems.push_back(what() + ": " + who + " unpool differs from the reference");
+      check("unpool", st, output.bytes == expect.bytes);
     }
   }
   for (auto& peer : g_peers)

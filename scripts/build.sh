@@ -17,9 +17,6 @@ cmake --build "$BUILD/examples"
 
 # What a program linking the library pays in code (docs/footprint.md); the default matrix has
 # budgets, which CI enforces (sizes are deterministic).
-if (($# == 0)); then
-  python3 "$ROOT/tools/footprint.py" "$BUILD" --budget-linked "$POOLGEN_BUDGET_LINKED" \
-    --budget-f32 "$POOLGEN_BUDGET_F32" | tail -4
-else
-  python3 "$ROOT/tools/footprint.py" "$BUILD" | tail -4
-fi
+budgets=()
+(($#)) || budgets=(--budget-linked "$POOLGEN_BUDGET_LINKED" --budget-f32 "$POOLGEN_BUDGET_F32")
+python3 "$ROOT/tools/footprint.py" "$BUILD" "${budgets[@]}" | tail -4
