@@ -54,10 +54,20 @@ class MaxPool : public Generator<MaxPool> {
       spatial_bounds.push_back({input_->dim(spatial_dim(i, l)).min(), in_extent[i]});
     }
     // Taps outside the plane read as the lowest value, which never replaces the running max:
-    // padding is never selected, and bounds checks vanish from the interior.
+    // padding is never selected, and bounds checks vanish from the interior. A fixed window
+    // without padding lies inside the plane (the runtime sends ceil_mode's overhanging windows
+    // to the general kernel), so it reads the input as it is: no bounds tests, no border copies
+    // of the loops.
+    const bool bounded = !(fixed_kernel > 0 && fixed_padding == 0);
     const Range unbounded;
-    Func padded = BoundaryConditions::constant_exterior(
-        *input_, lowest(value_type), tensor_args(spatial_bounds, unbounded, unbounded, l));
+    Func padded("padded");
+    if (bounded) {
+      padded = BoundaryConditions::constant_exterior(
+          *input_, lowest(value_type), tensor_args(spatial_bounds, unbounded, unbounded, l));
+    } else {
+      std::vector<Var> args(rank + 2);
+      padded(args) = (*input_)(args);
+    }
 
     std::vector<Var> out_vars(nd);
     std::vector<Expr> out_pos(out_vars.begin(), out_vars.end());
@@ -107,7 +117,7 @@ class MaxPool : public Generator<MaxPool> {
     const bool fixed = fixed_kernel > 0;
     Expr unit_dilation = Internal::const_true();
     for (int i = 0; i < nd; ++i) unit_dilation = unit_dilation && window[i].dilation == 1;
-    const PoolStages stages{*result_, scan, padded, out_vars, c_, n_, l, r, fixed,
+    const PoolStages stages{*result_, scan, padded, bounded, out_vars, c_, n_, l, r, fixed,
                             fixed ? Expr() : window[0].stride, fixed ? Expr() : unit_dilation};
     if (get_target().has_gpu_feature()) {
       gpu_knobs.apply(stages, get_target());

@@ -53,6 +53,8 @@ namespace {
 bool window_matches(const Kernel& k, const Window* w) {
   if (k.kernel == 0) return true;
   if (w == nullptr) return false;
+  // A fixed window without padding is compiled without bounds tests.
+  if (k.padding == 0 && w->overhangs) return false;
   for (int i = 0; i < w->nd; ++i) {
     if (w->kernel[i] != k.kernel || w->stride[i] != k.stride || w->padding[i] != k.padding ||
         w->dilation[i] != 1) {

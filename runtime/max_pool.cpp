@@ -15,7 +15,7 @@ Status plan(int nd, const Ints& input_shape, const PoolOptions& options, Window*
             Ints* output_shape) {
   POOLGEN_RETURN_IF_ERROR(pool_window(nd, options, window));
   POOLGEN_RETURN_IF_ERROR(check_input_shape("max_pool", nd, "input", input_shape));
-  return pool_output_shape(*window, input_shape, output_shape);
+  return pool_output_shape(window, input_shape, output_shape);
 }
 
 struct PoolCall {

@@ -167,7 +167,8 @@ Status check_input_shape(const char* op, int nd, const char* argument, const Int
   return check_elements(argument, shape);
 }
 
-Status pool_output_shape(const Window& w, const Ints& in, Ints* out) {
+Status pool_output_shape(Window* window, const Ints& in, Ints* out) {
+  Window& w = *window;
   const size_t first = in.size() - w.nd;
   *out = in;
   for (int i = 0; i < w.nd; ++i) {
@@ -183,6 +184,7 @@ Status pool_output_shape(const Window& w, const Ints& in, Ints* out) {
                   o, ")");
     }
     (*out)[first + i] = o;
+    if ((o - 1) * s - w.padding[i] + span > extent) w.overhangs = true;
   }
   return {};
 }

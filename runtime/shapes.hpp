@@ -60,6 +60,9 @@ struct Window {
   int nd = 0;
   int64_t kernel[3] = {}, stride[3] = {}, padding[3] = {}, dilation[3] = {1, 1, 1};
   bool ceil_mode = false;
+  // Some window reaches past the input's end (ceil_mode, or the right padding): fixed-window
+  // kernels without padding read no bounds and cannot run it (pool_output_shape sets it).
+  bool overhangs = false;
 };
 
 Status pool_window(int nd, const PoolOptions& options, Window* window);
@@ -73,7 +76,8 @@ Status check_input_shape(const char* op, int nd, const char* argument, const Int
 // check_input_shape passed, or one derived from it).
 int64_t spatial_elements(int nd, const Ints& shape);
 
-Status pool_output_shape(const Window& window, const Ints& input_shape, Ints* output_shape);
+// Also sets window->overhangs.
+Status pool_output_shape(Window* window, const Ints& input_shape, Ints* output_shape);
 Status unpool_output_shape(const Window& window, const Ints& input_shape, const Ints& output_size,
                            Ints* output_shape);
 

@@ -100,7 +100,8 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   if (s.window_fixed) {
     for (int i = 0; i < s.r.dimensions(); ++i) update.unroll(s.r[i]);
   }
-  if (stage_rows && !channels_last) {
+  // Without a boundary condition, staging would only copy rows.
+  if (stage_rows && s.bounded && !channels_last) {
     // Each output row computes only the input rows it needs that the block has not yet staged.
     Func padded = s.padded;
     padded.store_at(result, block).compute_at(result, Var("row"))

@@ -16,7 +16,8 @@ namespace poolgen {
 // (max, index) updated over the window taps r.
 struct PoolStages {
   Halide::Func result, scan;
-  Halide::Func padded;  // the input read through the boundary condition
+  Halide::Func padded;  // the input read through the boundary condition (if bounded)
+  bool bounded;         // false: every window lies inside the input, read as it is
   std::vector<Halide::Var> x;  // spatial, innermost first
   Halide::Var c, n;
   Layout layout;  // contiguous: vectors run along x[0]; channels-last: along c

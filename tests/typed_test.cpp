@@ -934,6 +934,44 @@ TEST(TypedKernelChoice, PoolNamesFollowLayoutDTypesAndPath) {
   EXPECT_GT(checked, 0) << "no pool kernel compiled";
 }
 
+// Fixed windows without padding are compiled without bounds tests: a window that reaches past
+// the input's end (ceil_mode on an odd extent) takes the general kernel; padded ones keep theirs.
+TEST(TypedKernelChoice, OverhangingWindowsLeaveUnpaddedKernels) {
+  if (!pool_kernel_built(DType::f32, DType::i64)) GTEST_SKIP() << "no f32 pooling with i64 indices";
+  const std::vector<KernelInfo> kernels = compiled_kernels();
+  struct Case {
+    int nd;
+    Ints shape;
+    int64_t kernel, padding;
+    bool ceil_mode, fixed;  // fixed: the window's own kernel serves it
+  };
+  const Case cases[] = {
+      {2, {1, 3, 8, 8}, 2, 0, true, true},   // ceil_mode without an overhang
+      {2, {1, 3, 8, 7}, 2, 0, false, true},  // floor drops the last column
+      {2, {1, 3, 8, 7}, 2, 0, true, false},
+      {2, {1, 3, 7, 8}, 2, 0, true, false},
+      {1, {1, 3, 9}, 2, 0, true, false},
+      {3, {1, 3, 4, 5, 4}, 2, 0, true, false},
+      {2, {1, 3, 8, 7}, 3, 1, true, true},  // padded: its kernel tests bounds
+  };
+  for (const Case& c : cases) {
+    PoolOptions o;
+    o.kernel_size = {c.kernel};
+    o.stride = {2};
+    o.padding = {c.padding};
+    o.ceil_mode = c.ceil_mode;
+    const std::string general = "max_pool" + std::to_string(c.nd) + "d_f32_i64";
+    const std::string window = "max_pool" + std::to_string(c.nd) + "d_k" +
+                               std::to_string(c.kernel) + "s2p" + std::to_string(c.padding) +
+                               "_f32_i64";
+    const bool window_built = find_kernel(kernels, window) != nullptr;
+    std::string name;
+    ASSERT_TRUE(max_pool_kernel_name(c.nd, c.shape, o, &name).ok());
+    EXPECT_EQ(name, c.fixed && window_built ? window : general)
+        << str(c.shape) << " kernel " << c.kernel << " ceil_mode " << c.ceil_mode;
+  }
+}
+
 TEST(TypedKernelChoice, UnpoolNamesFollowWidthLayoutAndIndexDType) {
   const std::vector<KernelInfo> kernels = compiled_kernels();
   void* const fake = reinterpret_cast<void*>(uintptr_t{0x1000});
