@@ -41,16 +41,17 @@ Var parallel_rows(Stage stage, const std::vector<Var>& spatial, const Var& c, co
 }
 
 // Vectorizes the innermost dimension of `f` by the widest of lanes, lanes/2, ... that the
-// output's width allows (so narrow feature maps still get vectors), scalar below 4 columns.
-// Each of `cases` gets its own copy of that ladder first (to let a runtime value become a
-// constant). Every specialization names its outer column loop `xo`.
-void vectorize_columns(Func f, const Var& x, const Expr& width, int lanes, const Var& xo,
-                       const std::vector<Expr>& cases = {}) {
+// output's width allows (so narrow feature maps still get vectors), scalar below 4 columns;
+// without `narrow`, by `lanes` only (each rung is another copy of the loop). Each of `cases`
+// gets its own copy of that ladder first (to let a runtime value become a constant). Every
+// specialization names its outer column loop `xo`.
+void vectorize_columns(Func f, const Var& x, const Expr& width, int lanes, bool narrow,
+                       const Var& xo, const std::vector<Expr>& cases = {}) {
   Var xi("xi");
   std::vector<Expr> all_cases = cases;
   all_cases.push_back(Internal::const_true());
   for (const Expr& when : all_cases) {
-    for (int w = lanes; w >= 4; w /= 2) {
+    for (int w = lanes; w >= (narrow ? 4 : lanes); w /= 2) {
       f.specialize(when && width >= w).split(x, xo, xi, w, TailStrategy::ShiftInwards).vectorize(xi);
     }
   }
@@ -64,6 +65,7 @@ void CpuPoolSchedule::read(Knobs& knobs) {
   knobs.take("rows_per_task", &rows_per_task);
   knobs.take("stage_rows", &stage_rows);
   knobs.take("partition_rows", &partition_rows);
+  knobs.take("narrow_vectors", &narrow_vectors);
 }
 
 void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
@@ -88,8 +90,8 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
                     s.unit_dilation && s.column_stride == 2, s.unit_dilation};
     if (channels_last) stride_cases = {s.unit_dilation};
   }
-  vectorize_columns(result, lane, result.output_buffers()[0].dim(0).extent(), lanes, xo,
-                    stride_cases);
+  vectorize_columns(result, lane, result.output_buffers()[0].dim(0).extent(), lanes,
+                    narrow_vectors, xo, stride_cases);
 
   // The running maximum lives in registers: one vector of outputs, taps looping outside it.
   scan.compute_at(result, xo).vectorize(lane);
@@ -135,7 +137,7 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
   Var block = parallel_rows(out, s.x, s.c, s.n, s.layout, rows_per_task);
   Var xo("xo");
   const Var lane = s.layout == Layout::channels_last ? s.c : s.x[0];
-  vectorize_columns(out, lane, out.output_buffer().dim(0).extent(), lanes, xo);
+  vectorize_columns(out, lane, out.output_buffer().dim(0).extent(), lanes, true, xo);
   // Each block of rows checks the cells it reads once: marks them (vectors), reduces each row
   // of marks (vector reduction), and requires the row's minimum once (scalar).
   Func marked = s.marked, row_min = s.row_min, row_checked = s.row_checked;

@@ -40,6 +40,9 @@ struct CpuPoolSchedule {
   // Let Halide split the row loops (all but the innermost spatial one) into border and interior
   // pieces, so interior rows test no bounds: faster, but in 3-D nine copies of the vector loop.
   bool partition_rows = true;
+  // Rows narrower than a vector get halved vectors (down to 4 lanes) before the scalar loop,
+  // each width another copy of the loop; false: full vectors and the scalar loop only.
+  bool narrow_vectors = true;
 
   void read(Knobs& knobs);
   void apply(const PoolStages& s, const Halide::Target& target) const;
