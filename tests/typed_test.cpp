@@ -480,7 +480,7 @@ void pool_configs(const Param& p) {
     }
   }
   if (p.kind == Kind::contiguous && nd >= 2) {
-    EXPECT_GT(fast_hits, configs / 5) << "too few window-kernel configurations";
+    EXPECT_GT(fast_hits, test::min_fast_hits(nd, configs)) << "too few window-kernel configurations";
   }
 }
 
@@ -908,7 +908,11 @@ TEST(TypedKernelChoice, PoolNamesFollowLayoutDTypesAndPath) {
             EXPECT_FALSE(k->targets.empty());
           }
           if (nd >= 2 && w > 0 && value == DType::f32 && index == DType::i64) {
-            EXPECT_TRUE(has_window) << window_kernel << " is not compiled";
+            // Contiguous 3-D k3s2p1 did not earn its code (cmake/PoolgenKernels.cmake).
+            const bool skipped = nd == 3 && w == 2;
+            EXPECT_EQ(has_window, !skipped) << window_kernel << (skipped ? " is" : " is not")
+                                            << " compiled";
+            EXPECT_TRUE(has_window_cl) << window_kernel_cl << " is not compiled";
           }
         }
         // Channels-last memory with C = 1, or a contiguous view whose innermost extent is 1:
