@@ -190,9 +190,12 @@ std::vector<Case> builtin_cases() {
   add(2, s2, 3, 2, 1, cl);
   cl.unpool = true;
   add(3, s3, 2, 2, 0, cl);
-  // f32 NCHW with i32 indices: a third less traffic than i64 in 2-D k2s2p0.
+  // f32 with i32 indices: a third less traffic than i64 in 2-D k2s2p0, and in NHWC the
+  // like-for-like comparison with XNNPACK (which writes 4-byte indices).
   Case i32;
   i32.it = DType::i32;
+  add(2, s2, 2, 2, 0, i32);
+  i32.cl = true;
   add(2, s2, 2, 2, 0, i32);
   // Small tensors, where a call's fixed cost and the choice of threads decide: 2-D f32 k2s2p0,
   // one image, in both layouts (1x1x2x2 is the per-call cost).
@@ -244,6 +247,10 @@ std::vector<Case> sweep_cases(int64_t llc_bytes) {
         c.unpool = k == 2;
         c.sweep = true;
         r.push_back(c);
+        if (cl && k == 2) {  // XNNPACK's own ground, with its index width
+          c.it = DType::i32;
+          r.push_back(c);
+        }
       }
   }
   return r;

@@ -186,8 +186,10 @@ def plot(path, op, runs, llc, title):
         c = row["case"]
         if not c["sweep"]:
             continue
-        layout = "NHWC" if c["cl"] else "NCHW"
+        layout = ("NHWC" if c["cl"] else "NCHW") + (" i32" if c["idx32"] else "")
         for impl in ("poolgen", "aten", "xnnpack", "reference", "roofline"):
+            if c["idx32"] and impl != "poolgen":
+                continue  # the peers and the roofline are drawn from the i64 case
             if row.get(impl):
                 label = "memcpy roofline" if impl == "roofline" else "%s %s" % (impl, layout)
                 series.setdefault((c["window"], row["threads"], label), {})[c["input_bytes"]] = row[impl]
@@ -209,7 +211,8 @@ def plot(path, op, runs, llc, title):
                 xs = sorted(pts)
                 impl = label.split()[0]
                 ax.plot(xs, [pts[x] for x in xs], label=label, color=colors[impl],
-                        linestyle=":" if impl == "memcpy" else "--" if "NHWC" in label else "-",
+                        linestyle=":" if impl == "memcpy" else "-." if "i32" in label
+                        else "--" if "NHWC" in label else "-",
                         marker="" if impl == "memcpy" else "s" if "NHWC" in label else "o",
                         markersize=3.5, linewidth=1.4, alpha=0.6 if impl == "reference" else 1.0)
             ax.axvline(llc, color="0.5", linestyle="-.", linewidth=1)
