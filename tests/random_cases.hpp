@@ -53,7 +53,7 @@ inline int random_window(Rng& rng, double p) {
 // Fewer contiguous configurations than this, of `configs` with random_window's draws, reaching a
 // fast-window kernel means the draws no longer exercise them. 3-D has one fast window (k2s2p0:
 // k3s2p1 is not built, cmake/PoolgenKernels.cmake), and ceil_mode's windows leave it whenever
-// one of three extents is odd (the seeds of bf16 with i32 indices reach it 3 times in 95).
+// one of three extents is odd (bf16 with i32 indices: 3 of its valid configurations reach it).
 inline int min_fast_hits(int nd, int configs) { return configs / (nd == 3 ? 40 : 5); }
 
 // The product of the last nd extents of a shape: one (n, c) plane.
