@@ -3,11 +3,11 @@
 # (avx512_skylake, 2 cores). A family not listed uses the knobs' defaults
 # (schedules/cpu_schedules.h). Values apply to every CPU variant and element type.
 #
-# Staging input rows pays where windows overlap or are padded; for kernel 2 stride 2 in 1-D and
-# 3-D it only adds a pass (1-D on 8x64x65536: 48 -> 33 ms on one thread). Channels-last kernels
-# never stage (their vectors run along the channels, so taps load dense vectors anyway).
+# Staging input rows pays where windows overlap or are padded; in 1-D it only adds a pass
+# (8x64x65536 k2s2p0: 48 -> 33 ms on one thread). The k2s2p0 kernels read the input in place
+# (no bounds), and channels-last kernels never stage (their vectors run along the channels, so
+# taps load dense vectors anyway).
 set(POOLGEN_KNOBS_max_pool1d stage_rows:false,narrow_vectors:false)
-set(POOLGEN_KNOBS_max_pool3d_k2s2p0 stage_rows:false)
 # The channels-last gather (opt-in) reads cells in place: staging them measured slower
 # (2-D k2s2p0 on 8x64x112x112: 4.7 -> 2.95 ms on one thread).
 set(POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl stage_cells:false)
@@ -18,10 +18,10 @@ set(POOLGEN_KNOBS_max_unpool3d_k2s2p0_cl stage_cells:false)
 # k2s2p0 2.06 -> 1.82 ms).
 set(POOLGEN_KNOBS_max_pool3d_k2s2p0_cl partition_rows:false)
 set(POOLGEN_KNOBS_max_pool3d_k3s2p1_cl partition_rows:false)
-# The contiguous general kernels (any window; 1-D above) vectorize full widths only: the halved vectors for
-# rows narrower than a vector were a third to a half of their code (2-D and 3-D, f32 and u8,
-# AVX2: 395 -> 207 KB) and served only such rows in uncommon windows, which now run the scalar
-# loop (1x64x7x7 k3s1p1 f32: 0.055 -> 0.10 ms). Channels-last keeps them: few channels would
+# The contiguous general kernels (any window; 1-D above) vectorize full widths only: the halved
+# vectors for rows narrower than a vector were a third to a half of their code (2-D and 3-D, f32
+# and u8, AVX2: 395 -> 207 KB) and served only such rows in uncommon windows, which now run the
+# scalar loop (1x64x7x7 k3s1p1 f32: 0.055 -> 0.10 ms). Channels-last keeps them: few channels would
 # go scalar (1x4x56x56 k3s1p1: 6x slower) for less code (f32 and u8: 148 -> 95 KB).
 set(POOLGEN_KNOBS_max_pool2d narrow_vectors:false)
 set(POOLGEN_KNOBS_max_pool3d narrow_vectors:false)

@@ -35,7 +35,8 @@ struct CpuPoolSchedule {
   // thread at a time. Halide's thread pool costs microseconds per task, so tasks must be large.
   int rows_per_task = 64;
   // Copy the input rows a block needs into a padded scratch buffer (bounds handled once per
-  // row, not once per tap), or read the input through the boundary condition directly.
+  // row, not once per tap), or read the input through the boundary condition directly. Only
+  // where there is a boundary condition (PoolStages::bounded).
   bool stage_rows = true;
   // Let Halide split the row loops (all but the innermost spatial one) into border and interior
   // pieces, so interior rows test no bounds: faster, but in 3-D nine copies of the vector loop.

@@ -114,7 +114,8 @@ TEST_P(DifferentialPool, LibraryMatchesReference) {
     }
   }
   if (nd >= 2) {
-    EXPECT_GT(fast_hits, test::min_fast_hits(nd, kConfigsPerRank)) << "too few fast-path configurations";
+    EXPECT_GT(fast_hits, test::min_fast_hits(nd, kConfigsPerRank))
+        << "too few fast-path configurations";
   }
 }
 

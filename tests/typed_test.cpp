@@ -480,7 +480,8 @@ void pool_configs(const Param& p) {
     }
   }
   if (p.kind == Kind::contiguous && nd >= 2) {
-    EXPECT_GT(fast_hits, test::min_fast_hits(nd, configs)) << "too few window-kernel configurations";
+    EXPECT_GT(fast_hits, test::min_fast_hits(nd, configs))
+        << "too few window-kernel configurations";
   }
 }
 
