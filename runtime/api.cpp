@@ -7,7 +7,7 @@
 
 extern "C" {
 #define POOLGEN_KERNEL(op, nd, k, s, p, layout, value, index, device, capability, name)
-#include "kernel_table.inc"  // for POOLGEN_CPU_TARGET_NAMES, POOLGEN_CUDA_TARGET_PREFIX
+#include "kernel_table.inc"  // for the target names and POOLGEN_CUDA_TARGET_PREFIX
 #undef POOLGEN_KERNEL
 }
 
@@ -77,6 +77,7 @@ std::vector<KernelInfo> compiled_kernels() {
   std::vector<KernelInfo> kernels;
   for (const detail::Kernel& k : detail::kernel_table()) {
     std::vector<std::string> targets = {POOLGEN_CPU_TARGET_NAMES};
+    if (k.kernel != 0) targets = {POOLGEN_FIXED_WINDOW_CPU_TARGET_NAMES};
     if (k.device == Device::cuda) targets = {POOLGEN_CUDA_TARGET_PREFIX + std::to_string(k.capability)};
     kernels.push_back({k.name, kOps[static_cast<int>(k.op)], k.nd, k.layout, k.value, k.index,
                        targets, k.device, k.capability});

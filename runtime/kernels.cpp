@@ -50,9 +50,28 @@ const char* layout_name(Layout layout) {
 
 namespace {
 
+// Fixed-window CPU kernels lack the variants below a floor on some architectures
+// (cmake/PoolgenKernels.cmake: x86 builds them without the SSE2 baseline); a CPU below it runs
+// the general kernels. Asked once, through Halide's hook, which tests use to force a variant.
+bool cpu_runs_fixed_windows() {
+  static const bool runs = [] {
+    constexpr int kWords = (halide_target_feature_end + 63) / 64;
+    uint64_t wanted[kWords] = {};
+    bool any = false;
+    for (int feature : {POOLGEN_FIXED_WINDOW_CPU_FEATURES halide_target_feature_end}) {
+      if (feature == halide_target_feature_end) break;
+      wanted[feature >> 6] |= uint64_t{1} << (feature & 63);
+      any = true;
+    }
+    return !any || halide_can_use_target_features(kWords, wanted) != 0;
+  }();
+  return runs;
+}
+
 bool window_matches(const Kernel& k, const Window* w) {
   if (k.kernel == 0) return true;
   if (w == nullptr) return false;
+  if (k.device == Device::cpu && !cpu_runs_fixed_windows()) return false;
   // A fixed window without padding is compiled without bounds tests.
   if (k.padding == 0 && w->overhangs) return false;
   for (int i = 0; i < w->nd; ++i) {

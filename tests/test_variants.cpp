@@ -227,4 +227,24 @@ TEST_F(Variant, EveryKernelMatchesTheReference) {
       << "the forced variant did not run";
 }
 
+// Fixed-window kernels may lack the variants below a floor (x86 builds them without the SSE2
+// baseline): a CPU forced below it gets the general kernel, which has every variant; any other
+// gets the fixed window.
+TEST_F(Variant, FixedWindowsRunOnlyWhereTheirVariantsDo) {
+  const KernelInfo *fixed = nullptr, *general = nullptr;
+  const std::vector<KernelInfo> kernels = compiled_kernels();
+  for (const KernelInfo& k : kernels) {
+    if (k.name == "max_pool2d_k2s2p0_f32_i64") fixed = &k;
+    if (k.name == "max_pool2d_f32_i64") general = &k;
+  }
+  if (!fixed || !general) GTEST_SKIP() << "this build has no f32 kernels with i64 indices";
+  const bool fixed_has_baseline = fixed->targets.back() == general->targets.back();
+  PoolOptions o;
+  o.kernel_size = {2};
+  o.stride = {2};
+  std::string name;
+  ASSERT_TRUE(max_pool_kernel_name(2, {1, 3, 8, 8}, o, &name).ok());
+  EXPECT_EQ(name, g_allowed == kBaseline && !fixed_has_baseline ? general->name : fixed->name);
+}
+
 }  // namespace
