@@ -68,10 +68,15 @@ bool cpu_runs_fixed_windows() {
   return runs;
 }
 
+// Whether this machine can run `k`'s code: a CUDA kernel's capability, a fixed window's floor.
+bool runs_here(const Kernel& k, int capability) {
+  if (k.device == Device::cuda) return k.capability <= capability;
+  return k.kernel == 0 || cpu_runs_fixed_windows();
+}
+
 bool window_matches(const Kernel& k, const Window* w) {
   if (k.kernel == 0) return true;
   if (w == nullptr) return false;
-  if (k.device == Device::cpu && !cpu_runs_fixed_windows()) return false;
   // A fixed window without padding is compiled without bounds tests.
   if (k.padding == 0 && w->overhangs) return false;
   for (int i = 0; i < w->nd; ++i) {
@@ -150,7 +155,7 @@ const Kernel* find_kernel(const KernelQuery& query) {
   auto rank = [](const Kernel& k) { return std::make_pair(k.kernel != 0, k.capability); };
   const Kernel* best = nullptr;
   for (const Kernel* k : bucket(query)) {
-    if ((k->nd == 0 || k->nd == query.nd) && k->capability <= query.capability &&
+    if ((k->nd == 0 || k->nd == query.nd) && runs_here(*k, query.capability) &&
         window_matches(*k, query.window) && (!best || rank(*k) > rank(*best))) {
       best = k;
     }
