@@ -11,42 +11,36 @@ if (CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
   set(poolgen_default_cpu_targets "arm-64-linux-arm_dot_prod-arm_fp16;arm-64-linux")
 else ()
   # Every variant is a copy of every kernel, so each must earn its bytes (docs/kernels.md):
-  # measured on a 2-core AMD EPYC (bench/poolgen_bench --poolgen_cpu_variant), SSE4.1 pools
-  # 1.4-2x faster than the SSE2 baseline and AVX2 up to 1.5x faster than SSE4.1; the baseline
-  # stays so that the library runs on every x86-64. AVX-512 (avx512_skylake) is opt-in: it is
-  # the largest variant (a quarter of the default build's code) and its gain over AVX2 is
+  # measured on a 2-core AMD EPYC (bench/poolgen_bench --poolgen_cpu_variant), AVX2 pools up to
+  # 1.5x faster than SSE4.1, and SSE4.1 1.4-2x faster than SSE2. The floor is SSE4.1
+  # (x86-64-v2 without its SSE4.2 and POPCNT, which these kernels do not use): Intel since
+  # Penryn (2008), AMD since Bulldozer (2011); RHEL 9 and Windows 11 24H2 require more.
+  # The SSE2 variant it replaces was 3.5 MB, 15% of the default build's code; a build whose
+  # list ends in x86-64-linux serves older CPUs, and the runtime refuses a CPU below the floor
+  # with an error rather than run instructions it lacks (POOLGEN_CPU_FLOOR_FEATURES, below).
+  # AVX-512 (avx512_skylake) is opt-in: it is the largest variant and its gain over AVX2 is
   # unmeasured on the machines this project now runs on.
-  set(poolgen_default_cpu_targets
-      "x86-64-linux-avx2-fma-f16c;x86-64-linux-sse41;x86-64-linux")
+  set(poolgen_default_cpu_targets "x86-64-linux-avx2-fma-f16c;x86-64-linux-sse41")
 endif ()
 set(POOLGEN_CPU_TARGETS "${poolgen_default_cpu_targets}"
-    CACHE STRING "Halide targets of the CPU kernels, best first; the last is the baseline")
+    CACHE STRING "Halide targets of the CPU kernels, best first; the last is the floor")
 # The AVX-512 variant is avx512_skylake (F, CD, BW, DQ, VL: every AVX-512 CPU since Skylake-SP):
 # plain "avx512" (F and CD only) makes LLVM's x86 instruction selection abort on these kernels
 # ("Cannot select: vselect" of 256-bit vectors without VL).
-# The fixed-window kernels carry no SSE2 baseline variant on x86: CPUs without SSE4.1 (Intel before
-# 2008, AMD before 2011) run the general kernels instead; the copy they would need was 4.3 MB, 15%
-# of the default build's code. The runtime checks the CPU against the floor of these variants
-# before choosing such a kernel (POOLGEN_FIXED_WINDOW_CPU_FEATURES, kernel_table.inc). Elsewhere
-# the baseline stays: Armv8.0 cores (Cortex-A53, A72) are common deployment targets.
-set(POOLGEN_FIXED_WINDOW_CPU_TARGETS ${POOLGEN_CPU_TARGETS})
-list(LENGTH POOLGEN_CPU_TARGETS poolgen_cpu_target_count)
-if (poolgen_cpu_target_count GREATER 1 AND POOLGEN_CPU_TARGETS MATCHES "^x86-64")
-  list(REMOVE_AT POOLGEN_FIXED_WINDOW_CPU_TARGETS -1)
-endif ()
-# The floor's instruction-set features as Halide's feature enum (its target string minus
-# arch-bits-os, without processor tunings); none when the fixed windows keep the baseline.
-set(POOLGEN_FIXED_WINDOW_CPU_FEATURES "")
-if (NOT POOLGEN_FIXED_WINDOW_CPU_TARGETS STREQUAL POOLGEN_CPU_TARGETS)
-  list(GET POOLGEN_FIXED_WINDOW_CPU_TARGETS -1 poolgen_floor)
-  string(REPLACE "-" ";" poolgen_floor "${poolgen_floor}")
-  list(SUBLIST poolgen_floor 3 -1 poolgen_floor)
-  foreach (feature IN LISTS poolgen_floor)
-    if (NOT feature MATCHES "^tune_")
-      string(APPEND POOLGEN_FIXED_WINDOW_CPU_FEATURES "halide_target_feature_${feature}, ")
-    endif ()
-  endforeach ()
-endif ()
+# Halide's multitarget wrapper runs its last variant without asking the CPU, and the CUDA
+# kernels' host code is built for it too: the last target's instruction-set features, as
+# Halide's feature enum (its target string minus arch-bits-os, without processor tunings), are
+# what the runtime checks the CPU against before any call (runtime/kernels.cpp).
+list(GET POOLGEN_CPU_TARGETS -1 poolgen_floor)
+set(POOLGEN_CPU_FLOOR_TARGET ${poolgen_floor})
+string(REPLACE "-" ";" poolgen_floor "${poolgen_floor}")
+list(SUBLIST poolgen_floor 3 -1 poolgen_floor)
+set(POOLGEN_CPU_FLOOR_FEATURES "")
+foreach (feature IN LISTS poolgen_floor)
+  if (NOT feature MATCHES "^tune_")
+    string(APPEND POOLGEN_CPU_FLOOR_FEATURES "halide_target_feature_${feature}, ")
+  endif ()
+endforeach ()
 # user_context routes kernel errors to the call that caused them; strict_float keeps the
 # NaN-aware comparisons exactly as written.
 set(POOLGEN_KERNEL_FEATURES user_context strict_float)
@@ -131,9 +125,6 @@ set(POOLGEN_KERNEL_TABLE "")
 function(poolgen_kernel name op nd k s p layout value index)
   cmake_parse_arguments(ARG "" "GENERATOR;KNOBS;CUDA_CAPABILITY" "PARAMS" ${ARGN})
   set(targets ${POOLGEN_CPU_TARGETS})
-  if (NOT k EQUAL 0)
-    set(targets ${POOLGEN_FIXED_WINDOW_CPU_TARGETS})
-  endif ()
   set(device cpu)
   set(capability 0)
   if (ARG_CUDA_CAPABILITY)
@@ -268,11 +259,10 @@ foreach (lib IN LISTS POOLGEN_KERNEL_LIBRARIES ITEMS poolgen_halide_runtime)
 endforeach ()
 
 string(REPLACE ";" "\",\"" POOLGEN_TARGET_NAMES "\"${POOLGEN_CPU_TARGETS}\"")
-string(REPLACE ";" "\",\"" POOLGEN_FIXED_WINDOW_TARGET_NAMES "\"${POOLGEN_FIXED_WINDOW_CPU_TARGETS}\"")
 file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/kernel_table.inc
      CONTENT "// Generated by cmake/PoolgenKernels.cmake: every compiled kernel.\n\
 // POOLGEN_KERNEL(op, nd, kernel, stride, padding, layout, value, index, device, capability, name)\n\
 #define POOLGEN_CPU_TARGET_NAMES ${POOLGEN_TARGET_NAMES}\n\
-#define POOLGEN_FIXED_WINDOW_CPU_TARGET_NAMES ${POOLGEN_FIXED_WINDOW_TARGET_NAMES}\n\
-#define POOLGEN_FIXED_WINDOW_CPU_FEATURES ${POOLGEN_FIXED_WINDOW_CPU_FEATURES}\n\
+#define POOLGEN_CPU_FLOOR_TARGET \"${POOLGEN_CPU_FLOOR_TARGET}\"\n\
+#define POOLGEN_CPU_FLOOR_FEATURES ${POOLGEN_CPU_FLOOR_FEATURES}\n\
 #define POOLGEN_CUDA_TARGET_PREFIX \"${POOLGEN_CUDA_TARGET_PREFIX}\"\n${POOLGEN_KERNEL_TABLE}")

@@ -77,7 +77,6 @@ std::vector<KernelInfo> compiled_kernels() {
   std::vector<KernelInfo> kernels;
   for (const detail::Kernel& k : detail::kernel_table()) {
     std::vector<std::string> targets = {POOLGEN_CPU_TARGET_NAMES};
-    if (k.kernel != 0) targets = {POOLGEN_FIXED_WINDOW_CPU_TARGET_NAMES};
     if (k.device == Device::cuda) targets = {POOLGEN_CUDA_TARGET_PREFIX + std::to_string(k.capability)};
     kernels.push_back({k.name, kOps[static_cast<int>(k.op)], k.nd, k.layout, k.value, k.index,
                        targets, k.device, k.capability});

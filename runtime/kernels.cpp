@@ -50,28 +50,28 @@ const char* layout_name(Layout layout) {
 
 namespace {
 
-// Fixed-window CPU kernels lack the variants below a floor on some architectures
-// (cmake/PoolgenKernels.cmake: x86 builds them without the SSE2 baseline); a CPU below it runs
-// the general kernels. Asked once, through Halide's hook, which tests use to force a variant.
-bool cpu_runs_fixed_windows() {
-  static const bool runs = [] {
+// Every kernel's code (a CUDA kernel's host side too) assumes the instruction sets of the
+// build's last CPU target, which Halide's multitarget wrapper runs without asking the CPU
+// (cmake/PoolgenKernels.cmake: SSE4.1 by default on x86). Asked once, through Halide's hook,
+// which tests use to force a variant.
+bool cpu_meets_floor() {
+  static const bool meets = [] {
     constexpr int kWords = (halide_target_feature_end + 63) / 64;
     uint64_t wanted[kWords] = {};
     bool any = false;
-    for (int feature : {POOLGEN_FIXED_WINDOW_CPU_FEATURES halide_target_feature_end}) {
+    for (int feature : {POOLGEN_CPU_FLOOR_FEATURES halide_target_feature_end}) {
       if (feature == halide_target_feature_end) break;
       wanted[feature >> 6] |= uint64_t{1} << (feature & 63);
       any = true;
     }
     return !any || halide_can_use_target_features(kWords, wanted) != 0;
   }();
-  return runs;
+  return meets;
 }
 
-// Whether this machine can run `k`'s code: a CUDA kernel's capability, a fixed window's floor.
+// Whether this machine can run `k`'s code: a CUDA kernel's capability.
 bool runs_here(const Kernel& k, int capability) {
-  if (k.device == Device::cuda) return k.capability <= capability;
-  return k.kernel == 0 || cpu_runs_fixed_windows();
+  return k.device != Device::cuda || k.capability <= capability;
 }
 
 bool window_matches(const Kernel& k, const Window* w) {
@@ -154,6 +154,7 @@ const Kernel* find_kernel(const KernelQuery& query) {
   // A fixed window beats the general kernel; then the larger capability (CUDA).
   auto rank = [](const Kernel& k) { return std::make_pair(k.kernel != 0, k.capability); };
   const Kernel* best = nullptr;
+  if (!cpu_meets_floor()) return best;
   for (const Kernel* k : bucket(query)) {
     if ((k->nd == 0 || k->nd == query.nd) && runs_here(*k, query.capability) &&
         window_matches(*k, query.window) && (!best || rank(*k) > rank(*best))) {
@@ -164,6 +165,13 @@ const Kernel* find_kernel(const KernelQuery& query) {
 }
 
 Status choose_kernel(const KernelQuery& query, const char* argument, const Kernel** kernel) {
+  *kernel = nullptr;
+  if (!cpu_meets_floor()) {
+    return fail(Code::unsupported, "CPU: expected the instruction sets of this build's least ",
+                "CPU target, " POOLGEN_CPU_FLOOR_TARGET ", got a CPU without them (a build whose ",
+                "POOLGEN_CPU_TARGETS end in the architecture's baseline, such as x86-64-linux, ",
+                "runs on every CPU)");
+  }
   *kernel = find_kernel(query);
   if (*kernel) return {};
   std::set<std::string> values, indices;

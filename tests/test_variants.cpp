@@ -49,6 +49,19 @@ int first_allowed_isa() {
   return kBaseline;
 }
 
+// The richest instruction-set feature a target string names (kBaseline: none).
+int floor_isa(const std::string& target) {
+  for (int i = 0; i < kBaseline; ++i) {
+    const std::string tag = std::string("-") + kIsaNames[i];
+    const size_t at = target.find(tag);
+    if (at != std::string::npos &&
+        (at + tag.size() == target.size() || target[at + tag.size()] == '-')) {
+      return i;
+    }
+  }
+  return kBaseline;
+}
+
 int g_allowed = kBaseline;
 // Each fat kernel asks the hook about its variants once, on its first call, and keeps the
 // richest one accepted. This records the richest ISA rank the hook ever accepted.
@@ -191,6 +204,9 @@ TEST_F(Variant, EveryKernelMatchesTheReference) {
     if (k.op == "pool") built.insert({k.value_dtype, k.index_dtype});
   }
   ASSERT_FALSE(built.empty());
+  if (g_allowed > floor_isa(compiled_kernels().front().targets.back())) {
+    GTEST_SKIP() << "the forced CPU is below the build's floor (CpusBelowTheFloorAreRefused)";
+  }
   uint32_t seed = 1;
   for (const auto& types : built) {
     const DType value = types.first, index = types.second;  // lambdas cannot capture bindings
@@ -222,29 +238,35 @@ TEST_F(Variant, EveryKernelMatchesTheReference) {
     });
   }
   // Every kernel settled on the forced variant: nothing richer was accepted, and it was (the
-  // baseline is the wrappers' fallback, never asked about, so then nothing was accepted).
+  // last variant is the wrappers' fallback, which they never ask about; the runtime's floor
+  // check asks for it unless it is the baseline, and then nothing was accepted).
   EXPECT_EQ(g_richest_accepted, g_allowed < kBaseline ? g_allowed : kBaseline + 1)
       << "the forced variant did not run";
 }
 
-// Fixed-window kernels may lack the variants below a floor (x86 builds them without the SSE2
-// baseline): a CPU forced below it gets the general kernel, which has every variant; any other
-// gets the fixed window.
-TEST_F(Variant, FixedWindowsRunOnlyWhereTheirVariantsDo) {
-  const KernelInfo *fixed = nullptr, *general = nullptr;
+// Every kernel assumes the instruction sets of the build's last CPU target (its floor; SSE4.1
+// by default on x86): a CPU forced below it is refused with an error naming that target, before
+// any kernel runs; at or above it, calls go ahead.
+TEST_F(Variant, CpusBelowTheFloorAreRefused) {
   const std::vector<KernelInfo> kernels = compiled_kernels();
-  for (const KernelInfo& k : kernels) {
-    if (k.name == "max_pool2d_k2s2p0_f32_i64") fixed = &k;
-    if (k.name == "max_pool2d_f32_i64") general = &k;
-  }
-  if (!fixed || !general) GTEST_SKIP() << "this build has no f32 kernels with i64 indices";
-  const bool fixed_has_baseline = fixed->targets.back() == general->targets.back();
+  ASSERT_FALSE(kernels.empty());
+  const std::string floor = kernels.front().targets.back();
+  float in[16] = {}, values[4];
+  int64_t indices[4];
   PoolOptions o;
   o.kernel_size = {2};
-  o.stride = {2};
-  std::string name;
-  ASSERT_TRUE(max_pool_kernel_name(2, {1, 3, 8, 8}, o, &name).ok());
-  EXPECT_EQ(name, g_allowed == kBaseline && !fixed_has_baseline ? general->name : fixed->name);
+  const Status s = max_pool(2, contiguous(in, {1, 1, 4, 4}), contiguous(values, {1, 1, 2, 2}),
+                            contiguous(indices, {1, 1, 2, 2}), o);
+  if (g_allowed > floor_isa(floor)) {
+    ASSERT_EQ(s.code(), Code::unsupported) << s.message();
+    EXPECT_NE(s.message().find("CPU: expected the instruction sets of this build's least CPU "
+                               "target, " + floor + ", got a CPU without them"),
+              std::string::npos)
+        << s.message();
+  } else {
+    EXPECT_TRUE(s.ok() || s.code() == Code::unsupported) << s.message();
+    EXPECT_EQ(s.message().find("CPU:"), std::string::npos) << s.message();
+  }
 }
 
 }  // namespace
