@@ -173,6 +173,19 @@ endfunction()
 set(POOLGEN_UNPOOL_GATHER_LAYOUTS "" CACHE STRING
     "Layouts with gather unpooling kernels for the fast windows (contiguous, channels_last)")
 
+# The value types with fixed-window kernels: those inference pools (f32, bf16, i8, u8; on ARM
+# also f16, which it computes natively). x86 has no 16-bit float arithmetic, and its f16 window
+# kernels (1.5 MB, the largest of any type) ran 0.95-1.7x the general kernel's speed; i16, i32,
+# i64 and f64 gained 1.2-5x on windows networks of those types rarely pool, for 2.7 MB (1x64x56x56,
+# one thread; docs/footprint.md). The others pool those windows with the general kernels.
+if (CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
+  set(poolgen_default_window_types "f32;f16;bf16;i8;u8")
+else ()
+  set(poolgen_default_window_types "f32;bf16;i8;u8")
+endif ()
+set(POOLGEN_FIXED_WINDOW_TYPES "${poolgen_default_window_types}" CACHE STRING
+    "Value types with fixed-window pooling kernels (k2s2p0, k3s2p1), of POOLGEN_VALUE_TYPES")
+
 # Windows networks actually use, as fast paths in both layouts: kernel 2 stride 2, and kernel 3
 # stride 2 pad 1 (unrolled taps; channels-last 2-D k2s2p0 on 8x64x112x112: 2.1 -> 1.5 ms).
 set(POOLGEN_FAST_WINDOWS "2 2 0" "3 2 1")
@@ -198,7 +211,7 @@ foreach (value IN LISTS POOLGEN_VALUE_TYPES)
         poolgen_layout_tag(tag ${layout})
         poolgen_kernel(max_pool${nd}d${tag}_${value}_${index} pool ${nd} 0 0 0 ${layout} ${types}
                        GENERATOR max_pool KNOBS max_pool${nd}d${tag} PARAMS rank=${nd})
-        if (nd EQUAL 1)
+        if (nd EQUAL 1 OR NOT value IN_LIST POOLGEN_FIXED_WINDOW_TYPES)
           continue ()
         endif ()
         foreach (window IN LISTS POOLGEN_FAST_WINDOWS)

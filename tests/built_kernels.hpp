@@ -13,6 +13,18 @@ inline bool pool_kernel_built(DType value, DType index) {
   return false;
 }
 
+// Whether the build has fixed-window pooling kernels (k2s2p0, k3s2p1) for these types
+// (POOLGEN_FIXED_WINDOW_TYPES): the others pool those windows with the general kernels.
+inline bool fixed_window_built(DType value, DType index) {
+  for (const KernelInfo& k : compiled_kernels()) {
+    if (k.op == "pool" && k.value_dtype == value && k.index_dtype == index &&
+        k.name.find("_k2s2p0") != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
 inline bool any_pool_kernel(DType value) {
   return pool_kernel_built(value, DType::i64) || pool_kernel_built(value, DType::i32);
 }
