@@ -30,8 +30,9 @@
 //   --poolgen_peers=LIST            of reference, memcpy, aten, xnnpack (default: all built)
 //   --poolgen_threads=LIST          default: 1 and std::thread::hardware_concurrency()
 //   --poolgen_cpu_variant=V         runs the kernels' best CPU variant up to V (baseline, sse41,
-//       avx2): what a variant earns over the one below it, measured on one machine (at the x86
-//       baseline the fixed windows run the general kernels: they have no SSE2 variant)
+//       avx2): what a variant earns over the one below it, measured on one machine (baseline
+//       needs a build whose POOLGEN_CPU_TARGETS end in x86-64-linux: the default's floor is
+//       SSE4.1, and the runtime refuses a CPU below it)
 //   --poolgen_min_time=SECONDS (default 0.1), --poolgen_repetitions=N (default 5)
 
 #include "bench.h"
