@@ -34,7 +34,12 @@ set(POOLGEN_CPU_TARGETS "${poolgen_default_cpu_targets}"
 list(GET POOLGEN_CPU_TARGETS -1 poolgen_floor)
 set(POOLGEN_CPU_FLOOR_TARGET ${poolgen_floor})
 string(REPLACE "-" ";" poolgen_floor "${poolgen_floor}")
-list(SUBLIST poolgen_floor 3 -1 poolgen_floor)
+list(LENGTH poolgen_floor poolgen_floor_length)
+if (poolgen_floor_length GREATER 3)
+  list(SUBLIST poolgen_floor 3 -1 poolgen_floor)
+else ()
+  set(poolgen_floor "")  # the architecture's baseline: nothing to check
+endif ()
 set(POOLGEN_CPU_FLOOR_FEATURES "")
 foreach (feature IN LISTS poolgen_floor)
   if (NOT feature MATCHES "^tune_")
