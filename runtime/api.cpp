@@ -7,7 +7,7 @@
 
 extern "C" {
 #define POOLGEN_KERNEL(op, nd, k, s, p, layout, value, index, device, capability, name)
-#include "kernel_table.inc"  // for the target names and POOLGEN_CUDA_TARGET_PREFIX
+#include "kernel_table.inc"  // for POOLGEN_CPU_TARGET_NAMES, POOLGEN_CUDA_TARGET_PREFIX
 #undef POOLGEN_KERNEL
 }
 

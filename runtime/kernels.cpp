@@ -69,11 +69,6 @@ bool cpu_meets_floor() {
   return meets;
 }
 
-// Whether this machine can run `k`'s code: a CUDA kernel's capability.
-bool runs_here(const Kernel& k, int capability) {
-  return k.device != Device::cuda || k.capability <= capability;
-}
-
 bool window_matches(const Kernel& k, const Window* w) {
   if (k.kernel == 0) return true;
   if (w == nullptr) return false;
@@ -156,7 +151,7 @@ const Kernel* find_kernel(const KernelQuery& query) {
   const Kernel* best = nullptr;
   if (!cpu_meets_floor()) return best;
   for (const Kernel* k : bucket(query)) {
-    if ((k->nd == 0 || k->nd == query.nd) && runs_here(*k, query.capability) &&
+    if ((k->nd == 0 || k->nd == query.nd) && k->capability <= query.capability &&
         window_matches(*k, query.window) && (!best || rank(*k) > rank(*best))) {
       best = k;
     }
@@ -165,15 +160,14 @@ const Kernel* find_kernel(const KernelQuery& query) {
 }
 
 Status choose_kernel(const KernelQuery& query, const char* argument, const Kernel** kernel) {
-  *kernel = nullptr;
-  if (!cpu_meets_floor()) {
+  *kernel = find_kernel(query);
+  if (*kernel) return {};
+  if (!cpu_meets_floor()) {  // find_kernel found none for that reason
     return fail(Code::unsupported, "CPU: expected the instruction sets of this build's least ",
                 "CPU target, " POOLGEN_CPU_FLOOR_TARGET ", got a CPU without them (a build whose ",
                 "POOLGEN_CPU_TARGETS end in the architecture's baseline, such as x86-64-linux, ",
                 "runs on every CPU)");
   }
-  *kernel = find_kernel(query);
-  if (*kernel) return {};
   std::set<std::string> values, indices;
   for (const Kernel& k : kernel_table()) {
     if (k.op == Op::pool) values.insert(dtype_name(k.value));
