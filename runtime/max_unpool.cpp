@@ -94,14 +94,19 @@ Status invalid_index_error(const View& indices, int64_t plane) {
 // split into channel blocks of whole cache lines only when there are fewer images than cores
 // and the call moves at least 8 times min_parallel_bytes (`call_bytes`): below that the threads
 // contend for the same lines and pages (measured: 1x64x56x56 f32, 1.4 MB, 10% slower on two
-// threads than on one; 1x64x80x80, 2.9 MB, 30% faster).
+// threads than on one; 1x64x80x80, 2.9 MB, 30% faster), and at most kSplitBytes: above it each
+// thread's half-pixel stripes go to memory twice (zero, then scatter) and two threads measured
+// 1.1-1.75x slower than one (1x64x256x256 to 1x64x1024x1024, 29 MB to 470 MB; 1x64x90x90 to
+// 1x64x182x182, 3.6 to 15 MB, were 1.1-1.4x faster).
 int64_t planes_per_group(const View& o, Layout layout, int64_t cores, int64_t call_bytes) {
-  constexpr int64_t kGroupBytes = 1 << 20, kLineBytes = 64;
+  constexpr int64_t kGroupBytes = 1 << 20, kLineBytes = 64, kSplitBytes = 16 << 20;
   const int64_t size = static_cast<int64_t>(dtype_size(o.dtype));
   const int64_t planes = o.shape[0] * o.shape[1], channels = o.shape[1];
   const int64_t plane_bytes = std::max<int64_t>(1, o.plane() * size);
   if (layout == Layout::channels_last) {
-    if (o.shape[0] >= cores || call_bytes < 8 * min_parallel_bytes()) return channels;
+    if (o.shape[0] >= cores || call_bytes < 8 * min_parallel_bytes() || call_bytes > kSplitBytes) {
+      return channels;
+    }
     const int64_t line = std::max<int64_t>(1, kLineBytes / size);
     const int64_t blocks = std::min(cores, std::max<int64_t>(1, channels / line));
     return (channels / blocks + line - 1) / line * line;
