@@ -6,23 +6,28 @@
 
 namespace poolgen::test {
 
-inline bool pool_kernel_built(DType value, DType index) {
+// Whether compiled_kernels() lists one that `matches`.
+template <typename Predicate>
+bool any_kernel_built(Predicate matches) {
   for (const KernelInfo& k : compiled_kernels()) {
-    if (k.op == "pool" && k.value_dtype == value && k.index_dtype == index) return true;
+    if (matches(k)) return true;
   }
   return false;
+}
+
+inline bool pool_kernel_built(DType value, DType index) {
+  return any_kernel_built([&](const KernelInfo& k) {
+    return k.op == "pool" && k.value_dtype == value && k.index_dtype == index;
+  });
 }
 
 // Whether the build has fixed-window pooling kernels (k2s2p0, k3s2p1) for these types
 // (POOLGEN_FIXED_WINDOW_TYPES): the others pool those windows with the general kernels.
 inline bool fixed_window_built(DType value, DType index) {
-  for (const KernelInfo& k : compiled_kernels()) {
-    if (k.op == "pool" && k.value_dtype == value && k.index_dtype == index &&
-        k.name.find("_k2s2p0") != std::string::npos) {
-      return true;
-    }
-  }
-  return false;
+  return any_kernel_built([&](const KernelInfo& k) {
+    return k.op == "pool" && k.value_dtype == value && k.index_dtype == index &&
+           k.name.find("_k2s2p0") != std::string::npos;
+  });
 }
 
 inline bool any_pool_kernel(DType value) {
@@ -31,13 +36,10 @@ inline bool any_pool_kernel(DType value) {
 
 // Unpooling kernels move bits: one of the same element width serves.
 inline bool unpool_kernel_built(DType value, DType index) {
-  for (const KernelInfo& k : compiled_kernels()) {
-    if (k.op.rfind("unpool", 0) == 0 && dtype_size(k.value_dtype) == dtype_size(value) &&
-        k.index_dtype == index) {
-      return true;
-    }
-  }
-  return false;
+  return any_kernel_built([&](const KernelInfo& k) {
+    return k.op.rfind("unpool", 0) == 0 && dtype_size(k.value_dtype) == dtype_size(value) &&
+           k.index_dtype == index;
+  });
 }
 
 }  // namespace poolgen::test

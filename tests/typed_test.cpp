@@ -1159,5 +1159,46 @@ TEST(TypedThreads, SmallCallsStayOnTheCallingThread) {
   EXPECT_GT(process_threads(), idle) << "a shared call started no worker";
 }
 
+// One channels-last image unpooled on two threads: its channels are split between the threads
+// only while the call moves 8 x min_parallel_bytes (2 MiB) to 16 MiB; above 16 MiB the image is
+// one task on the calling thread (split, each thread's stripes went to memory twice and two
+// threads measured slower than one: docs/kernels.md, "Threads").
+TEST(TypedThreads, LargeChannelsLastImageUnpoolsAsOneTask) {
+  if (!missing_kernels(DType::f32, DType::i64, true).empty()) GTEST_SKIP() << "no f32/i64 kernels";
+  if (process_threads() < 0) GTEST_SKIP() << "/proc/self/task is unreadable";
+  ThreadsReset reset;
+  set_min_parallel_bytes(-1);
+  set_num_threads(2);  // restarts the pool: it has no worker until a call shares its tasks
+  const int idle = process_threads();
+  UnpoolOptions uo;
+  uo.kernel_size = {2};
+  // Unpools 1x64x(2h)x(2h) from each 2x2 window's top-left cell; the output's values are checked.
+  auto unpool_image = [&](int64_t h) {
+    const int64_t c = 64, w = 2 * h;
+    const Ints pooled{1, c, h, h}, shape{1, c, w, w};
+    std::vector<float> values(test::numel(pooled)), output(test::numel(shape), -1.0f);
+    std::vector<int64_t> indices(values.size());
+    for (size_t i = 0; i < values.size(); ++i) {  // memory order: rows, columns, channels
+      const int64_t y = static_cast<int64_t>(i) / c / h, x = static_cast<int64_t>(i) / c % h;
+      values[i] = static_cast<float>(i % 1000) + 1.0f;
+      indices[i] = 2 * y * w + 2 * x;
+    }
+    ASSERT_TRUE(max_unpool(2, channels_last(values.data(), pooled),
+                           channels_last(indices.data(), pooled),
+                           channels_last(output.data(), shape), uo)
+                    .ok());
+    for (size_t i = 0; i < output.size(); ++i) {
+      const int64_t pixel = static_cast<int64_t>(i) / c, y = pixel / w, x = pixel % w;
+      const size_t from = static_cast<size_t>(((y / 2) * h + x / 2) * c) + i % c;
+      const float expected = y % 2 == 0 && x % 2 == 0 ? values[from] : 0.0f;
+      ASSERT_EQ(output[i], expected) << "output element " << i;
+    }
+  };
+  unpool_image(128);  // 16 + 4 + 8 MiB: one task
+  EXPECT_EQ(process_threads(), idle) << "an image above 16 MiB was split between threads";
+  unpool_image(64);  // 4 + 1 + 2 MiB: two channel blocks
+  EXPECT_GT(process_threads(), idle) << "an image of 7 MiB was not split between threads";
+}
+
 }  // namespace
 }  // namespace poolgen
