@@ -69,6 +69,22 @@ foreach (cc IN LISTS POOLGEN_CUDA_CAPABILITIES)
                        ${layout} ${POOLGEN_WIDTH_DTYPE_${bits}} ${index}
                        GENERATOR max_unpool_winner CUDA_CAPABILITY ${cc})
       endforeach ()
+      # The backward ops: pooling's as the accumulating scatter (a thread per plane keeps the
+      # order of additions), unpooling's as the gather by index reporting invalid indices.
+      foreach (value IN LISTS POOLGEN_GRADIENT_TYPES)
+        if (value IN_LIST POOLGEN_CUDA_POOL_TYPES)
+          poolgen_kernel(max_pool_backward_scatter${tag}_${value}_${index}${sm}
+                         pool_backward_scatter 0 0 0 0 ${layout} ${value} ${index}
+                         GENERATOR max_unpool_scatter PARAMS accumulate=true
+                         CUDA_CAPABILITY ${cc})
+        endif ()
+      endforeach ()
+      foreach (bits IN LISTS POOLGEN_GRADIENT_WIDTHS)
+        poolgen_kernel(max_unpool_backward${tag}_b${bits}_${index}${sm} unpool_backward 0 0 0 0
+                       ${layout} ${POOLGEN_WIDTH_DTYPE_${bits}} ${index}
+                       GENERATOR max_unpool_backward PARAMS report_invalid=true
+                       CUDA_CAPABILITY ${cc})
+      endforeach ()
     endforeach ()
   endforeach ()
 endforeach ()

@@ -41,6 +41,7 @@ else ()
   file(GLOB runtime_headers ${PROJECT_SOURCE_DIR}/runtime/*.hpp)
   install(FILES ${POOLGEN_RUNTIME_SOURCES} ${runtime_headers} ${halide_runtime_headers}
                 ${PROJECT_BINARY_DIR}/generated/kernel_table.inc
+                ${PROJECT_BINARY_DIR}/generated/backward_kernel_table.inc
           DESTINATION ${POOLGEN_RUNTIME_SOURCE_DIR})
 endif ()
 

@@ -118,11 +118,16 @@ add_halide_runtime(poolgen_halide_runtime TARGETS ${POOLGEN_CPU_TARGETS})
 
 set(POOLGEN_KERNEL_LIBRARIES "")
 set(POOLGEN_KERNEL_TABLE "")
+set(POOLGEN_BACKWARD_KERNEL_TABLE "")
 
 # poolgen_kernel(<name> <op> <nd> <k> <s> <p> <layout> <value> <index> GENERATOR <gen>
 #                [KNOBS <knob-set>] [PARAMS ...] [CUDA_CAPABILITY <cc>])
-#   op: pool | unpool_scatter | unpool_gather | unpool_winner;  nd = 0: any rank;  k = 0: any
+#   op: pool | unpool_scatter | unpool_gather | unpool_winner | pool_backward_scatter |
+#   pool_backward_gather | unpool_backward;  nd = 0: any rank;  k = 0: any
 #   window;  layout: contiguous | channels_last;  value, index: poolgen dtype names
+#   The backward ops' kernels are listed in a table of their own (backward_kernel_table.inc),
+#   which only the runtime's backward entry points name: a program that never calls them links
+#   none of their code.
 #   KNOBS: the kernel family whose CPU schedule choices it takes (POOLGEN_KNOBS_<family> and
 #   POOLGEN_TUNED_<family>, above)
 #   CUDA_CAPABILITY: a CUDA kernel for that capability (70: sm_70) instead of a CPU one
@@ -155,10 +160,23 @@ function(poolgen_kernel name op nd k s p layout value index)
            index_type=${POOLGEN_HALIDE_TYPE_${index}} ${cpu_schedule}
     PLUGINS ${plugins})
   set(POOLGEN_KERNEL_LIBRARIES ${POOLGEN_KERNEL_LIBRARIES} ${name} PARENT_SCOPE)
-  string(APPEND POOLGEN_KERNEL_TABLE "POOLGEN_KERNEL(${op}, ${nd}, ${k}, ${s}, ${p}, ${layout}, "
+  set(table POOLGEN_KERNEL_TABLE)
+  if (op MATCHES "backward")
+    set(table POOLGEN_BACKWARD_KERNEL_TABLE)
+  endif ()
+  string(APPEND ${table} "POOLGEN_KERNEL(${op}, ${nd}, ${k}, ${s}, ${p}, ${layout}, "
          "${value}, ${index}, ${device}, ${capability}, ${name})\n")
-  set(POOLGEN_KERNEL_TABLE "${POOLGEN_KERNEL_TABLE}" PARENT_SCOPE)
+  set(${table} "${${table}}" PARENT_SCOPE)
 endfunction()
+
+# poolgen_window(<window> <k> <s> <p>): the kernel, stride and padding of a POOLGEN_FAST_WINDOWS
+# entry ("2 2 0").
+macro(poolgen_window window k s p)
+  string(REPLACE " " ";" poolgen_window_fields "${window}")
+  list(GET poolgen_window_fields 0 ${k})
+  list(GET poolgen_window_fields 1 ${s})
+  list(GET poolgen_window_fields 2 ${p})
+endmacro()
 
 # poolgen_layout_tag(<out> <layout>): the kernel name's layout tag ("" or "_cl").
 function(poolgen_layout_tag out layout)
@@ -220,10 +238,7 @@ foreach (value IN LISTS POOLGEN_VALUE_TYPES)
           continue ()
         endif ()
         foreach (window IN LISTS POOLGEN_FAST_WINDOWS)
-          separate_arguments(window)
-          list(GET window 0 k)
-          list(GET window 1 s)
-          list(GET window 2 p)
+          poolgen_window("${window}" k s p)
           set(family max_pool${nd}d_k${k}s${s}p${p}${tag})
           if (family IN_LIST POOLGEN_SKIPPED_FAST_KERNELS)
             continue ()
@@ -248,16 +263,68 @@ foreach (bits IN LISTS POOLGEN_VALUE_WIDTHS)
       endif ()
       foreach (nd 2 3)
         foreach (window IN LISTS POOLGEN_FAST_WINDOWS)
-          separate_arguments(window)
-          list(GET window 0 k)
-          list(GET window 1 s)
-          list(GET window 2 p)
+          poolgen_window("${window}" k s p)
           set(family max_unpool${nd}d_k${k}s${s}p${p}${tag})
           poolgen_kernel(${family}_b${bits}_${index} unpool_gather ${nd} ${k} ${s} ${p} ${layout}
                          ${types} GENERATOR max_unpool_gather KNOBS ${family}
                          PARAMS rank=${nd} fixed_kernel=${k} fixed_stride=${s} fixed_padding=${p})
         endforeach ()
       endforeach ()
+    endforeach ()
+  endforeach ()
+endforeach ()
+
+# The backward ops (training): the gradient types are the float value types autograd uses.
+# Max pooling's backward is unpooling that adds (docs/semantics.md): the scatter with
+# `accumulate`, which zeroes a cache-sized group of planes and adds into it in input order (a
+# thread per plane on CUDA); the unpooling's backward is a gather by index per element width.
+# The window gather with `accumulate` serves the fixed windows too, but measured 1.3-6x slower
+# than the scatter on x86 (f32, one thread, ms, gather / scatter: 8x64x112x112 k2s2p0 6.9 / 2.6,
+# k3s2p1 16.9 / 2.7, NHWC 4.7 / 3.7 and 8.9 / 3.8; 2x16x32x64x64 k2s2p0 3.7 / 1.2; 8x64x65536
+# 1-D 67 / 34), so it is built only on request: -DPOOLGEN_BACKWARD_WINDOW_TYPES="f32;bf16".
+set(POOLGEN_GRADIENT_TYPES "")
+foreach (value f32 f64 f16 bf16)
+  if (value IN_LIST POOLGEN_VALUE_TYPES)
+    list(APPEND POOLGEN_GRADIENT_TYPES ${value})
+  endif ()
+endforeach ()
+set(POOLGEN_BACKWARD_WINDOW_TYPES "" CACHE STRING
+    "Gradient types with fixed-window pooling backward kernels (window gathers for k2s2p0, k3s2p1)")
+set(POOLGEN_SKIPPED_BACKWARD_KERNELS max_pool3d_backward_k3s2p1 max_pool3d_backward_k3s2p1_cl)
+set(POOLGEN_GRADIENT_WIDTHS "")
+foreach (value IN LISTS POOLGEN_GRADIENT_TYPES)
+  list(APPEND POOLGEN_GRADIENT_WIDTHS ${POOLGEN_WIDTH_${value}})
+endforeach ()
+list(REMOVE_DUPLICATES POOLGEN_GRADIENT_WIDTHS)
+foreach (index IN LISTS POOLGEN_INDEX_TYPES)
+  foreach (layout contiguous channels_last)
+    poolgen_layout_tag(tag ${layout})
+    foreach (value IN LISTS POOLGEN_GRADIENT_TYPES)
+      set(types ${value} ${index})
+      poolgen_kernel(max_pool_backward_scatter${tag}_${value}_${index} pool_backward_scatter
+                     0 0 0 0 ${layout} ${types} GENERATOR max_unpool_scatter
+                     KNOBS max_unpool_scatter${tag} PARAMS accumulate=true)
+      if (NOT value IN_LIST POOLGEN_BACKWARD_WINDOW_TYPES)
+        continue ()
+      endif ()
+      foreach (nd 1 2 3)
+        foreach (window IN LISTS POOLGEN_FAST_WINDOWS)
+          poolgen_window("${window}" k s p)
+          set(family max_pool${nd}d_backward_k${k}s${s}p${p}${tag})
+          if (family IN_LIST POOLGEN_SKIPPED_BACKWARD_KERNELS)
+            continue ()
+          endif ()
+          poolgen_kernel(${family}_${value}_${index} pool_backward_gather ${nd} ${k} ${s} ${p}
+                         ${layout} ${types} GENERATOR max_unpool_gather KNOBS ${family}
+                         PARAMS rank=${nd} fixed_kernel=${k} fixed_stride=${s}
+                                fixed_padding=${p} accumulate=true)
+        endforeach ()
+      endforeach ()
+    endforeach ()
+    foreach (bits IN LISTS POOLGEN_GRADIENT_WIDTHS)
+      poolgen_kernel(max_unpool_backward${tag}_b${bits}_${index} unpool_backward 0 0 0 0
+                     ${layout} ${POOLGEN_WIDTH_DTYPE_${bits}} ${index}
+                     GENERATOR max_unpool_backward KNOBS max_unpool_backward${tag})
     endforeach ()
   endforeach ()
 endforeach ()
@@ -284,3 +351,7 @@ file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/kernel_table.inc
 #define POOLGEN_CPU_FLOOR_TARGET \"${POOLGEN_CPU_FLOOR_TARGET}\"\n\
 #define POOLGEN_CPU_FLOOR_FEATURES ${POOLGEN_CPU_FLOOR_FEATURES}\n\
 #define POOLGEN_CUDA_TARGET_PREFIX \"${POOLGEN_CUDA_TARGET_PREFIX}\"\n${POOLGEN_KERNEL_TABLE}")
+file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/backward_kernel_table.inc
+     CONTENT "// Generated by cmake/PoolgenKernels.cmake: every compiled kernel of the backward ops.\n\
+// POOLGEN_KERNEL(op, nd, kernel, stride, padding, layout, value, index, device, capability, name)\n\
+${POOLGEN_BACKWARD_KERNEL_TABLE}")

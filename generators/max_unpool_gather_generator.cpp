@@ -5,6 +5,12 @@
 //
 // It equals the scatter only while every cell's index names a slot inside that cell's own window;
 // a cell that breaks this stops the kernel with an error and the runtime takes the scatter path.
+//
+// With `accumulate` it is max pooling's backward for that window (docs/semantics.md,
+// "Gradients"): cells are the pooled gradients, slots the pooling input's positions, and a slot
+// sums the candidates naming it in input order, in the value type's arithmetic (add_in_type),
+// which is the scatter's order of additions: the two agree bit for bit. An index outside the
+// plane (which no slot matches) is dropped, as the scatter drops it, instead of stopping.
 #include "Halide.h"
 #include "window.h"
 #include "cpu_schedules.h"
@@ -24,6 +30,7 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
   GeneratorParam<int> fixed_stride{"fixed_stride", 2};
   GeneratorParam<int> fixed_padding{"fixed_padding", 0};
   GeneratorParam<Layout> layout{"layout", Layout::contiguous, kLayoutNames};
+  GeneratorParam<bool> accumulate{"accumulate", false};
 
   GeneratorParam<std::string> cpu_schedule{"cpu_schedule", ""};  // knobs.h
 
@@ -45,11 +52,17 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
       out_extent[i] = output_->dim(spatial_dim(i, l)).extent();
     }
 
-    // in_window(cell): the cell's index names a slot inside the cell's own window.
+    // in_window(cell): the cell's index names a slot inside the cell's own window (or, when
+    // accumulating, no slot at all).
     std::vector<Var> cell_vars(nd);
     std::vector<Expr> cell(cell_vars.begin(), cell_vars.end());
     Expr index = (*indices_)(tensor_args(cell, c_, n_, l));
     Expr in_window = Internal::const_false();
+    if (accumulate) {
+      Expr plane = cast(index_type, 1);
+      for (int i = 0; i < nd; ++i) plane *= cast(index_type, out_extent[i]);
+      in_window = index < 0 || index >= plane;
+    }
     for_each_offset(nd, k, [&](const std::vector<int>& tap) {
       std::vector<Expr> slot(nd);
       Expr inside = Internal::const_true();
@@ -100,7 +113,8 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
       std::vector<Expr> candidate(nd);
       for (int i = 0; i < nd; ++i) candidate[i] = (x[i] + p) / s - (candidates - 1) + j[i];
       const std::vector<Expr> at = tensor_args(candidate, c_, n_, l);
-      result = select(claimed(at) == here, value(at), result);
+      result = select(claimed(at) == here, accumulate ? add_in_type(result, value(at)) : value(at),
+                      result);
     });
     (*output_)(tensor_args(x, c_, n_, l)) = result;
 

@@ -3,9 +3,15 @@
 // hands dense planes over), which makes the index the slot with no decoding. The runtime runs it
 // on cache-sized groups of planes, one group per task, so the scatter finds its freshly zeroed
 // planes in cache. Values are moved, never compared: value_type only sets the element width.
+//
+// With `accumulate` it is max pooling's backward (docs/semantics.md, "Gradients"): the same
+// scatter into the pooling input's planes, but each value is added to its slot, in input order
+// and in the value type's arithmetic (add_in_type), and an index outside the plane (an empty
+// window's) is dropped instead of stopping the kernel.
 #include "Halide.h"
 #include "window.h"
 #include "cpu_schedules.h"
+#include "gpu_schedules.h"
 #include "knobs.h"
 
 namespace poolgen {
@@ -18,8 +24,10 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
   GeneratorParam<Type> value_type{"value_type", Float(32)};
   GeneratorParam<Type> index_type{"index_type", Int(64)};
   GeneratorParam<Layout> layout{"layout", Layout::contiguous, kLayoutNames};
+  GeneratorParam<bool> accumulate{"accumulate", false};
 
   GeneratorParam<std::string> cpu_schedule{"cpu_schedule", ""};  // knobs.h
+  GpuScatterSchedule gpu_knobs;  // pool backward's (unpooling runs max_unpool_winner on GPUs)
 
   void configure() {
     // (plane offset, c, n), or (c, plane offset, n) in channels-last; indices as values
@@ -38,19 +46,30 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
     const std::vector<Expr> element = tensor_args<Expr>({r}, c_, n_, l);
     Expr index = (*indices_)(element);
     Expr plane = cast(index_type, output_->dim(plane_dim).extent());
-    // An invalid index stops the kernel with an error; the clamp keeps even that store inside
-    // the plane, so nothing outside the output is ever written.
+    Expr valid = index >= 0 && index < plane;
+    // The clamp keeps every store inside the plane, so nothing outside the output is written.
     Expr slot = cast<int32_t>(clamp(index, 0, plane - 1));
-    out(tensor_args<Expr>({slot}, c_, n_, l)) =
-        require(index >= 0 && index < plane, (*values_)(element), "max_unpool: index", index,
-                "outside plane of", plane);
+    const std::vector<Expr> at = tensor_args<Expr>({slot}, c_, n_, l);
+    Expr value = (*values_)(element);
+    if (accumulate) {
+      // A dropped element adds -0.0 to the slot it was clamped to, which leaves every value as
+      // it is (-0.0 too); a where-clause would keep channels-last's vectors from forming.
+      out(at) = add_in_type(out(at), select(valid, value, -cast(value_type, 0)));
+    } else {
+      // An invalid index stops the kernel with an error.
+      out(at) = require(valid, value, "max_unpool: index", index, "outside plane of", plane);
+    }
 
     // Estimates for the autoschedulers: the 2-D benchmark shape's planes.
     values_->set_estimates(representative_region(2, l, 2, true));
     indices_->set_estimates(representative_region(2, l, 2, true));
     output_->set_estimates(representative_region(2, l, 1, true));
-    apply_cpu_schedule<CpuScatterSchedule>(cpu_schedule, ScatterStages{out, p_, c_, n_, r, l},
-                                           {out}, get_target());
+    const ScatterStages stages{out, p_, c_, n_, r, l};
+    if (get_target().has_gpu_feature()) {
+      gpu_knobs.apply(stages, get_target());
+    } else {
+      apply_cpu_schedule<CpuScatterSchedule>(cpu_schedule, stages, {out}, get_target());
+    }
   }
 
  private:

@@ -49,6 +49,17 @@ inline Halide::Expr lowest(const Halide::Type& t) {
                       : t.min();
 }
 
+// a + b the way PyTorch's CPU kernels add tensors of a's type: f32 and f64 natively; the 16-bit
+// floats widen to f32, add, and round back to their type (to nearest, ties to even) after every
+// addition, as c10::Half and c10::BFloat16 do (docs/semantics.md, "Gradients").
+inline Halide::Expr add_in_type(const Halide::Expr& a, const Halide::Expr& b) {
+  const Halide::Type t = a.type();
+  if (t.is_float() && t.bits() == 16) {
+    return Halide::cast(t, Halide::cast<float>(a) + Halide::cast<float>(b));
+  }
+  return a + b;
+}
+
 // Halide's order of a tensor's arguments: spatial (innermost first), channel, batch; in
 // channels-last, the channel comes first.
 template <typename T>

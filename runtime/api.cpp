@@ -73,13 +73,16 @@ POOLGEN_TYPED_VIEWS(int64_t, DType::i64)
 #undef POOLGEN_TYPED_VIEWS
 
 std::vector<KernelInfo> compiled_kernels() {
-  static const char* const kOps[] = {"pool", "unpool_scatter", "unpool_gather", "unpool_winner"};
   std::vector<KernelInfo> kernels;
-  for (const detail::Kernel& k : detail::kernel_table()) {
-    std::vector<std::string> targets = {POOLGEN_CPU_TARGET_NAMES};
-    if (k.device == Device::cuda) targets = {POOLGEN_CUDA_TARGET_PREFIX + std::to_string(k.capability)};
-    kernels.push_back({k.name, kOps[static_cast<int>(k.op)], k.nd, k.layout, k.value, k.index,
-                       targets, k.device, k.capability});
+  for (const detail::KernelTable* table : detail::registered_kernel_tables()) {
+    for (const detail::Kernel& k : table->kernels()) {
+      std::vector<std::string> targets = {POOLGEN_CPU_TARGET_NAMES};
+      if (k.device == Device::cuda) {
+        targets = {POOLGEN_CUDA_TARGET_PREFIX + std::to_string(k.capability)};
+      }
+      kernels.push_back({k.name, detail::op_name(k.op), k.nd, k.layout, k.value, k.index,
+                         targets, k.device, k.capability});
+    }
   }
   return kernels;
 }

@@ -22,22 +22,6 @@ Device call_device(Device requested, const TensorView& leading) {
   return requested == Device::cuda || leading.device == Device::cuda ? Device::cuda : Device::cpu;
 }
 
-namespace {
-const char* device_name(Device device) { return device == Device::cuda ? "cuda" : "cpu"; }
-}  // namespace
-
-Status check_same_device(const View& leading, const char* leading_name,
-                         std::initializer_list<std::pair<const char*, const View*>> others) {
-  for (const auto& [name, view] : others) {
-    if (view->device != leading.device) {
-      return fail(Code::invalid_argument, name, ": expected a tensor on device ",
-                  device_name(leading.device), " as ", leading_name, ", got device ",
-                  device_name(view->device), " (", static_cast<int>(view->device), ")");
-    }
-  }
-  return {};
-}
-
 Status check_device_view(const char* argument, const View& view, Layout layout, bool flat) {
   if (view.device != Device::cuda || (fits(view, layout) && (!flat || view.flat_planes(layout)))) {
     return {};

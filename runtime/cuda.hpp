@@ -17,11 +17,6 @@ namespace poolgen::detail {
 // input, unpooling's values) lives there.
 Device call_device(Device requested, const TensorView& leading);
 
-// Every view of a call must be on the leading view's device: else invalid_argument naming the
-// first one that is not.
-Status check_same_device(const View& leading, const char* leading_name,
-                         std::initializer_list<std::pair<const char*, const View*>> others);
-
 // The compute capability of the current CUDA device (86 for sm_86), or an unsupported error
 // saying why there is none (no CUDA kernels in this build, no driver, no device).
 Status cuda_capability(int* capability);

@@ -25,23 +25,41 @@ extern "C" void __tsan_release(void* address);
 #include <utility>
 
 extern "C" {
-#define POOLGEN_KERNEL(op, nd, k, s, p, layout, value, index, device, capability, name) \
-  int name##_argv(void** args);
+#define POOLGEN_KERNEL POOLGEN_KERNEL_DECLARATION
 #include "kernel_table.inc"
 #undef POOLGEN_KERNEL
 }
 
 namespace poolgen::detail {
 
-const std::vector<Kernel>& kernel_table() {
-  static const std::vector<Kernel> table = {
-#define POOLGEN_KERNEL(op, nd, k, s, p, layout, value, index, device, capability, name) \
-  {Op::op, nd, k, s, p, Layout::layout, DType::value, DType::index, Device::device, capability, \
-   name##_argv, #name},
+const KernelTable& forward_kernels() {
+  static const KernelTable table({
+#define POOLGEN_KERNEL POOLGEN_KERNEL_ENTRY
 #include "kernel_table.inc"
 #undef POOLGEN_KERNEL
-  };
+  });
   return table;
+}
+
+namespace {
+
+std::vector<const KernelTable*>& tables() {
+  static std::vector<const KernelTable*> registered{&forward_kernels()};
+  return registered;
+}
+
+}  // namespace
+
+// Tables register from static initializers, before main and before any thread could ask.
+void register_kernel_table(const KernelTable& table) { tables().push_back(&table); }
+
+const std::vector<const KernelTable*>& registered_kernel_tables() { return tables(); }
+
+const char* op_name(Op op) {
+  static const char* const kNames[] = {"pool",          "unpool_scatter",        "unpool_gather",
+                                       "unpool_winner", "pool_backward_scatter", "pool_backward_gather",
+                                       "unpool_backward"};
+  return kNames[static_cast<int>(op)];
 }
 
 const char* layout_name(Layout layout) {
@@ -83,28 +101,19 @@ bool window_matches(const Kernel& k, const Window* w) {
   return true;
 }
 
-// What a kernel and a query must share exactly. Pooling compares values, so its kernels are
-// per dtype; unpooling only moves them, so its kernels serve every dtype of their width.
+// What a kernel and a query must share exactly. Pooling compares values and its backward adds
+// them, so their kernels are per dtype; the others only move values, so their kernels serve
+// every dtype of their width.
 using Bucket = std::tuple<Op, Layout, int, DType, Device>;
 
-Bucket bucket_of(Op op, Layout layout, DType value, DType index, Device device) {
-  const int value_class = op == Op::pool ? 100 + static_cast<int>(value)
-                                         : static_cast<int>(dtype_size(value));
-  return {op, layout, value_class, index, device};
+bool per_dtype(Op op) {
+  return op == Op::pool || op == Op::pool_backward_scatter || op == Op::pool_backward_gather;
 }
 
-// The table grouped by bucket: a call scans the few kernels of its own.
-const std::vector<const Kernel*>& bucket(const KernelQuery& q) {
-  static const auto buckets = [] {
-    std::map<Bucket, std::vector<const Kernel*>> map;
-    for (const Kernel& k : kernel_table()) {
-      map[bucket_of(k.op, k.layout, k.value, k.index, k.device)].push_back(&k);
-    }
-    return map;
-  }();
-  static const std::vector<const Kernel*> none;
-  const auto found = buckets.find(bucket_of(q.op, q.layout, q.value, q.index, q.device));
-  return found == buckets.end() ? none : found->second;
+Bucket bucket_of(Op op, Layout layout, DType value, DType index, Device device) {
+  const int value_class = per_dtype(op) ? 100 + static_cast<int>(value)
+                                        : static_cast<int>(dtype_size(value));
+  return {op, layout, value_class, index, device};
 }
 
 // Kernels are built with the user_context feature: the context is the call's KernelContext.
@@ -145,12 +154,33 @@ std::atomic<int64_t> min_parallel{kDefaultMinParallelBytes};
 
 }  // namespace
 
-const Kernel* find_kernel(const KernelQuery& query) {
+// The table grouped by bucket: a call scans the few kernels of its own.
+struct KernelTable::Buckets {
+  std::map<Bucket, std::vector<const Kernel*>> map;
+};
+
+KernelTable::KernelTable(std::vector<Kernel> kernels) : kernels_(std::move(kernels)) {
+  auto buckets = std::make_shared<Buckets>();
+  for (const Kernel& k : kernels_) {
+    buckets->map[bucket_of(k.op, k.layout, k.value, k.index, k.device)].push_back(&k);
+  }
+  buckets_ = std::move(buckets);
+}
+
+const std::vector<const Kernel*>& KernelTable::candidates(Op op, Layout layout, DType value,
+                                                          DType index, Device device) const {
+  static const std::vector<const Kernel*> none;
+  const auto found = buckets_->map.find(bucket_of(op, layout, value, index, device));
+  return found == buckets_->map.end() ? none : found->second;
+}
+
+const Kernel* find_kernel(const KernelTable& table, const KernelQuery& query) {
   // A fixed window beats the general kernel; then the larger capability (CUDA).
   auto rank = [](const Kernel& k) { return std::make_pair(k.kernel != 0, k.capability); };
   const Kernel* best = nullptr;
   if (!cpu_meets_floor()) return best;
-  for (const Kernel* k : bucket(query)) {
+  for (const Kernel* k :
+       table.candidates(query.op, query.layout, query.value, query.index, query.device)) {
     if ((k->nd == 0 || k->nd == query.nd) && k->capability <= query.capability &&
         window_matches(*k, query.window) && (!best || rank(*k) > rank(*best))) {
       best = k;
@@ -159,8 +189,9 @@ const Kernel* find_kernel(const KernelQuery& query) {
   return best;
 }
 
-Status choose_kernel(const KernelQuery& query, const char* argument, const Kernel** kernel) {
-  *kernel = find_kernel(query);
+Status choose_kernel(const KernelTable& table, const KernelQuery& query, const char* argument,
+                     const Kernel** kernel) {
+  *kernel = find_kernel(table, query);
   if (*kernel) return {};
   if (!cpu_meets_floor()) {  // find_kernel found none for that reason
     return fail(Code::unsupported, "CPU: expected the instruction sets of this build's least ",
@@ -169,8 +200,8 @@ Status choose_kernel(const KernelQuery& query, const char* argument, const Kerne
                 "runs on every CPU)");
   }
   std::set<std::string> values, indices;
-  for (const Kernel& k : kernel_table()) {
-    if (k.op == Op::pool) values.insert(dtype_name(k.value));
+  for (const Kernel& k : table.kernels()) {
+    if (per_dtype(k.op)) values.insert(dtype_name(k.value));
     indices.insert(dtype_name(k.index));
   }
   auto join = [](const std::set<std::string>& names) {
@@ -186,8 +217,18 @@ Status choose_kernel(const KernelQuery& query, const char* argument, const Kerne
               "(value types {", join(values), "}, index types {", join(indices),
               "}: CMake options POOLGEN_VALUE_TYPES, POOLGEN_INDEX_TYPES), got dtype ",
               dtype_name(query.value), " with ", dtype_name(query.index), " indices (",
-              layout_name(query.layout), " layout), for which this build has no", device,
-              query.op == Op::pool ? " max_pool" : " max_unpool", " kernel");
+              layout_name(query.layout), " layout), for which this build has no", device, " ",
+              op_title(query.op), " kernel");
+}
+
+const char* op_title(Op op) {
+  switch (op) {
+    case Op::pool: return "max_pool";
+    case Op::pool_backward_scatter:
+    case Op::pool_backward_gather: return "max_pool_backward";
+    case Op::unpool_backward: return "max_unpool_backward";
+    default: return "max_unpool";
+  }
 }
 
 Status kernel_failed(const Kernel& kernel, const std::string& error) {

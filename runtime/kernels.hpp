@@ -7,12 +7,25 @@
 #include "shapes.hpp"
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace poolgen::detail {
 
-enum class Op { pool, unpool_scatter, unpool_gather, unpool_winner };
+enum class Op {
+  pool,
+  unpool_scatter,
+  unpool_gather,
+  unpool_winner,
+  // The backward ops: max pooling's is unpooling that adds (the scatter and the window gather
+  // with accumulate), max unpooling's a gather by index.
+  pool_backward_scatter,
+  pool_backward_gather,
+  unpool_backward,
+};
+const char* op_name(Op op);   // "pool", "pool_backward_scatter", ... (KernelInfo::op)
+const char* op_title(Op op);  // the API function whose calls run it: "max_pool", ...
 
 struct Kernel {
   Op op;
@@ -26,7 +39,39 @@ struct Kernel {
   const char* name;
 };
 
-const std::vector<Kernel>& kernel_table();
+// A generated table of kernels, grouped once by what a query must match exactly.
+class KernelTable {
+ public:
+  explicit KernelTable(std::vector<Kernel> kernels);
+  const std::vector<Kernel>& kernels() const { return kernels_; }
+  // The kernels a query's op, layout, value class, index dtype and device allow.
+  const std::vector<const Kernel*>& candidates(Op op, Layout layout, DType value, DType index,
+                                               Device device) const;
+
+ private:
+  std::vector<Kernel> kernels_;
+  struct Buckets;
+  std::shared_ptr<const Buckets> buckets_;
+};
+
+// The forward ops' kernels (kernel_table.inc), and the backward ops' (backward_kernel_table.inc,
+// runtime/backward_kernels.cpp): separate so that a program calling only forward ops links no
+// backward kernel. A table registers itself for compiled_kernels() when its translation unit is
+// linked.
+const KernelTable& forward_kernels();
+const KernelTable& backward_kernels();
+void register_kernel_table(const KernelTable& table);
+const std::vector<const KernelTable*>& registered_kernel_tables();
+
+// A generated table's rows (POOLGEN_KERNEL(op, nd, k, s, p, layout, value, index, device,
+// capability, name)) as declarations of the kernels' argv entry points, or as Kernel entries.
+#define POOLGEN_KERNEL_DECLARATION(op, nd, k, s, p, layout, value, index, device, capability, \
+                                   name)                                                      \
+  int name##_argv(void** args);
+#define POOLGEN_KERNEL_ENTRY(op, nd, k, s, p, layout, value, index, device, capability, name) \
+  {::poolgen::detail::Op::op, nd, k, s, p, ::poolgen::Layout::layout,                          \
+   ::poolgen::DType::value, ::poolgen::DType::index, ::poolgen::Device::device, capability,    \
+   name##_argv, #name},
 
 // What a call needs of a kernel.
 struct KernelQuery {
@@ -39,13 +84,14 @@ struct KernelQuery {
   int capability;  // CUDA: the device's compute capability (86: sm_86); CPU: 0
 };
 
-// The fastest kernel serving `query`: one whose fixed window matches, else the general one; on
-// CUDA, of the largest capability the device meets. Null if the build has none.
-const Kernel* find_kernel(const KernelQuery& query);
+// The fastest kernel of `table` serving `query`: one whose fixed window matches, else the
+// general one; on CUDA, of the largest capability the device meets. Null if the build has none.
+const Kernel* find_kernel(const KernelTable& table, const KernelQuery& query);
 
 // find_kernel, or an `unsupported` error naming `argument` (the tensor whose dtype and layout
 // decided) and the combination this build lacks.
-Status choose_kernel(const KernelQuery& query, const char* argument, const Kernel** kernel);
+Status choose_kernel(const KernelTable& table, const KernelQuery& query, const char* argument,
+                     const Kernel** kernel);
 
 // The internal error of a kernel that failed with Halide's message `error`.
 Status kernel_failed(const Kernel& kernel, const std::string& error);

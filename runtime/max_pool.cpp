@@ -51,7 +51,7 @@ Status choose(const TensorView& input, DType index_dtype, const PoolOptions& opt
                  options.path == Path::automatic ? &call->window : nullptr,
                  call->device,
                  capability};
-  return choose_kernel(call->query, "input", &call->kernel);
+  return choose_kernel(forward_kernels(), call->query, "input", &call->kernel);
 }
 
 // Runs `kernel` with `window` on views (input, values, indices) in its layout.
@@ -131,7 +131,7 @@ Status pool_rows(const PoolCall& call, const Views& plane) {
     KernelQuery query = call.query;
     if (query.window) query.window = &local;
     const Kernel* kernel = nullptr;
-    POOLGEN_RETURN_IF_ERROR(choose_kernel(query, "input", &kernel));
+    POOLGEN_RETURN_IF_ERROR(choose_kernel(forward_kernels(), query, "input", &kernel));
     POOLGEN_RETURN_IF_ERROR(run_pool(*kernel, local, call.device, run));
     if (top > 0) add_to_indices(run[2], top * row_elements);
   }

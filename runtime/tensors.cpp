@@ -145,12 +145,48 @@ Status check_apart(std::initializer_list<Argument> outputs, std::initializer_lis
   return {};
 }
 
+namespace {
+const char* device_name(Device device) { return device == Device::cuda ? "cuda" : "cpu"; }
+}  // namespace
+
+Status check_same_device(const View& leading, const char* leading_name,
+                         std::initializer_list<Argument> others) {
+  for (const auto& [name, view] : others) {
+    if (view->device != leading.device) {
+      return fail(Code::invalid_argument, name, ": expected a tensor on device ",
+                  device_name(leading.device), " as ", leading_name, ", got device ",
+                  device_name(view->device), " (", static_cast<int>(view->device), ")");
+    }
+  }
+  return {};
+}
+
+Status check_views(int nd, const Expected& first, const Expected& second, const Expected& output,
+                   View* a, View* b, View* out) {
+  POOLGEN_RETURN_IF_ERROR(check_view(first.name, first.view, first.dtype, first.shape, nd, a));
+  POOLGEN_RETURN_IF_ERROR(check_view(second.name, second.view, second.dtype, second.shape, nd, b));
+  POOLGEN_RETURN_IF_ERROR(
+      check_view(output.name, output.view, output.dtype, output.shape, nd, out));
+  POOLGEN_RETURN_IF_ERROR(check_no_overlap(output.name, *out));
+  POOLGEN_RETURN_IF_ERROR(check_same_device(*a, first.name, {{second.name, b}, {output.name, out}}));
+  return check_apart({{output.name, out}}, {{first.name, a}, {second.name, b}});
+}
+
 Status check_dtype(const char* argument, DType dtype) {
   if (static_cast<uint32_t>(dtype) > static_cast<uint32_t>(DType::i32)) {
     return fail(Code::invalid_argument, argument, ": expected a dtype code from 0 to ",
                 static_cast<int>(DType::i32), ", got ", static_cast<int>(dtype));
   }
   return {};
+}
+
+Status check_gradient_dtype(const char* argument, DType dtype) {
+  POOLGEN_RETURN_IF_ERROR(check_dtype(argument, dtype));
+  if (dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16) {
+    return {};
+  }
+  return fail(Code::invalid_argument, argument, ": expected a floating dtype (f32, f64, f16 or ",
+              "bf16: gradients are floats), got ", dtype_name(dtype));
 }
 
 Status check_index_dtype(const char* argument, DType dtype, int64_t plane) {

@@ -50,6 +50,9 @@ Status check_view(const char* argument, const TensorView& view, DType dtype, con
 // A dtype the API knows (whatever this build compiled).
 Status check_dtype(const char* argument, DType dtype);
 
+// Gradients (the backward ops' values) are floats: f32, f64, f16 or bf16.
+Status check_gradient_dtype(const char* argument, DType dtype);
+
 // Indices are i64 or i32; i32 ones must be able to name every slot of a plane of `plane` elements.
 Status check_index_dtype(const char* argument, DType dtype, int64_t plane);
 
@@ -65,11 +68,30 @@ Status check_no_overlap(const char* argument, const View& view);
 // A call's argument: its name in messages and its checked view.
 using Argument = std::pair<const char*, const View*>;
 
+// Every view of a call must be on the leading view's device: else invalid_argument naming the
+// first one that is not.
+Status check_same_device(const View& leading, const char* leading_name,
+                         std::initializer_list<Argument> others);
+
 // No output may share memory with an input or with another output (inputs may share memory
 // with each other): each output's byte span, from its first element's first byte to its last
 // element's last byte, must miss every input's and every earlier output's. A span test, as
 // PyTorch's: views of one allocation that interleave without sharing an element are refused too.
 Status check_apart(std::initializer_list<Argument> outputs, std::initializer_list<Argument> inputs);
+
+// One tensor of a call as the call expects it: its name, the caller's view, its dtype and shape.
+struct Expected {
+  const char* name;
+  const TensorView& view;
+  DType dtype;
+  const Ints& shape;
+};
+
+// The views of a call of two inputs and one output (max_unpool and the backward ops): each
+// checked against its dtype and shape (check_view), the output's elements kept apart, its memory
+// apart from the inputs', and every view on the first input's device.
+Status check_views(int nd, const Expected& first, const Expected& second, const Expected& output,
+                   View* first_view, View* second_view, View* output_view);
 
 // What a kernel of `layout` gets for `view`: the view itself when it fits (with flat planes, if
 // asked), else a packed copy in `layout` that finish() writes back (outputs).

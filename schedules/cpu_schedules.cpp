@@ -134,6 +134,7 @@ void CpuGatherSchedule::read(Knobs& knobs) {
   knobs.take("vector_width", &vector_width);
   knobs.take("rows_per_task", &rows_per_task);
   knobs.take("stage_cells", &stage_cells);
+  knobs.take("narrow_vectors", &narrow_vectors);
 }
 
 void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const {
@@ -142,7 +143,7 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
   Var block = parallel_rows(out, s.x, s.c, s.n, s.layout, rows_per_task);
   Var xo("xo");
   const Var lane = s.layout == Layout::channels_last ? s.c : s.x[0];
-  vectorize_columns(out, lane, out.output_buffer().dim(0).extent(), lanes, true, xo);
+  vectorize_columns(out, lane, out.output_buffer().dim(0).extent(), lanes, narrow_vectors, xo);
   // Each block of rows checks the cells it reads once: marks them (vectors), reduces each row
   // of marks (vector reduction), and requires the row's minimum once (scalar).
   Func marked = s.marked, row_min = s.row_min, row_checked = s.row_checked;
@@ -154,6 +155,40 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
     for (Func staged : {s.claimed, s.value}) {
       staged.compute_at(out, block).vectorize(staged.args()[0], lanes, TailStrategy::RoundUp);
     }
+  }
+}
+
+void CpuIndexGatherSchedule::read(Knobs& knobs) {
+  knobs.take("vector_width", &vector_width);
+  knobs.take("elements_per_task", &elements_per_task);
+}
+
+void CpuIndexGatherSchedule::apply(const IndexGatherStages& s, const Target& target) const {
+  Func out = s.out;
+  const int lanes = vector_lanes(vector_width, out, target, s.layout);
+  Var block("block"), chunk("chunk"), inner("inner"), block_c("block_c"), tasks("tasks");
+  Func invalid = s.invalid;
+  // Loops split at the chunks' bounds, so that each vector's chunk (and its check) is one.
+  const bool channels_last = s.layout == Layout::channels_last;
+  const RVar along = s.in_chunk[channels_last ? 1 : 0];
+  const int chunk_size = static_cast<int>(*Internal::as_const_int(along.extent()));
+  const int per_chunk = channels_last ? 64 * chunk_size : chunk_size;  // elements, about
+  const int chunks_per_task = std::max(1, elements_per_task / per_chunk);
+  if (!channels_last) {
+    out.split(s.p, chunk, inner, chunk_size, TailStrategy::GuardWithIf)
+        .vectorize(inner, lanes, TailStrategy::GuardWithIf)
+        .split(chunk, block, chunk, chunks_per_task, TailStrategy::GuardWithIf)
+        .fuse(block, s.c, block_c).fuse(block_c, s.n, tasks).parallel(tasks);
+  } else {
+    // Channels are the vectors; a task is a run of one image's pixels.
+    out.vectorize(s.c, lanes, TailStrategy::GuardWithIf)
+        .split(s.p, chunk, inner, chunk_size, TailStrategy::GuardWithIf)
+        .split(chunk, block, chunk, chunks_per_task, TailStrategy::GuardWithIf)
+        .fuse(block, s.n, tasks).parallel(tasks);
+  }
+  if (invalid.defined()) {
+    invalid.compute_at(out, tasks)
+        .update().atomic().vectorize(s.in_chunk[0], lanes, TailStrategy::GuardWithIf);
   }
 }
 

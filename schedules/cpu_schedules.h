@@ -86,9 +86,33 @@ struct CpuGatherSchedule {
   // Copy the cells a block reads, with their border, into scratch buffers (bounds handled once
   // per cell), or read them through the boundary condition directly.
   bool stage_cells = true;
+  // As CpuPoolSchedule's: halved vectors for rows narrower than a vector, or full ones only.
+  bool narrow_vectors = true;
 
   void read(Knobs& knobs);
   void apply(const GatherStages& s, const Halide::Target& target) const;
+};
+
+// Stages of max_unpool_backward: out(p, c, n) (channels-last: out(c, p, n)) gathers each element
+// from the plane slot its index names; invalid(chunk, c, n) (channels-last: invalid(chunk, n))
+// says whether a chunk of indices holds an invalid one (undefined where the kernel reports
+// instead): a run of in_chunk elements of a plane, or of in_chunk[1] pixels of an image.
+struct IndexGatherStages {
+  Halide::Func out, invalid;
+  Halide::RDom in_chunk;  // invalid's update: a chunk's elements (channels-last: channels, pixels)
+  Halide::Var p, c, n;
+  Layout layout;
+};
+
+// Vectors along the dense dimension (p, or c in channels-last); tasks of about
+// elements_per_task elements (runs of a plane, or of an image's pixels), whose chunks of
+// indices are checked when the task starts.
+struct CpuIndexGatherSchedule {
+  int vector_width = 0;
+  int elements_per_task = 16384;
+
+  void read(Knobs& knobs);
+  void apply(const IndexGatherStages& s, const Halide::Target& target) const;
 };
 
 // Stages of max_unpool_winner (deterministic unpooling, the GPU's general path): winner(p, c, n)

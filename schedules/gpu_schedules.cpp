@@ -38,6 +38,15 @@ void thread_per_element(Stage update, const RDom& r, int threads) {
       .gpu_threads(ri);
 }
 
+// The first-invalid reduction (flat_planes.h): a thread per invalid element, and the reports
+// read in a single thread.
+void first_invalid_threads(Func first_invalid, const RDom& bad, const std::vector<Func>& reports,
+                           int threads) {
+  first_invalid.compute_root().gpu_single_thread();
+  thread_per_element(first_invalid.update(), bad, threads);
+  for (Func f : reports) f.gpu_single_thread();
+}
+
 }  // namespace
 
 void GpuPoolSchedule::apply(const PoolStages& s, const Target&) const {
@@ -55,9 +64,23 @@ void GpuWinnerSchedule::apply(const WinnerStages& s, const Target&) const {
   tile_threads(winner, gpu_threads, 1);
   thread_per_element(winner.update(), s.elements, gpu_threads);
   tile_threads(s.out, gpu_threads, 1);
-  first_invalid.compute_root().gpu_single_thread();
-  thread_per_element(first_invalid.update(), s.invalid_elements, gpu_threads);
-  for (Func f : {s.invalid_position, s.invalid_index}) f.gpu_single_thread();
+  first_invalid_threads(first_invalid, s.invalid_elements, {s.invalid_position, s.invalid_index},
+                        gpu_threads);
+}
+
+void GpuScatterSchedule::apply(const ScatterStages& s, const Target&) const {
+  Func out = s.out;
+  tile_threads(out, gpu_threads, 1);
+  Var planes("planes"), block("block"), thread("thread");
+  out.update().fuse(s.c, s.n, planes)
+      .split(planes, block, thread, gpu_threads, TailStrategy::GuardWithIf)
+      .gpu_blocks(block).gpu_threads(thread);
+}
+
+void GpuIndexGatherSchedule::apply(const IndexGatherStages& s, Func first_invalid,
+                                   const RDom& bad, const std::vector<Func>& reports) const {
+  tile_threads(s.out, gpu_threads, 1);
+  first_invalid_threads(first_invalid, bad, reports, gpu_threads);
 }
 
 }  // namespace poolgen

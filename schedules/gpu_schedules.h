@@ -31,4 +31,22 @@ struct GpuWinnerSchedule {
   void apply(const WinnerStages& s, const Halide::Target& target) const;
 };
 
+// Max pooling's backward as the accumulating scatter (max_unpool_scatter with accumulate): one
+// thread per (n, c) plane adds its gradients in input order, which keeps PyTorch's order of
+// additions without atomics; the zero-fill has a thread per element.
+struct GpuScatterSchedule {
+  Halide::GeneratorParam<int> gpu_threads{"gpu_threads", 64};
+
+  void apply(const ScatterStages& s, const Halide::Target& target) const;
+};
+
+// The unpooling's backward: one thread per element of the gather (x along the dense dimension),
+// and the first-invalid reduction as the winner's.
+struct GpuIndexGatherSchedule {
+  Halide::GeneratorParam<int> gpu_threads{"gpu_threads", 256};
+
+  void apply(const IndexGatherStages& s, Halide::Func first_invalid, const Halide::RDom& bad,
+             const std::vector<Halide::Func>& reports) const;
+};
+
 }  // namespace poolgen

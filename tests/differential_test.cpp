@@ -182,6 +182,103 @@ TEST_P(DifferentialUnpool, LibraryMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Rank, DifferentialUnpool, ::testing::Values(1, 2, 3));
 
+// The backward ops. Pooling's: indices from a real pooling (fast windows in half the cases), now
+// and then some moved outside their windows or outside the plane; gradients whose sums depend on
+// the order of the additions. Both paths must equal the reference bit for bit.
+bool is_fast_backward_kernel(int nd, const Ints& input_shape, PoolOptions o) {
+  std::string automatic, general;
+  Ints out_shape;
+  if (!max_pool_output_shape(nd, input_shape, o, &out_shape).ok()) return false;
+  const TensorView g = contiguous(static_cast<float*>(nullptr), out_shape);
+  o.path = Path::automatic;
+  if (!max_pool_backward_kernel_name(nd, g, DType::i64, input_shape, o, &automatic).ok()) {
+    return false;
+  }
+  o.path = Path::general;
+  return max_pool_backward_kernel_name(nd, g, DType::i64, input_shape, o, &general).ok() &&
+         automatic != general;
+}
+
+class DifferentialPoolBackward : public ::testing::TestWithParam<int> {};
+
+TEST_P(DifferentialPoolBackward, LibraryMatchesReference) {
+  const int nd = GetParam();
+  Rng rng(0xbac0 + nd);
+  int failures = 0, fast_hits = 0;
+  for (int iter = 0; iter < kConfigsPerRank && failures < kMaxReportedFailures; ++iter) {
+    const int mode = static_cast<int>(rng.uniform(0, 9)) / 4;  // mostly real indices
+    auto c = test::random_pool_backward_case<float>(
+        rng, nd, mode, 0.5, kConfigKinds, random_values,
+        [](double x) { return static_cast<float>(x); });
+    std::vector<float> expected;
+    const Status st = ref::max_pool_backward<float>(nd, c.input_shape, c.grad_output, c.indices,
+                                                    c.o, &expected);
+    ASSERT_TRUE(st.ok()) << st.message();
+    if (mode == 0 && is_fast_backward_kernel(nd, c.input_shape, c.o)) ++fast_hits;
+    for (Path path : {Path::automatic, Path::general}) {
+      const test::BackwardRun r = test::run_pool_backward(
+          nd, c.input_shape, c.output_shape, c.grad_output, c.indices, c.o, path);
+      if (!r.status.ok() || !r.guards_ok || !same_floats(expected, r.gradient)) {
+        ++failures;
+        ADD_FAILURE() << "config " << iter << " (mode " << mode << "): "
+                      << describe(c.input_shape, c.o) << " path " << test::path_name(path)
+                      << "\n  indices " << str(c.indices) << "\n  status: " << r.status.message()
+                      << "\n  guards intact: " << r.guards_ok
+                      << "\n  grad_input: " << same_floats(expected, r.gradient).message();
+        break;
+      }
+    }
+  }
+  if (nd >= 2) {
+    EXPECT_GT(fast_hits, kConfigsPerRank / (nd == 3 ? 40 : 20))
+        << "too few window-gather configurations";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Rank, DifferentialPoolBackward, ::testing::Values(1, 2, 3));
+
+// Unpooling's: the unpooling cases above (duplicates, invalid indices); the gradients gathered
+// must equal the reference's, and an invalid index must be reported as the reference names it.
+class DifferentialUnpoolBackward : public ::testing::TestWithParam<int> {};
+
+TEST_P(DifferentialUnpoolBackward, LibraryMatchesReference) {
+  const int nd = GetParam();
+  Rng rng(0xbac5 + 17 * nd);
+  int failures = 0, errors = 0;
+  for (int iter = 0; iter < kConfigsPerRank && failures < kMaxReportedFailures; ++iter) {
+    const int mode = random_unpool_mode(rng, {45, 75, 92});
+    auto [shape, values, indices, o] = random_unpool_case(rng, nd, mode);
+    Ints out_shape;
+    ASSERT_TRUE(ref::max_unpool_output_shape(nd, shape, o, &out_shape).ok());
+    const std::vector<float> grad_output = test::random_gradients<float>(
+        rng, ref::numel(out_shape), [](double x) { return static_cast<float>(x); });
+    std::vector<float> expected;
+    const Status ref_status = ref::max_unpool_backward<float>(nd, shape, grad_output, indices, o,
+                                                              &expected);
+    if (!ref_status.ok()) ++errors;
+    const test::BackwardRun r =
+        test::run_unpool_backward(nd, shape, out_shape, grad_output, indices, o);
+    bool ok = r.guards_ok && r.status.code() == ref_status.code();
+    if (ref_status.ok()) ok = ok && same_floats(expected, r.gradient);
+    if (!ref_status.ok() && r.status.code() == Code::index_out_of_range) {
+      // The same element named: "element <k> " in the reference, "at element <k> " here.
+      const std::string at = ref_status.message().substr(0, ref_status.message().find(" ("));
+      ok = ok && r.status.message().find(at.substr(at.find("element"))) != std::string::npos;
+    }
+    if (!ok) {
+      ++failures;
+      ADD_FAILURE() << "config " << iter << " (mode " << mode << "): " << describe(shape, o)
+                    << "\n  indices " << str(indices) << "\n  status: " << r.status.message()
+                    << " expected: " << ref_status.message() << "\n  guards intact: "
+                    << r.guards_ok << "\n  grad_values: "
+                    << (ref_status.ok() ? same_floats(expected, r.gradient).message() : "");
+    }
+  }
+  EXPECT_GT(errors, 0) << "no invalid-index configuration was generated";
+}
+
+INSTANTIATE_TEST_SUITE_P(Rank, DifferentialUnpoolBackward, ::testing::Values(1, 2, 3));
+
 // ---------------------------------------------------------------------------------------------
 // Strided views: inputs that are slices of bigger tensors (strides > packed in N, C and the
 // spatial dims, innermost stride 1), outputs written through such views; nothing outside a

@@ -83,5 +83,39 @@ inline UnpoolRun run_unpool(int nd, const Ints& shape, const std::vector<float>&
   return r;
 }
 
+struct BackwardRun {
+  Status status;
+  std::vector<float> gradient;  // grad_input or grad_values
+  bool guards_ok = true;
+};
+
+inline BackwardRun run_pool_backward(int nd, const Ints& input_shape, const Ints& out_shape,
+                                     const std::vector<float>& grad_output,
+                                     const std::vector<int64_t>& indices, PoolOptions options,
+                                     Path path) {
+  options.path = path;
+  std::vector<float> g = guarded_buffer<float>(numel(input_shape), kGuardF, kSentinelF);
+  BackwardRun r;
+  r.status = max_pool_backward(nd, contiguous(grad_output.data(), out_shape),
+                               contiguous(indices.data(), out_shape),
+                               contiguous(g.data() + kGuard, input_shape), options);
+  r.guards_ok = guards_intact(g, kGuardF);
+  r.gradient = inner(g);
+  return r;
+}
+
+inline BackwardRun run_unpool_backward(int nd, const Ints& values_shape, const Ints& out_shape,
+                                       const std::vector<float>& grad_output,
+                                       const std::vector<int64_t>& indices,
+                                       const UnpoolOptions& options) {
+  std::vector<float> g = guarded_buffer<float>(numel(values_shape), kGuardF, kSentinelF);
+  BackwardRun r;
+  r.status = max_unpool_backward(nd, contiguous(grad_output.data(), out_shape),
+                                 contiguous(indices.data(), values_shape),
+                                 contiguous(g.data() + kGuard, values_shape), options);
+  r.guards_ok = guards_intact(g, kGuardF);
+  r.gradient = inner(g);
+  return r;
+}
 
 }  // namespace poolgen::test

@@ -220,6 +220,62 @@ UnpoolCase<T> random_unpool_case(Rng& rng, int nd, int mode, const UnpoolCaseOpt
   }
 }
 
+// Gradients whose sums depend on the order of the additions (1e8, 1, -1e8, 3e-8, and 1, 3*2^-10
+// for the 16-bit floats' per-addition rounding), with signed zeros, infinities and NaN now and
+// then. make(double) converts to the element type.
+template <typename T, typename Make>
+std::vector<T> random_gradients(Rng& rng, int64_t n, Make make) {
+  static const double kPalette[] = {1e8,  1.0, -1e8, 3e-8, -1.0, 0.5, 3.0 / 1024, -3.0 / 1024,
+                                    -0.0, 0.0, 2.0,  -2.5, 1e-3, 7.0};
+  const double special_p = rng.chance(0.3) ? 0.05 : 0.0;
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<T> g;
+  g.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    double x = rng.chance(0.7) ? kPalette[rng.uniform(0, 13)] : rng.normal();
+    if (rng.chance(special_p)) {
+      const double specials[] = {inf, -inf, std::numeric_limits<double>::quiet_NaN()};
+      x = specials[rng.uniform(0, 2)];
+    }
+    g.push_back(make(x));
+  }
+  return g;
+}
+
+// Pooling backward inputs: a pooling configuration, indices from a real pooling of random
+// values (ties, NaN, empty dilated windows), and random_gradients. mode 0: those indices; 1: a
+// few replaced by other positions of the plane (outside their windows, which the window gather
+// must notice); 2: a few outside the plane (dropped) or replaced as in 1.
+template <typename T>
+struct PoolBackwardCase {
+  Ints input_shape, output_shape;
+  std::vector<T> grad_output;
+  std::vector<int64_t> indices;
+  PoolOptions o;
+};
+
+template <typename T, typename Values, typename Make>
+PoolBackwardCase<T> random_pool_backward_case(Rng& rng, int nd, int mode, double window_p,
+                                              const PoolConfigOptions& opts, Values random_values,
+                                              Make make) {
+  PoolBackwardCase<T> c;
+  random_pool_config(rng, nd, random_window(rng, window_p), opts, &c.input_shape, &c.o);
+  const std::vector<T> input = random_values(rng, ref::numel(c.input_shape));
+  std::vector<T> pooled;
+  ref::max_pool<T>(nd, c.input_shape, input, c.o, &c.output_shape, &pooled, &c.indices);
+  const int64_t n = static_cast<int64_t>(c.indices.size()), plane = plane_size(nd, c.input_shape);
+  if (mode > 0 && n > 0) {
+    for (int64_t k = rng.uniform(1, 3); k > 0; --k) {
+      int64_t& index = c.indices[rng.uniform(0, n - 1)];
+      const int64_t outside[] = {-1, plane, plane + 5, -1000};
+      index = mode == 2 && rng.chance(0.6) ? outside[rng.uniform(0, 3)]
+                                           : rng.uniform(0, plane - 1);
+    }
+  }
+  c.grad_output = random_gradients<T>(rng, n, make);
+  return c;
+}
+
 // Unpooling's mode (see random_unpool_case): 0 below cut[0] percent, 1 below cut[1], 2 below
 // cut[2], 3 for the rest.
 inline int random_unpool_mode(Rng& rng, const int (&cut)[3]) {

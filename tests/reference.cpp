@@ -114,6 +114,26 @@ void spatial3(int nd, const Ints& shape, int64_t e[3]) {
   for (int i = 0; i < nd; ++i) e[3 - nd + i] = shape[shape.size() - nd + i];
 }
 
+// a + b in T's arithmetic (reference.hpp: max_pool_backward).
+template <typename T>
+T add(T a, T b) {
+  if constexpr (std::is_same_v<T, f16_t>) {
+    return test::to_f16(test::to_float(a) + test::to_float(b));
+  } else if constexpr (std::is_same_v<T, bf16_t>) {
+    return test::to_bf16(test::to_float(a) + test::to_float(b));
+  } else {
+    return a + b;
+  }
+}
+
+// An invalid index's error, as max_unpool's.
+Status index_error(int64_t position, int64_t index, int64_t plane) {
+  return Status(Code::index_out_of_range,
+                "indices: element " + std::to_string(position) + " (in input order) is " +
+                    std::to_string(index) + ", outside the output plane of size " +
+                    std::to_string(plane) + " (valid: 0 to " + std::to_string(plane - 1) + ")");
+}
+
 }  // namespace
 
 int64_t numel(const Ints& shape) {
@@ -328,13 +348,7 @@ Status max_unpool(int nd, const Ints& input_shape, const std::vector<T>& values,
   // Validate every index first (first invalid one in input order), then write.
   for (int64_t i = 0; i < total; ++i) {
     const int64_t idx = indices[i];
-    if (idx < 0 || idx >= out_plane) {
-      return Status(Code::index_out_of_range,
-                    "indices: element " + std::to_string(i) + " (in input order) is " +
-                        std::to_string(idx) + ", outside the output plane of size " +
-                        std::to_string(out_plane) + " (valid: 0 to " +
-                        std::to_string(out_plane - 1) + ")");
-    }
+    if (idx < 0 || idx >= out_plane) return index_error(i, idx, out_plane);
   }
   std::vector<T> result(static_cast<size_t>(planes * out_plane), T{});  // all bits zero
   for (int64_t pl = 0; pl < planes; ++pl) {
@@ -348,6 +362,61 @@ Status max_unpool(int nd, const Ints& input_shape, const std::vector<T>& values,
   return Status();
 }
 
+template <typename T>
+Status max_pool_backward(int nd, const Ints& input_shape, const std::vector<T>& grad_output,
+                         const std::vector<int64_t>& indices, const PoolOptions& options,
+                         std::vector<T>* grad_input) {
+  Ints oshape;
+  Status st = ref::max_pool_output_shape(nd, input_shape, options, &oshape);
+  if (!st.ok()) return st;
+  const int64_t total = numel(oshape);
+  if (static_cast<int64_t>(grad_output.size()) != total ||
+      static_cast<int64_t>(indices.size()) != total) {
+    return invalid("grad_output/indices: data sizes " + std::to_string(grad_output.size()) + "/" +
+                   std::to_string(indices.size()) + " do not match shape " + join(oshape));
+  }
+  int64_t in[3], out[3];
+  spatial3(nd, input_shape, in);
+  spatial3(nd, oshape, out);
+  const int64_t in_plane = in[0] * in[1] * in[2], out_plane = out[0] * out[1] * out[2];
+  std::vector<T> result(static_cast<size_t>(numel(input_shape)), T{});  // +0.0
+  for (int64_t o = 0; o < total; ++o) {  // planes, then each plane's outputs, in order
+    const int64_t index = indices[o];
+    if (index < 0 || index >= in_plane) continue;
+    T& slot = result[(o / out_plane) * in_plane + index];
+    slot = add(slot, grad_output[o]);
+  }
+  *grad_input = std::move(result);
+  return Status();
+}
+
+template <typename T>
+Status max_unpool_backward(int nd, const Ints& values_shape, const std::vector<T>& grad_output,
+                           const std::vector<int64_t>& indices, const UnpoolOptions& options,
+                           std::vector<T>* grad_values) {
+  Ints oshape;
+  Status st = ref::max_unpool_output_shape(nd, values_shape, options, &oshape);
+  if (!st.ok()) return st;
+  const int64_t total = numel(values_shape);
+  if (static_cast<int64_t>(grad_output.size()) != numel(oshape) ||
+      static_cast<int64_t>(indices.size()) != total) {
+    return invalid("grad_output/indices: data sizes " + std::to_string(grad_output.size()) + "/" +
+                   std::to_string(indices.size()) + " do not match shapes " + join(oshape) +
+                   " and " + join(values_shape));
+  }
+  int64_t in[3], out[3];
+  spatial3(nd, values_shape, in);
+  spatial3(nd, oshape, out);
+  const int64_t in_plane = in[0] * in[1] * in[2], out_plane = out[0] * out[1] * out[2];
+  std::vector<T> result(static_cast<size_t>(total));
+  for (int64_t i = 0; i < total; ++i) {
+    if (indices[i] < 0 || indices[i] >= out_plane) return index_error(i, indices[i], out_plane);
+    result[i] = grad_output[(i / in_plane) * out_plane + indices[i]];
+  }
+  *grad_values = std::move(result);
+  return Status();
+}
+
 #define POOLGEN_REF_INSTANTIATE(T)                                                            \
   template Status max_pool<T>(int, const Ints&, const std::vector<T>&, const PoolOptions&,    \
                               Ints*, std::vector<T>*, std::vector<int64_t>*);                 \
@@ -358,5 +427,17 @@ Status max_unpool(int nd, const Ints& input_shape, const std::vector<T>& values,
 POOLGEN_REF_FOR_EACH_TYPE(POOLGEN_REF_INSTANTIATE)
 
 #undef POOLGEN_REF_INSTANTIATE
+
+#define POOLGEN_REF_INSTANTIATE_BACKWARD(T)                                                   \
+  template Status max_pool_backward<T>(int, const Ints&, const std::vector<T>&,               \
+                                       const std::vector<int64_t>&, const PoolOptions&,       \
+                                       std::vector<T>*);                                      \
+  template Status max_unpool_backward<T>(int, const Ints&, const std::vector<T>&,             \
+                                         const std::vector<int64_t>&, const UnpoolOptions&,   \
+                                         std::vector<T>*);
+
+POOLGEN_REF_FOR_EACH_GRADIENT_TYPE(POOLGEN_REF_INSTANTIATE_BACKWARD)
+
+#undef POOLGEN_REF_INSTANTIATE_BACKWARD
 
 }  // namespace poolgen::ref

@@ -54,6 +54,24 @@ Status max_unpool(int nd, const Ints& input_shape, const std::vector<T>& values,
                   const std::vector<int64_t>& indices, const UnpoolOptions& options,
                   Ints* output_shape, std::vector<T>* output);
 
+// Max pooling's backward: grad_input (of `input_shape`) is zero, then within each (n, c) plane
+// every grad_output element, in ascending (row-major) order, is added at the input position its
+// index names, in T's arithmetic: f16_t and bf16_t widen to float, add and round back (to nearest,
+// ties to even) after every addition, as PyTorch's CPU kernels do. An index outside the input
+// plane is dropped. grad_output and indices have the pooled shape.
+template <typename T>
+Status max_pool_backward(int nd, const Ints& input_shape, const std::vector<T>& grad_output,
+                         const std::vector<int64_t>& indices, const PoolOptions& options,
+                         std::vector<T>* grad_input);
+
+// Max unpooling's backward: grad_values (of `values_shape`, the indices' shape) gathers
+// grad_output[n, c].flat[indices[n, c, i]]. An invalid index is Code::index_out_of_range, as in
+// max_unpool, naming the first in input order.
+template <typename T>
+Status max_unpool_backward(int nd, const Ints& values_shape, const std::vector<T>& grad_output,
+                           const std::vector<int64_t>& indices, const UnpoolOptions& options,
+                           std::vector<T>* grad_values);
+
 // Every value type of poolgen::DType (f16_t and bf16_t compare as the floats they hold).
 #define POOLGEN_REF_DECLARE(T)                                                               \
   extern template Status max_pool<T>(int, const Ints&, const std::vector<T>&,                \
@@ -64,5 +82,17 @@ Status max_unpool(int nd, const Ints& input_shape, const std::vector<T>& values,
                                        Ints*, std::vector<T>*);
 POOLGEN_REF_FOR_EACH_TYPE(POOLGEN_REF_DECLARE)
 #undef POOLGEN_REF_DECLARE
+
+// The gradient types: the float value types.
+#define POOLGEN_REF_FOR_EACH_GRADIENT_TYPE(X) X(float) X(double) X(f16_t) X(bf16_t)
+#define POOLGEN_REF_DECLARE_BACKWARD(T)                                                      \
+  extern template Status max_pool_backward<T>(int, const Ints&, const std::vector<T>&,       \
+                                              const std::vector<int64_t>&,                   \
+                                              const PoolOptions&, std::vector<T>*);          \
+  extern template Status max_unpool_backward<T>(int, const Ints&, const std::vector<T>&,     \
+                                                const std::vector<int64_t>&,                 \
+                                                const UnpoolOptions&, std::vector<T>*);
+POOLGEN_REF_FOR_EACH_GRADIENT_TYPE(POOLGEN_REF_DECLARE_BACKWARD)
+#undef POOLGEN_REF_DECLARE_BACKWARD
 
 }  // namespace poolgen::ref

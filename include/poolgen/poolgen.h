@@ -79,6 +79,21 @@ int32_t poolgen_max_unpool(int32_t nd, const poolgen_tensor* values,
                            const poolgen_unpool_options* options, char* message,
                            size_t message_size);
 
+/* The backward passes (poolgen::max_pool_backward and max_unpool_backward; gradients are
+ * POOLGEN_F32, POOLGEN_F64, POOLGEN_F16 or POOLGEN_BF16). grad_input has the pooling input's
+ * shape, grad_output and indices the pooled shape; grad_values has the unpooling values' shape
+ * (the indices'), grad_output the unpooled shape. Indices outside the input plane add nothing to
+ * grad_input; outside the unpooled plane they are POOLGEN_INDEX_OUT_OF_RANGE. */
+int32_t poolgen_max_pool_backward(int32_t nd, const poolgen_tensor* grad_output,
+                                  const poolgen_tensor* indices, const poolgen_tensor* grad_input,
+                                  const poolgen_pool_options* options, char* message,
+                                  size_t message_size);
+int32_t poolgen_max_unpool_backward(int32_t nd, const poolgen_tensor* grad_output,
+                                    const poolgen_tensor* indices,
+                                    const poolgen_tensor* grad_values,
+                                    const poolgen_unpool_options* options, char* message,
+                                    size_t message_size);
+
 void poolgen_set_num_threads(int32_t threads);
 /* See poolgen::set_min_parallel_bytes. */
 void poolgen_set_min_parallel_bytes(int64_t bytes);

@@ -151,6 +151,30 @@ Status max_unpool_output_shape(int nd, const Ints& input_shape, const UnpoolOpti
 Status max_unpool(int nd, const TensorView& values, const TensorView& indices,
                   const TensorView& output, const UnpoolOptions& options);
 
+// The gradients (the backward passes), mirroring PyTorch's autograd of
+// max_pool{1,2,3}d(return_indices=True) and max_unpool{1,2,3}d. Gradients are floats: f32, f64,
+// f16, bf16 (any other dtype is invalid_argument). The leading view, grad_output, decides the
+// kernels' layout as the forward ops' input and values do; views in another layout go through
+// packed copies. Deterministic: the same bytes on every thread count, CPU variant and device.
+
+// grad_input has the pooling input's shape and grad_output's dtype; grad_output and indices the
+// shape max_pool_output_shape gives for it with `options` (indices as the forward op wrote them,
+// i64 or i32). grad_input is zero except where an index names an input position, which receives
+// the sum of the grad_output elements naming it, added in ascending output order (within each
+// (n, c) plane) in grad_output's dtype: f16 and bf16 round to their type after every addition, as
+// PyTorch's CPU kernels do. An index outside the input plane (an empty window's, say) adds
+// nothing: it is dropped, never written (docs/semantics.md, "Gradients").
+Status max_pool_backward(int nd, const TensorView& grad_output, const TensorView& indices,
+                         const TensorView& grad_input, const PoolOptions& options);
+
+// grad_values has the unpooling values' shape (indices' shape) and grad_output's dtype;
+// grad_output the shape max_unpool_output_shape gives for that shape with `options`.
+// grad_values[n, c, i] = grad_output[n, c].flat[indices[n, c, i]]: every duplicate index reads
+// its slot. An index outside the output plane is index_out_of_range naming the first in input
+// order, as in max_unpool (grad_values is then unspecified).
+Status max_unpool_backward(int nd, const TensorView& grad_output, const TensorView& indices,
+                           const TensorView& grad_values, const UnpoolOptions& options);
+
 // Name of the compiled kernel a call would run (for tests and tools): `input` (pooling) or
 // `values` (unpooling) gives shape, dtype and layout (its data is not read), `index_dtype` the
 // indices' dtype. An unsupported combination is an error naming it.
@@ -158,6 +182,15 @@ Status max_pool_kernel_name(int nd, const TensorView& input, DType index_dtype,
                             const PoolOptions& options, std::string* name);
 Status max_unpool_kernel_name(int nd, const TensorView& values, DType index_dtype,
                               const UnpoolOptions& options, std::string* name);
+// The backward ops' kernels: `grad_output` gives shape, dtype and layout (its data is not read),
+// `input_shape` the pooling input's (grad_input's) shape, `values_shape` the unpooling values'
+// (grad_values') shape.
+Status max_pool_backward_kernel_name(int nd, const TensorView& grad_output, DType index_dtype,
+                                     const Ints& input_shape, const PoolOptions& options,
+                                     std::string* name);
+Status max_unpool_backward_kernel_name(int nd, const TensorView& grad_output, DType index_dtype,
+                                       const Ints& values_shape, const UnpoolOptions& options,
+                                       std::string* name);
 // The same for a contiguous f32 tensor of `shape` and i64 indices.
 Status max_pool_kernel_name(int nd, const Ints& input_shape, const PoolOptions& options,
                             std::string* name);
@@ -166,11 +199,16 @@ Status max_unpool_kernel_name(int nd, const Ints& values_shape, const UnpoolOpti
 
 enum class Layout : int32_t { contiguous = 0, channels_last = 1 };
 
-// Every compiled kernel, e.g. "max_pool2d_k2s2p0_f32_i64", with what it serves and the CPU
-// variants it carries. Unpooling kernels move bits: they serve every value type of their width.
+// Every compiled kernel the program links, e.g. "max_pool2d_k2s2p0_f32_i64", with what it serves
+// and the CPU variants it carries. Unpooling kernels (and the unpooling backward's) move bits:
+// they serve every value type of their width. The backward ops' kernels are listed when the
+// program links a backward op (calls max_pool_backward or max_unpool_backward): a program that
+// calls only the forward ops does not carry them.
 struct KernelInfo {
   std::string name;
-  std::string op;      // "pool", "unpool_scatter", "unpool_gather" or "unpool_winner"
+  // "pool", "unpool_scatter", "unpool_gather", "unpool_winner", "pool_backward_scatter",
+  // "pool_backward_gather" or "unpool_backward"
+  std::string op;
   int nd = 0;          // 0: any rank
   Layout layout = Layout::contiguous;
   DType value_dtype = DType::f32;

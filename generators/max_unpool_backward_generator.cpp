@@ -1,0 +1,116 @@
+// The backward of max unpooling (docs/semantics.md, "Gradients"): each value's gradient is the
+// output gradient at the slot its index names, grad_values(p, c, n) = grad_output(index, c, n),
+// a gather by index over flat planes (the runtime hands dense planes over). Duplicate indices
+// each read their slot. Values are moved, never combined: value_type only sets the element width.
+//
+// An index outside the output plane is an error, as in max_unpool. On the CPU it stops the kernel
+// and the runtime names the first one in input order; a GPU kernel cannot stop, so with
+// `report_invalid` every read is clamped into the plane and the kernel reports the first invalid
+// element itself (flat_planes.h), as the winner unpooling does.
+#include "Halide.h"
+#include "flat_planes.h"
+#include "cpu_schedules.h"
+#include "gpu_schedules.h"
+#include "knobs.h"
+
+namespace poolgen {
+namespace {
+
+using namespace Halide;
+
+class MaxUnpoolBackward : public Generator<MaxUnpoolBackward> {
+ public:
+  GeneratorParam<Type> value_type{"value_type", Float(32)};
+  GeneratorParam<Type> index_type{"index_type", Int(64)};
+  GeneratorParam<Layout> layout{"layout", Layout::contiguous, kLayoutNames};
+  GeneratorParam<bool> report_invalid{"report_invalid", false};
+
+  GeneratorParam<std::string> cpu_schedule{"cpu_schedule", ""};  // knobs.h
+  GpuIndexGatherSchedule gpu_knobs;
+
+  void configure() {
+    // (plane offset, c, n), or (c, plane offset, n) in channels-last
+    grad_output_ = add_input<Buffer<>>("grad_output", value_type, 3);
+    indices_ = add_input<Buffer<>>("indices", index_type, 3);
+    grad_values_ = add_output<Buffer<>>("grad_values", value_type, 3);
+    if (report_invalid) {  // as max_unpool_winner's
+      invalid_position_ = add_output<Buffer<>>("invalid_position", Int(64), 0);
+      invalid_index_ = add_output<Buffer<>>("invalid_index", index_type, 0);
+    }
+  }
+
+  void generate() {
+    const Layout l = layout;
+    const FlatPlanes planes(*indices_, l);
+    const Expr out_plane = cast(index_type, grad_output_->dim(spatial_dim(0, l)).extent());
+    auto valid = [&](const Expr& i) { return i >= 0 && i < out_plane; };
+    auto index = [&](const std::vector<Expr>& e) { return (*indices_)(planes.at(e)); };
+
+    const std::vector<Expr> here = tensor_args<Expr>({p_}, c_, n_, l);
+    Expr i = (*indices_)(here);
+    // The clamp keeps every read inside the plane. Narrowing first changes no valid index
+    // (planes hold fewer than 2^31 elements) and makes it one 32-bit min and max, which x86
+    // has for vectors (it has none for 64-bit lanes).
+    Expr slot = clamp(cast<int32_t>(i), 0, grad_output_->dim(spatial_dim(0, l)).extent() - 1);
+    Expr gradient = (*grad_output_)(tensor_args<Expr>({slot}, c_, n_, l));
+    Func out = *grad_values_;
+    if (report_invalid) {
+      out(here) = gradient;
+    } else {
+      // Indices are checked a chunk at a time, a vectorizable reduction, then one scalar require
+      // per chunk (a require of a vector condition would branch on every lane): a chunk is a
+      // run of a plane, or in channels-last a run of an image's pixels with all their channels
+      // (the vectors' lanes are channels, whose planes differ).
+      const bool channels_last = l == Layout::channels_last;
+      in_chunk_ = channels_last ? RDom(0, planes.channels, 0, kChunkPixels, "in_chunk")
+                                : RDom(0, kChunk, "in_chunk");
+      const int chunk_size = channels_last ? kChunkPixels : kChunk;
+      Expr q = min(chunk_ * chunk_size + in_chunk_[channels_last ? 1 : 0], planes.plane - 1);
+      const std::vector<Expr> chunk = channels_last ? std::vector<Expr>{chunk_, n_}
+                                                    : std::vector<Expr>{chunk_, c_, n_};
+      Expr checked = (*indices_)(channels_last ? planes.at({q, in_chunk_[0], n_})
+                                               : planes.at({q, c_, n_}));
+      invalid_(chunk) = cast<uint8_t>(0);
+      invalid_(chunk) = max(invalid_(chunk), select(valid(checked), cast<uint8_t>(0),
+                                                    cast<uint8_t>(1)));
+      Expr chunk_invalid = channels_last ? invalid_(p_ / chunk_size, n_)
+                                         : invalid_(p_ / chunk_size, c_, n_);
+      out(here) = require(chunk_invalid == 0, gradient, "max_unpool_backward: an index outside",
+                          "the plane of", out_plane);
+    }
+
+    // The runtime's buffers start at 0: a vector's chunk is then known to be one.
+    grad_values_->dim(spatial_dim(0, l)).set_min(0);
+    grad_output_->set_estimates(representative_region(2, l, 1, true));
+    indices_->set_estimates(representative_region(2, l, 2, true));
+    grad_values_->set_estimates(representative_region(2, l, 2, true));
+    const IndexGatherStages stages{out, invalid_, in_chunk_, p_, c_, n_, l};
+    if (report_invalid) {
+      const FirstInvalid invalid(planes, index, valid);
+      report_first_invalid(invalid, planes, index, index_type, *invalid_position_,
+                           *invalid_index_);
+      if (get_target().has_gpu_feature()) {
+        gpu_knobs.apply(stages, invalid.first_invalid, invalid.bad,
+                        {*invalid_position_, *invalid_index_});
+        return;
+      }
+    }
+    apply_cpu_schedule<CpuIndexGatherSchedule>(cpu_schedule, stages, {out}, get_target());
+  }
+
+ private:
+  Input<Buffer<>>* grad_output_ = nullptr;
+  Input<Buffer<>>* indices_ = nullptr;
+  Output<Buffer<>>* grad_values_ = nullptr;
+  Output<Buffer<>>* invalid_position_ = nullptr;
+  Output<Buffer<>>* invalid_index_ = nullptr;
+  static constexpr int kChunk = 1024, kChunkPixels = 64;
+  Func invalid_{"invalid"};
+  RDom in_chunk_;
+  Var p_{"p"}, c_{"c"}, n_{"n"}, chunk_{"chunk"};
+};
+
+}  // namespace
+}  // namespace poolgen
+
+HALIDE_REGISTER_GENERATOR(poolgen::MaxUnpoolBackward, max_unpool_backward)

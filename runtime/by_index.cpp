@@ -1,0 +1,304 @@
+#include "by_index.hpp"
+
+#include "cuda.hpp"
+
+#include "float16.hpp"
+#include "shapes.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <string>
+
+namespace poolgen::detail {
+
+// The error for element `position` (in input order) holding `index`, outside a plane of `plane`.
+Status invalid_index_at(int64_t position, int64_t index, int64_t plane) {
+  return fail(Code::index_out_of_range, "indices: expected indices in [0, ", plane - 1,
+              "] (an output plane of ", plane, " elements), got ", index, " at element ", position,
+              " (in input order)");
+}
+
+Status invalid_index_error(const View& indices, int64_t plane, int64_t first_position) {
+  Status status;
+  for_each_element(indices, [&](int64_t position, int64_t offset) {
+    const int64_t index = indices.dtype == DType::i32
+                              ? static_cast<const int32_t*>(indices.data)[offset]
+                              : static_cast<const int64_t*>(indices.data)[offset];
+    if (status.ok() && (index < 0 || index >= plane)) {
+      status = invalid_index_at(first_position + position, index, plane);
+    }
+  });
+  return status;
+}
+
+namespace {
+
+// Planes per scatter call: a group's output stays in cache between the kernel's zero and
+// scatter passes, and there are enough groups to keep `cores` threads busy. In channels-last a
+// plane's elements lie C apart, interleaved with the other channels': groups are whole images,
+// split into channel blocks of whole cache lines only when there are fewer images than cores
+// and the call moves at least 8 times min_parallel_bytes (`call_bytes`): below that the threads
+// contend for the same lines and pages (measured: 1x64x56x56 f32, 1.4 MB, 10% slower on two
+// threads than on one; 1x64x80x80, 2.9 MB, 30% faster), and at most kSplitBytes: above it each
+// thread's half-pixel stripes go to memory twice (zero, then scatter) and two threads measured
+// 1.1-1.75x slower than one (1x64x256x256 to 1x64x1024x1024, 29 MB to 470 MB; 1x64x90x90 to
+// 1x64x182x182, 3.6 to 15 MB, were 1.1-1.4x faster).
+int64_t planes_per_group(const View& o, Layout layout, int64_t cores, int64_t call_bytes) {
+  constexpr int64_t kGroupBytes = 1 << 20, kLineBytes = 64, kSplitBytes = 16 << 20;
+  const int64_t size = static_cast<int64_t>(dtype_size(o.dtype));
+  const int64_t planes = o.shape[0] * o.shape[1], channels = o.shape[1];
+  const int64_t plane_bytes = std::max<int64_t>(1, o.plane() * size);
+  if (layout == Layout::channels_last) {
+    if (o.shape[0] >= cores || call_bytes < 8 * min_parallel_bytes() || call_bytes > kSplitBytes) {
+      return channels;
+    }
+    const int64_t line = std::max<int64_t>(1, kLineBytes / size);
+    const int64_t blocks = std::min(cores, std::max<int64_t>(1, channels / line));
+    return (channels / blocks + line - 1) / line * line;
+  }
+  const int64_t for_cores = (planes + 4 * cores - 1) / (4 * cores);
+  return std::max<int64_t>(1, std::min(kGroupBytes / plane_bytes, for_cores));
+}
+
+// One Halide task per group of planes: the scatter kernel runs on planes
+// [task * planes, (task + 1) * planes) of the (N, C) planes, in one thread.
+struct ScatterGroups {
+  const Kernel* kernel;
+  View values, indices, output;
+  int64_t planes;
+  bool share;  // false: every task on the calling thread
+  std::mutex mutex;
+  std::string error;  // the first kernel error message, if any
+
+  // Planes [first, first + count) of `v` (never crossing a batch).
+  static View part(const View& v, int64_t first, int64_t count) {
+    const int64_t n = first / v.shape[1], c = first % v.shape[1];
+    return slice(slice(v, 0, n, 1), 1, c, std::min(count, v.shape[1] - c));
+  }
+
+  int run(int task) {
+    auto& g = *this;
+    const Layout layout = g.kernel->layout;
+    const int64_t end = std::min((task + 1) * g.planes, g.output.shape[0] * g.output.shape[1]);
+    for (int64_t first = task * g.planes; first < end;) {
+      const View v = part(g.values, first, end - first), i = part(g.indices, first, end - first),
+                 o = part(g.output, first, end - first);
+      HalideView values_buffer(v, layout, g.kernel->value, true),
+          indices_buffer(i, layout, g.kernel->index, true),
+          output_buffer(o, layout, g.kernel->value, true);
+      std::vector<void*> args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
+                              &output_buffer.buffer};
+      std::string error;
+      if (const int result = run_kernel(*g.kernel, args, &error, g.share)) {
+        std::lock_guard<std::mutex> lock(g.mutex);
+        if (g.error.empty()) g.error = error;
+        return result;
+      }
+      first += o.shape[1];
+    }
+    return 0;
+  }
+};
+
+// The slot `to` plus the value `from` in the arithmetic of `dtype` (add_in_type's, generators/
+// window.h): the huge-plane loop's counterpart of the accumulating kernel.
+void add_element(DType dtype, char* to, const char* from) {
+  auto add = [&](auto zero, auto widen, auto narrow) {
+    decltype(zero) a, b;
+    std::memcpy(&a, to, sizeof a);
+    std::memcpy(&b, from, sizeof b);
+    a = narrow(widen(a) + widen(b));
+    std::memcpy(to, &a, sizeof a);
+  };
+  auto same = [](auto v) { return v; };
+  switch (dtype) {
+    case DType::f32: return add(0.0f, same, same);
+    case DType::f64: return add(0.0, same, same);
+    case DType::f16: return add(uint16_t{0}, f16_to_float, float_to_f16);
+    default: return add(uint16_t{0}, bf16_to_float, float_to_bf16);  // bf16
+  }
+}
+
+// Plane (n, c) of a flat view in `layout`, for the loops over planes beyond a kernel's buffers:
+// its first byte, and the bytes from one element to the next.
+struct FlatPlane {
+  char* data;
+  int64_t step;
+  FlatPlane(const View& view, Layout layout, int64_t n, int64_t c)
+      : data(static_cast<char*>(slice(slice(view, 0, n, 1), 1, c, 1).data)),
+        step(view.plane_step(layout) * static_cast<int64_t>(dtype_size(view.dtype))) {}
+  char* at(int64_t j) const { return data + j * step; }
+  int64_t index(int64_t j, DType dtype) const {  // an indices plane's element j
+    return dtype == DType::i32 ? *reinterpret_cast<const int32_t*>(at(j))
+                               : *reinterpret_cast<const int64_t*>(at(j));
+  }
+};
+
+// Planes too large for a kernel's buffers (flat views in `layout`), one thread, 64-bit offsets:
+// each output plane is zeroed, then every value goes to its slot in input order, stored (the
+// latest duplicate wins; every index is checked first, the first invalid one in input order
+// being the error) or added (indices outside the plane dropped).
+Status scatter_large(ScatterMode mode, const View& values, const View& indices,
+                     const View& output, Layout layout) {
+  if (mode == ScatterMode::store) {
+    POOLGEN_RETURN_IF_ERROR(invalid_index_error(indices, output.plane()));
+  }
+  const size_t size = dtype_size(values.dtype);
+  for (int64_t n = 0; n < output.shape[0]; ++n) {
+    for (int64_t c = 0; c < output.shape[1]; ++c) {
+      const FlatPlane from(values, layout, n, c), index(indices, layout, n, c),
+          to(output, layout, n, c);
+      if (to.step == static_cast<int64_t>(size)) {
+        std::memset(to.data, 0, static_cast<size_t>(output.plane()) * size);
+      } else {
+        for (int64_t j = 0; j < output.plane(); ++j) std::memset(to.at(j), 0, size);
+      }
+      for (int64_t j = 0; j < values.plane(); ++j) {
+        const int64_t at = index.index(j, indices.dtype);
+        if (mode == ScatterMode::store) {
+          std::memcpy(to.at(at), from.at(j), size);
+        } else if (at >= 0 && at < output.plane()) {
+          add_element(values.dtype, to.at(at), from.at(j));
+        }
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const View& indices,
+               const View& output, int64_t call_bytes) {
+  const Staged v(values, kernel.layout, true, Staged::input),
+      i(indices, kernel.layout, true, Staged::input),
+      o(output, kernel.layout, true, Staged::output);
+  // Groups never cross an image: the most channels of one image a kernel's buffers hold.
+  auto image_fits = [&](int64_t channels) {
+    for (const View* view : {&v.view(), &i.view(), &o.view()}) {
+      if (!fits_kernel(slice(slice(*view, 0, 0, 1), 1, 0, channels), kernel.layout, true)) {
+        return false;
+      }
+    }
+    return true;
+  };
+  const int64_t channels = o.view().shape[1];
+  const int64_t fitting =
+      image_fits(channels) ? channels : largest_fitting(channels, image_fits);
+  if (fitting == 0) {
+    POOLGEN_RETURN_IF_ERROR(scatter_large(mode, v.view(), i.view(), o.view(), kernel.layout));
+    o.finish();
+    return {};
+  }
+  const bool share = worth_sharing(call_bytes);
+  ScatterGroups groups{&kernel, v.view(), i.view(), o.view(),
+                       std::min(fitting, planes_per_group(o.view(), kernel.layout,
+                                                          share ? thread_count() : 1, call_bytes)),
+                       share, {}, {}};
+  const int64_t planes = output.shape[0] * output.shape[1];
+  // Halide numbers tasks with an int.
+  groups.planes = std::max(groups.planes, planes / std::numeric_limits<int32_t>::max() + 1);
+  const int tasks = static_cast<int>((planes + groups.planes - 1) / groups.planes);
+  if (parallel_for(tasks, [&](int task) { return groups.run(task); }, share) != 0) {
+    Status invalid = mode == ScatterMode::store ? invalid_index_error(indices, output.plane())
+                                                : Status();
+    return invalid.ok() ? kernel_failed(kernel, groups.error) : invalid;
+  }
+  o.finish();
+  return {};
+}
+
+Status gather_large(const View& values, const View& indices, const View& output, Layout layout,
+                    int64_t first_plane) {
+  POOLGEN_RETURN_IF_ERROR(
+      invalid_index_error(indices, values.plane(), first_plane * indices.plane()));
+  const size_t size = dtype_size(values.dtype);
+  for (int64_t n = 0; n < output.shape[0]; ++n) {
+    for (int64_t c = 0; c < output.shape[1]; ++c) {
+      const FlatPlane from(values, layout, n, c), index(indices, layout, n, c),
+          to(output, layout, n, c);
+      for (int64_t j = 0; j < output.plane(); ++j) {
+        std::memcpy(to.at(j), from.at(index.index(j, indices.dtype)), size);
+      }
+    }
+  }
+  return {};
+}
+
+namespace {
+
+// The first invalid element a reporting kernel found: its position in the call's input order,
+// int64's largest when there is none.
+struct InvalidReport {
+  int64_t position = 0, index = 0;
+};
+
+// Runs `kernel` on flat views in its layout; a reporting kernel also gets the two outputs of
+// its report.
+Status run_flat_buffers(const Kernel& kernel, Device device, const Views& views, bool share,
+                        InvalidReport* report) {
+  HalideView values_buffer(views[0], kernel.layout, kernel.value, true),
+      indices_buffer(views[1], kernel.layout, kernel.index, true),
+      output_buffer(views[2], kernel.layout, kernel.value, true);
+  std::vector<void*> args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
+                          &output_buffer.buffer};
+  const bool on_device = views[0].device == Device::cuda;
+  std::vector<CudaBuffer> buffers = {{&values_buffer.buffer, on_device, false},
+                                     {&indices_buffer.buffer, on_device, false},
+                                     {&output_buffer.buffer, on_device, true}};
+  const bool i32 = kernel.index == DType::i32;
+  int32_t index32 = 0;
+  halide_buffer_t position_buffer{}, index_buffer{};
+  if (report) {
+    position_buffer.host = reinterpret_cast<uint8_t*>(&report->position);
+    position_buffer.type = {halide_type_int, 64};
+    index_buffer.host = i32 ? reinterpret_cast<uint8_t*>(&index32)
+                            : reinterpret_cast<uint8_t*>(&report->index);
+    index_buffer.type = {halide_type_int, static_cast<uint8_t>(i32 ? 32 : 64)};
+    args.push_back(&position_buffer);
+    args.push_back(&index_buffer);
+    buffers.push_back({&position_buffer, false, true});
+    buffers.push_back({&index_buffer, false, true});
+  }
+  std::string error;
+  const int result = device == Device::cuda ? run_cuda_kernel(kernel, args, buffers, &error)
+                                            : run_kernel(kernel, args, &error, share);
+  if (result != 0) return kernel_failed(kernel, error);
+  if (report && i32) report->index = index32;
+  return {};
+}
+
+}  // namespace
+
+Status run_flat(const Kernel& kernel, Device device, const Views& views, bool share) {
+  return run_flat_buffers(kernel, device, views, share, nullptr);
+}
+
+Status run_reporting(const Kernel& kernel, Device device, const Views& views, int64_t bound,
+                     const char* indexed) {
+  const Staged values(views[0], kernel.layout, true, Staged::input),
+      indices(views[1], kernel.layout, true, Staged::input),
+      output(views[2], kernel.layout, true, Staged::output);
+  POOLGEN_RETURN_IF_ERROR(for_each_piece(
+      {values.view(), indices.view(), output.view()},
+      [&](const Views& piece) { return fits_kernel(piece, kernel.layout, true); },
+      [&](const Views& piece, int64_t first_plane) {
+        InvalidReport report;
+        POOLGEN_RETURN_IF_ERROR(run_flat_buffers(kernel, device, piece,
+                                                 worth_sharing(total_bytes(piece)), &report));
+        if (report.position == std::numeric_limits<int64_t>::max()) return Status();
+        return invalid_index_at(first_plane * views[1].plane() + report.position, report.index,
+                                bound);
+      },
+      [&](const Views& plane, int64_t) {
+        return fail(Code::unsupported, indexed, ": expected planes the ", kernel.name,
+                    " kernel's buffers hold (below 2^31 elements and 2 GiB), got planes of ",
+                    bound, " elements of ", dtype_name(plane[0].dtype));
+      }));
+  output.finish();
+  return {};
+}
+
+}  // namespace poolgen::detail

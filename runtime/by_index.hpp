@@ -1,0 +1,50 @@
+// Running the kernels that move elements by index over flat planes (the runtime hands each
+// kernel its (n, c) planes flat, Halide arguments (values, indices, output)):
+// - the scatter, shared by max_unpool (each value stored into the slot its index names, the
+//   latest duplicate winning) and max_pool_backward (each gradient added to its slot in input
+//   order, indices outside the plane dropped): plane groups sized for the cache, one group per
+//   task, and a plain loop for planes beyond a kernel's buffers;
+// - the kernels that report their first invalid index instead of stopping (the winner
+//   unpooling, CUDA's unpooling backward), which GPUs need.
+#pragma once
+
+#include "kernels.hpp"
+#include "tensors.hpp"
+
+namespace poolgen::detail {
+
+enum class ScatterMode { store, accumulate };
+
+// The error for element `position` (in input order) holding `index`, outside a plane of `plane`.
+Status invalid_index_at(int64_t position, int64_t index, int64_t plane);
+
+// Names the first index, in input order, that lies outside its output plane (ok when none does);
+// the view's first element is element `first_position` of the call.
+Status invalid_index_error(const View& indices, int64_t plane, int64_t first_position = 0);
+
+// Runs a scatter kernel (max_unpool_scatter, accumulating for ScatterMode::accumulate) over flat
+// planes in its layout, through packed copies where needed; the call moves `call_bytes` in all.
+// store: an invalid index is index_out_of_range naming the first in input order.
+Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const View& indices,
+               const View& output, int64_t call_bytes);
+
+// The gather by index (max_unpool_backward) on planes beyond a kernel's buffers, one thread,
+// 64-bit offsets: output[j] = values[indices[j]] in each (n, c) plane of flat views in `layout`,
+// after every index is checked (the first invalid one in input order is the error; the views'
+// first plane is plane `first_plane` of the call).
+Status gather_large(const View& values, const View& indices, const View& output, Layout layout,
+                    int64_t first_plane);
+
+// Runs `kernel` on flat views (its three buffers, in argument order) in its layout, on the CPU
+// (sharing its tasks when `share`) or on CUDA.
+Status run_flat(const Kernel& kernel, Device device, const Views& views, bool share);
+
+// Runs a reporting kernel (max_unpool_winner, CUDA's max_unpool_backward) over views (values,
+// indices, output) in pieces of planes its buffers hold; host views go through packed copies
+// where needed, device views were checked to need none. An index outside [0, bound) is
+// index_out_of_range naming the first in input order. Planes too large for its buffers are
+// unsupported, naming `indexed`, the argument whose planes the indices address.
+Status run_reporting(const Kernel& kernel, Device device, const Views& views, int64_t bound,
+                     const char* indexed);
+
+}  // namespace poolgen::detail

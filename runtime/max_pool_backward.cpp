@@ -1,0 +1,137 @@
+// max_pool_backward: validate, then unpool the gradients into the input's planes, adding: the
+// window gather where one is built for the call and every index lies in its own window, else
+// the accumulating scatter (on CUDA, a thread per plane).
+#include "by_index.hpp"
+#include "cuda.hpp"
+#include "kernels.hpp"
+#include "shapes.hpp"
+#include "tensors.hpp"
+
+namespace poolgen {
+
+using namespace detail;
+
+namespace {
+
+struct PoolBackwardCall {
+  Window window;
+  Ints output_shape;  // grad_output's and the indices'
+  View grad_output;
+  Device device = Device::cpu;
+  const Kernel* gather = nullptr;  // the fast path, when one is built for this call
+  const Kernel* scatter = nullptr;
+};
+
+// Everything about a call but the data and the kernels: the window, the shapes, the gradient
+// dtype, the index dtype for the input's planes, grad_output's strides.
+Status prepare(int nd, const TensorView& grad_output, DType index_dtype, const Ints& input_shape,
+               const PoolOptions& options, PoolBackwardCall* call) {
+  POOLGEN_RETURN_IF_ERROR(pool_window(nd, options, &call->window));
+  POOLGEN_RETURN_IF_ERROR(check_input_shape("max_pool_backward", nd, "grad_input", input_shape));
+  POOLGEN_RETURN_IF_ERROR(pool_output_shape(&call->window, input_shape, &call->output_shape));
+  POOLGEN_RETURN_IF_ERROR(check_gradient_dtype("grad_output", grad_output.dtype));
+  return check_leading_view("grad_output", grad_output, nd, index_dtype,
+                            spatial_elements(nd, input_shape), &call->grad_output);
+}
+
+// The kernels for grad_output's device, layout and dtype (after the arguments are known valid).
+Status choose(const TensorView& grad_output, DType index_dtype, const PoolOptions& options,
+              PoolBackwardCall* call) {
+  const int nd = call->window.nd;
+  const Layout layout = layout_of(call->grad_output);
+  call->device = call_device(options.device, grad_output);
+  int capability = 0;
+  if (call->device == Device::cuda) POOLGEN_RETURN_IF_ERROR(cuda_capability(&capability));
+  if (call->device == Device::cpu && options.path == Path::automatic) {
+    call->gather = find_kernel(backward_kernels(), {Op::pool_backward_gather, nd, layout,
+                                                    grad_output.dtype, index_dtype,
+                                                    &call->window, Device::cpu, 0});
+  }
+  return choose_kernel(backward_kernels(),
+                       {Op::pool_backward_scatter, nd, layout, grad_output.dtype, index_dtype,
+                        nullptr, call->device, capability},
+                       "grad_output", &call->scatter);
+}
+
+// The window gather over views (grad_output, indices, grad_input) as they are; false when it
+// cannot take them or found an index outside its window (the scatter then decides).
+bool gather(const Kernel& kernel, const View& grad_output, const View& indices,
+            const View& grad_input, int64_t call_bytes) {
+  for (const View* v : {&grad_output, &indices, &grad_input}) {
+    if (!fits(*v, kernel.layout) || !fits_kernel(*v, kernel.layout)) return false;
+  }
+  HalideView values_buffer(grad_output, kernel.layout, kernel.value),
+      indices_buffer(indices, kernel.layout, kernel.index),
+      output_buffer(grad_input, kernel.layout, kernel.value);
+  std::vector<void*> args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
+                          &output_buffer.buffer};
+  std::string error;
+  return run_kernel(kernel, args, &error, worth_sharing(call_bytes)) == 0;
+}
+
+// CUDA: the scatter over every plane at once (a thread per plane), in pieces of planes its
+// buffers hold.
+Status scatter_on_device(const Kernel& kernel, const View& grad_output, const View& indices,
+                         const View& grad_input) {
+  const Staged g(grad_output, kernel.layout, true, Staged::input),
+      i(indices, kernel.layout, true, Staged::input),
+      o(grad_input, kernel.layout, true, Staged::output);
+  POOLGEN_RETURN_IF_ERROR(for_each_piece(
+      {g.view(), i.view(), o.view()},
+      [&](const Views& piece) { return fits_kernel(piece, kernel.layout, true); },
+      [&](const Views& piece, int64_t) { return run_flat(kernel, Device::cuda, piece, false); },
+      [&](const Views& plane, int64_t) {
+        return fail(Code::unsupported, "grad_input: expected planes the ", kernel.name,
+                    " kernel's buffers hold (below 2^31 elements and 2 GiB), got planes of ",
+                    plane[2].plane(), " elements of ", dtype_name(plane[2].dtype));
+      }));
+  o.finish();
+  return {};
+}
+
+Status pool_backward(int nd, const TensorView& grad_output, const TensorView& indices,
+                     const TensorView& grad_input, const PoolOptions& options) {
+  PoolBackwardCall call;
+  POOLGEN_RETURN_IF_ERROR(
+      prepare(nd, grad_output, indices.dtype, grad_input.shape, options, &call));
+  View g, i, o;
+  POOLGEN_RETURN_IF_ERROR(
+      check_views(nd, {"grad_output", grad_output, grad_output.dtype, call.output_shape},
+                  {"indices", indices, indices.dtype, call.output_shape},
+                  {"grad_input", grad_input, grad_output.dtype, grad_input.shape}, &g, &i, &o));
+  POOLGEN_RETURN_IF_ERROR(choose(grad_output, indices.dtype, options, &call));
+  if (o.elements() == 0) return {};
+
+  const Kernel& scatter_kernel = *call.scatter;
+  if (call.device == Device::cuda) {
+    POOLGEN_RETURN_IF_ERROR(check_device_view("grad_output", g, scatter_kernel.layout, true));
+    POOLGEN_RETURN_IF_ERROR(check_device_view("indices", i, scatter_kernel.layout, true));
+    POOLGEN_RETURN_IF_ERROR(check_device_view("grad_input", o, scatter_kernel.layout, true));
+    return scatter_on_device(scatter_kernel, g, i, o);
+  }
+  const int64_t call_bytes = g.bytes() + i.bytes() + o.bytes();
+  if (call.gather && gather(*call.gather, g, i, o, call_bytes)) return {};
+  return scatter(scatter_kernel, ScatterMode::accumulate, g, i, o, call_bytes);
+}
+
+}  // namespace
+
+Status max_pool_backward(int nd, const TensorView& grad_output, const TensorView& indices,
+                         const TensorView& grad_input, const PoolOptions& options) {
+  return without_exceptions(
+      [&] { return pool_backward(nd, grad_output, indices, grad_input, options); });
+}
+
+Status max_pool_backward_kernel_name(int nd, const TensorView& grad_output, DType index_dtype,
+                                     const Ints& input_shape, const PoolOptions& options,
+                                     std::string* name) {
+  return without_exceptions([&]() -> Status {
+    PoolBackwardCall call;
+    POOLGEN_RETURN_IF_ERROR(prepare(nd, grad_output, index_dtype, input_shape, options, &call));
+    POOLGEN_RETURN_IF_ERROR(choose(grad_output, index_dtype, options, &call));
+    *name = (call.gather ? call.gather : call.scatter)->name;
+    return Status();
+  });
+}
+
+}  // namespace poolgen

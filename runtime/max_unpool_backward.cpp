@@ -1,0 +1,114 @@
+// max_unpool_backward: validate, then gather every value's gradient from the slot its index
+// names (max_unpool_backward kernels, per element width); name the first invalid index.
+#include "by_index.hpp"
+#include "cuda.hpp"
+#include "kernels.hpp"
+#include "shapes.hpp"
+#include "tensors.hpp"
+
+namespace poolgen {
+
+using namespace detail;
+
+namespace {
+
+struct UnpoolBackwardCall {
+  Window window;
+  Ints output_shape;  // grad_output's
+  View grad_output;
+  Device device = Device::cpu;
+  const Kernel* kernel = nullptr;
+};
+
+// Everything about a call but the data and the kernel: the window, the shapes, the gradient
+// dtype, the index dtype for the output's planes, grad_output's strides.
+Status prepare(int nd, const TensorView& grad_output, DType index_dtype, const Ints& values_shape,
+               const UnpoolOptions& options, UnpoolBackwardCall* call) {
+  POOLGEN_RETURN_IF_ERROR(unpool_window(nd, options, &call->window));
+  POOLGEN_RETURN_IF_ERROR(
+      check_input_shape("max_unpool_backward", nd, "grad_values", values_shape));
+  POOLGEN_RETURN_IF_ERROR(
+      unpool_output_shape(call->window, values_shape, options.output_size, &call->output_shape));
+  POOLGEN_RETURN_IF_ERROR(check_gradient_dtype("grad_output", grad_output.dtype));
+  return check_leading_view("grad_output", grad_output, nd, index_dtype,
+                            spatial_elements(nd, call->output_shape), &call->grad_output);
+}
+
+Status choose(const TensorView& grad_output, DType index_dtype, const UnpoolOptions& options,
+              UnpoolBackwardCall* call) {
+  call->device = call_device(options.device, grad_output);
+  int capability = 0;
+  if (call->device == Device::cuda) POOLGEN_RETURN_IF_ERROR(cuda_capability(&capability));
+  return choose_kernel(backward_kernels(),
+                       {Op::unpool_backward, call->window.nd, layout_of(call->grad_output),
+                        grad_output.dtype, index_dtype, nullptr, call->device, capability},
+                       "grad_output", &call->kernel);
+}
+
+// The CPU kernel stops at an invalid index; the first one in input order is then named.
+Status gather(const Kernel& kernel, const View& grad_output, const View& indices,
+              const View& grad_values) {
+  const Staged g(grad_output, kernel.layout, true, Staged::input),
+      i(indices, kernel.layout, true, Staged::input),
+      o(grad_values, kernel.layout, true, Staged::output);
+  const bool share = worth_sharing(grad_output.bytes() + indices.bytes() + grad_values.bytes());
+  POOLGEN_RETURN_IF_ERROR(for_each_piece(
+      {g.view(), i.view(), o.view()},
+      [&](const Views& piece) { return fits_kernel(piece, kernel.layout, true); },
+      [&](const Views& piece, int64_t) {
+        const Status status = run_flat(kernel, Device::cpu, piece, share);
+        if (status.ok()) return status;
+        const Status invalid = invalid_index_error(indices, grad_output.plane());
+        return invalid.ok() ? status : invalid;
+      },
+      [&](const Views& plane, int64_t first_plane) {
+        return gather_large(plane[0], plane[1], plane[2], kernel.layout, first_plane);
+      }));
+  o.finish();
+  return {};
+}
+
+Status unpool_backward(int nd, const TensorView& grad_output, const TensorView& indices,
+                       const TensorView& grad_values, const UnpoolOptions& options) {
+  UnpoolBackwardCall call;
+  POOLGEN_RETURN_IF_ERROR(
+      prepare(nd, grad_output, indices.dtype, grad_values.shape, options, &call));
+  View g, i, o;
+  POOLGEN_RETURN_IF_ERROR(
+      check_views(nd, {"grad_output", grad_output, grad_output.dtype, call.output_shape},
+                  {"indices", indices, indices.dtype, grad_values.shape},
+                  {"grad_values", grad_values, grad_output.dtype, grad_values.shape}, &g, &i, &o));
+  POOLGEN_RETURN_IF_ERROR(choose(grad_output, indices.dtype, options, &call));
+  if (o.elements() == 0) return {};
+
+  const Kernel& kernel = *call.kernel;
+  if (call.device == Device::cuda) {
+    POOLGEN_RETURN_IF_ERROR(check_device_view("grad_output", g, kernel.layout, true));
+    POOLGEN_RETURN_IF_ERROR(check_device_view("indices", i, kernel.layout, true));
+    POOLGEN_RETURN_IF_ERROR(check_device_view("grad_values", o, kernel.layout, true));
+    return run_reporting(kernel, Device::cuda, {g, i, o}, g.plane(), "grad_output");
+  }
+  return gather(kernel, g, i, o);
+}
+
+}  // namespace
+
+Status max_unpool_backward(int nd, const TensorView& grad_output, const TensorView& indices,
+                           const TensorView& grad_values, const UnpoolOptions& options) {
+  return without_exceptions(
+      [&] { return unpool_backward(nd, grad_output, indices, grad_values, options); });
+}
+
+Status max_unpool_backward_kernel_name(int nd, const TensorView& grad_output, DType index_dtype,
+                                       const Ints& values_shape, const UnpoolOptions& options,
+                                       std::string* name) {
+  return without_exceptions([&]() -> Status {
+    UnpoolBackwardCall call;
+    POOLGEN_RETURN_IF_ERROR(prepare(nd, grad_output, index_dtype, values_shape, options, &call));
+    POOLGEN_RETURN_IF_ERROR(choose(grad_output, index_dtype, options, &call));
+    *name = call.kernel->name;
+    return Status();
+  });
+}
+
+}  // namespace poolgen
