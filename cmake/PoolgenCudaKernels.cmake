@@ -20,11 +20,22 @@
 set(POOLGEN_CUDA_CAPABILITIES "70" CACHE STRING
     "CUDA capabilities to build kernels for (Halide 21: 30 32 35 50 61 70 75 80 86); empty: no CUDA")
 set(POOLGEN_CUDA_KNOWN_CAPABILITIES 30 32 35 50 61 70 75 80 86)
+# Pooling on CUDA takes the float types, as PyTorch's CUDA max pooling does (its kernels dispatch
+# on floating types only): integer pooling kernels (i8 u8 i16 i32 i64) were 1.55 MB, a tenth of
+# the default build's code, for calls PyTorch itself refuses; list them here to build them.
 # bf16 pooling has no CUDA kernels: Halide 21's PTX code generation aborts in LLVM ("Invalid
-# cast") on its bf16 -> f32 widening for every capability it knows. Unpooling moves bf16 as
-# 16-bit elements, so it is served.
-set(POOLGEN_CUDA_POOL_TYPES ${POOLGEN_VALUE_TYPES})
+# cast") on its bf16 -> f32 widening for every capability it knows (this holds for the
+# backward's additions too). Unpooling moves bf16 as 16-bit elements, so it is served.
+set(POOLGEN_CUDA_POOL_TYPES "f32;f64;f16" CACHE STRING
+    "Value types with CUDA pooling kernels (of POOLGEN_VALUE_TYPES; not bf16)")
 list(REMOVE_ITEM POOLGEN_CUDA_POOL_TYPES bf16)
+set(poolgen_cuda_pool_types "")
+foreach (value IN LISTS POOLGEN_CUDA_POOL_TYPES)
+  if (value IN_LIST POOLGEN_VALUE_TYPES)
+    list(APPEND poolgen_cuda_pool_types ${value})
+  endif ()
+endforeach ()
+set(POOLGEN_CUDA_POOL_TYPES ${poolgen_cuda_pool_types})
 
 foreach (cc IN LISTS POOLGEN_CUDA_CAPABILITIES)
   if (NOT cc IN_LIST POOLGEN_CUDA_KNOWN_CAPABILITIES)
@@ -43,12 +54,20 @@ function(poolgen_cuda_target out capability)
   set(${out} "${POOLGEN_CUDA_TARGET_PREFIX}${capability}" PARENT_SCOPE)
 endfunction()
 
-# The winner unpooling's CPU twins (contiguous, 32-bit values): the algorithm the GPUs run, built
-# for the host so that its tests run where there is no GPU (Path::winner).
+# The CPU twins (contiguous, 32-bit values) of the kernels only GPUs run, the winner unpooling and
+# the unpooling backward that reports invalid indices: their algorithms built for the host, so
+# that their tests run where there is no GPU (Path::winner).
 if (32 IN_LIST POOLGEN_VALUE_WIDTHS)
   foreach (index IN LISTS POOLGEN_INDEX_TYPES)
     poolgen_kernel(max_unpool_winner_b32_${index} unpool_winner 0 0 0 0 contiguous i32 ${index}
                    GENERATOR max_unpool_winner)
+  endforeach ()
+endif ()
+if (32 IN_LIST POOLGEN_GRADIENT_WIDTHS)
+  foreach (index IN LISTS POOLGEN_INDEX_TYPES)
+    poolgen_kernel(max_unpool_backward_reporting_b32_${index} unpool_backward_reporting 0 0 0 0
+                   contiguous i32 ${index} GENERATOR max_unpool_backward
+                   PARAMS report_invalid=true)
   endforeach ()
 endif ()
 
@@ -80,10 +99,10 @@ foreach (cc IN LISTS POOLGEN_CUDA_CAPABILITIES)
         endif ()
       endforeach ()
       foreach (bits IN LISTS POOLGEN_GRADIENT_WIDTHS)
-        poolgen_kernel(max_unpool_backward${tag}_b${bits}_${index}${sm} unpool_backward 0 0 0 0
-                       ${layout} ${POOLGEN_WIDTH_DTYPE_${bits}} ${index}
-                       GENERATOR max_unpool_backward PARAMS report_invalid=true
-                       CUDA_CAPABILITY ${cc})
+        poolgen_kernel(max_unpool_backward_reporting${tag}_b${bits}_${index}${sm}
+                       unpool_backward_reporting 0 0 0 0 ${layout}
+                       ${POOLGEN_WIDTH_DTYPE_${bits}} ${index} GENERATOR max_unpool_backward
+                       PARAMS report_invalid=true CUDA_CAPABILITY ${cc})
       endforeach ()
     endforeach ()
   endforeach ()

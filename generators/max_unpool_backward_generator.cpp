@@ -54,17 +54,17 @@ class MaxUnpoolBackward : public Generator<MaxUnpoolBackward> {
     Expr slot = clamp(cast<int32_t>(i), 0, grad_output_->dim(spatial_dim(0, l)).extent() - 1);
     Expr gradient = (*grad_output_)(tensor_args<Expr>({slot}, c_, n_, l));
     Func out = *grad_values_;
+    // Indices are checked a chunk at a time, a vectorizable reduction, then one scalar require
+    // per chunk (a require of a vector condition would branch on every lane): a chunk is a run
+    // of a plane, or in channels-last a run of an image's pixels with all their channels (the
+    // vectors' lanes are channels, whose planes differ). The schedule's tasks are whole chunks.
+    const bool channels_last = l == Layout::channels_last;
+    in_chunk_ = channels_last ? RDom(0, planes.channels, 0, kChunkPixels, "in_chunk")
+                              : RDom(0, kChunk, "in_chunk");
+    const int chunk_size = channels_last ? kChunkPixels : kChunk;
     if (report_invalid) {
       out(here) = gradient;
     } else {
-      // Indices are checked a chunk at a time, a vectorizable reduction, then one scalar require
-      // per chunk (a require of a vector condition would branch on every lane): a chunk is a
-      // run of a plane, or in channels-last a run of an image's pixels with all their channels
-      // (the vectors' lanes are channels, whose planes differ).
-      const bool channels_last = l == Layout::channels_last;
-      in_chunk_ = channels_last ? RDom(0, planes.channels, 0, kChunkPixels, "in_chunk")
-                                : RDom(0, kChunk, "in_chunk");
-      const int chunk_size = channels_last ? kChunkPixels : kChunk;
       Expr q = min(chunk_ * chunk_size + in_chunk_[channels_last ? 1 : 0], planes.plane - 1);
       const std::vector<Expr> chunk = channels_last ? std::vector<Expr>{chunk_, n_}
                                                     : std::vector<Expr>{chunk_, c_, n_};

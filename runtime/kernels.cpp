@@ -56,9 +56,14 @@ void register_kernel_table(const KernelTable& table) { tables().push_back(&table
 const std::vector<const KernelTable*>& registered_kernel_tables() { return tables(); }
 
 const char* op_name(Op op) {
-  static const char* const kNames[] = {"pool",          "unpool_scatter",        "unpool_gather",
-                                       "unpool_winner", "pool_backward_scatter", "pool_backward_gather",
-                                       "unpool_backward"};
+  static const char* const kNames[] = {"pool",
+                                       "unpool_scatter",
+                                       "unpool_gather",
+                                       "unpool_winner",
+                                       "pool_backward_scatter",
+                                       "pool_backward_gather",
+                                       "unpool_backward",
+                                       "unpool_backward_reporting"};
   return kNames[static_cast<int>(op)];
 }
 
@@ -226,7 +231,8 @@ const char* op_title(Op op) {
     case Op::pool: return "max_pool";
     case Op::pool_backward_scatter:
     case Op::pool_backward_gather: return "max_pool_backward";
-    case Op::unpool_backward: return "max_unpool_backward";
+    case Op::unpool_backward:
+    case Op::unpool_backward_reporting: return "max_unpool_backward";
     default: return "max_unpool";
   }
 }

@@ -19,10 +19,12 @@ enum class Op {
   unpool_gather,
   unpool_winner,
   // The backward ops: max pooling's is unpooling that adds (the scatter and the window gather
-  // with accumulate), max unpooling's a gather by index.
+  // with accumulate), max unpooling's a gather by index (stopping at an invalid index on the
+  // CPU, reporting it on CUDA).
   pool_backward_scatter,
   pool_backward_gather,
   unpool_backward,
+  unpool_backward_reporting,  // CUDA's: reports the first invalid index instead of stopping
 };
 const char* op_name(Op op);   // "pool", "pool_backward_scatter", ... (KernelInfo::op)
 const char* op_title(Op op);  // the API function whose calls run it: "max_pool", ...

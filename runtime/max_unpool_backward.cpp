@@ -34,15 +34,20 @@ Status prepare(int nd, const TensorView& grad_output, DType index_dtype, const I
                             spatial_elements(nd, call->output_shape), &call->grad_output);
 }
 
+// The kernel: on CUDA (and on the CPU with Path::winner, a check of the GPU algorithm where the
+// build has its CPU twin) one that reports the first invalid index, else one that stops there.
 Status choose(const TensorView& grad_output, DType index_dtype, const UnpoolOptions& options,
               UnpoolBackwardCall* call) {
   call->device = call_device(options.device, grad_output);
   int capability = 0;
   if (call->device == Device::cuda) POOLGEN_RETURN_IF_ERROR(cuda_capability(&capability));
-  return choose_kernel(backward_kernels(),
-                       {Op::unpool_backward, call->window.nd, layout_of(call->grad_output),
-                        grad_output.dtype, index_dtype, nullptr, call->device, capability},
-                       "grad_output", &call->kernel);
+  const bool reporting = call->device == Device::cuda || options.path == Path::winner;
+  return choose_kernel(
+      backward_kernels(),
+      {reporting ? Op::unpool_backward_reporting : Op::unpool_backward, call->window.nd,
+       layout_of(call->grad_output), grad_output.dtype, index_dtype, nullptr, call->device,
+       capability},
+      "grad_output", &call->kernel);
 }
 
 // The CPU kernel stops at an invalid index; the first one in input order is then named.
@@ -82,13 +87,11 @@ Status unpool_backward(int nd, const TensorView& grad_output, const TensorView& 
   if (o.elements() == 0) return {};
 
   const Kernel& kernel = *call.kernel;
-  if (call.device == Device::cuda) {
-    POOLGEN_RETURN_IF_ERROR(check_device_view("grad_output", g, kernel.layout, true));
-    POOLGEN_RETURN_IF_ERROR(check_device_view("indices", i, kernel.layout, true));
-    POOLGEN_RETURN_IF_ERROR(check_device_view("grad_values", o, kernel.layout, true));
-    return run_reporting(kernel, Device::cuda, {g, i, o}, g.plane(), "grad_output");
-  }
-  return gather(kernel, g, i, o);
+  if (kernel.op == Op::unpool_backward) return gather(kernel, g, i, o);
+  POOLGEN_RETURN_IF_ERROR(check_device_view("grad_output", g, kernel.layout, true));
+  POOLGEN_RETURN_IF_ERROR(check_device_view("indices", i, kernel.layout, true));
+  POOLGEN_RETURN_IF_ERROR(check_device_view("grad_values", o, kernel.layout, true));
+  return run_reporting(kernel, call.device, {g, i, o}, g.plane(), "grad_output");
 }
 
 }  // namespace

@@ -37,8 +37,15 @@ inline bool any_pool_kernel(DType value) {
 // Unpooling kernels move bits: one of the same element width serves.
 inline bool unpool_kernel_built(DType value, DType index) {
   return any_kernel_built([&](const KernelInfo& k) {
-    return k.op.rfind("unpool", 0) == 0 && dtype_size(k.value_dtype) == dtype_size(value) &&
-           k.index_dtype == index;
+    return k.op.rfind("unpool", 0) == 0 && k.op.find("backward") == std::string::npos &&
+           dtype_size(k.value_dtype) == dtype_size(value) && k.index_dtype == index;
+  });
+}
+
+// The CPU twin of CUDA's unpooling backward (Path::winner); listed once a backward op is linked.
+inline bool unpool_backward_twin_built() {
+  return any_kernel_built([](const KernelInfo& k) {
+    return k.op == "unpool_backward_reporting" && k.device == Device::cpu;
   });
 }
 

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "built_kernels.hpp"
 #include "lib_util.hpp"
 #include "random_cases.hpp"
 #include "reference.hpp"
@@ -244,7 +245,7 @@ class DifferentialUnpoolBackward : public ::testing::TestWithParam<int> {};
 TEST_P(DifferentialUnpoolBackward, LibraryMatchesReference) {
   const int nd = GetParam();
   Rng rng(0xbac5 + 17 * nd);
-  int failures = 0, errors = 0;
+  int failures = 0, errors = 0, twin_runs = 0;
   for (int iter = 0; iter < kConfigsPerRank && failures < kMaxReportedFailures; ++iter) {
     const int mode = random_unpool_mode(rng, {45, 75, 92});
     auto [shape, values, indices, o] = random_unpool_case(rng, nd, mode);
@@ -256,25 +257,33 @@ TEST_P(DifferentialUnpoolBackward, LibraryMatchesReference) {
     const Status ref_status = ref::max_unpool_backward<float>(nd, shape, grad_output, indices, o,
                                                               &expected);
     if (!ref_status.ok()) ++errors;
-    const test::BackwardRun r =
-        test::run_unpool_backward(nd, shape, out_shape, grad_output, indices, o);
-    bool ok = r.guards_ok && r.status.code() == ref_status.code();
-    if (ref_status.ok()) ok = ok && same_floats(expected, r.gradient);
-    if (!ref_status.ok() && r.status.code() == Code::index_out_of_range) {
-      // The same element named: "element <k> " in the reference, "at element <k> " here.
-      const std::string at = ref_status.message().substr(0, ref_status.message().find(" ("));
-      ok = ok && r.status.message().find(at.substr(at.find("element"))) != std::string::npos;
-    }
-    if (!ok) {
-      ++failures;
-      ADD_FAILURE() << "config " << iter << " (mode " << mode << "): " << describe(shape, o)
-                    << "\n  indices " << str(indices) << "\n  status: " << r.status.message()
-                    << " expected: " << ref_status.message() << "\n  guards intact: "
-                    << r.guards_ok << "\n  grad_values: "
-                    << (ref_status.ok() ? same_floats(expected, r.gradient).message() : "");
+    // Path::winner: the CUDA kernels' algorithm (reporting invalid indices) on its CPU twin.
+    for (Path path : {Path::automatic, Path::winner}) {
+      const test::BackwardRun r =
+          test::run_unpool_backward(nd, shape, out_shape, grad_output, indices, o, path);
+      if (path == Path::winner && r.status.code() == Code::unsupported) continue;  // no twin
+      twin_runs += path == Path::winner;
+      bool ok = r.guards_ok && r.status.code() == ref_status.code();
+      if (ref_status.ok()) ok = ok && same_floats(expected, r.gradient);
+      if (!ref_status.ok() && r.status.code() == Code::index_out_of_range) {
+        // The same element named: "element <k> " in the reference, "at element <k> " here.
+        const std::string at = ref_status.message().substr(0, ref_status.message().find(" ("));
+        ok = ok && r.status.message().find(at.substr(at.find("element"))) != std::string::npos;
+      }
+      if (!ok) {
+        ++failures;
+        ADD_FAILURE() << "config " << iter << " (mode " << mode << "): " << describe(shape, o)
+                      << " path " << test::path_name(path) << "\n  indices " << str(indices)
+                      << "\n  status: " << r.status.message()
+                      << " expected: " << ref_status.message() << "\n  guards intact: "
+                      << r.guards_ok << "\n  grad_values: "
+                      << (ref_status.ok() ? same_floats(expected, r.gradient).message() : "");
+        break;
+      }
     }
   }
   EXPECT_GT(errors, 0) << "no invalid-index configuration was generated";
+  if (test::unpool_backward_twin_built()) EXPECT_GT(twin_runs, 0) << "the CPU twin never ran";
 }
 
 INSTANTIATE_TEST_SUITE_P(Rank, DifferentialUnpoolBackward, ::testing::Values(1, 2, 3));

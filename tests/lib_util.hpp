@@ -106,8 +106,9 @@ inline BackwardRun run_pool_backward(int nd, const Ints& input_shape, const Ints
 
 inline BackwardRun run_unpool_backward(int nd, const Ints& values_shape, const Ints& out_shape,
                                        const std::vector<float>& grad_output,
-                                       const std::vector<int64_t>& indices,
-                                       const UnpoolOptions& options) {
+                                       const std::vector<int64_t>& indices, UnpoolOptions options,
+                                       Path path) {
+  options.path = path;
   std::vector<float> g = guarded_buffer<float>(numel(values_shape), kGuardF, kSentinelF);
   BackwardRun r;
   r.status = max_unpool_backward(nd, contiguous(grad_output.data(), out_shape),

@@ -4,7 +4,9 @@
 // indices of each stage are kept. Decoder: max-unpooled twice with those indices back to
 // (2, 8, 32, 32). Every non-zero of the decoded map must equal the input at that position, and
 // every maximum of the deepest pooling must reappear where it came from. Then one stage again in
-// bf16, channels-last (NHWC), with i32 indices.
+// bf16, channels-last (NHWC), with i32 indices. Last, a training step: pool (overlapping windows)
+// and unpool forward, then the gradients back through the unpooling and the pooling, checked
+// against plain loops.
 #include <poolgen/poolgen.hpp>
 
 #include <cstdint>
@@ -90,6 +92,96 @@ void channels_last_bf16_stage() {
   std::printf("bf16 NHWC round trip: %lld non-zeros, %lld lost maxima\n",
               static_cast<long long>(nonzeros), static_cast<long long>(lost));
   if (lost || nonzeros == 0) ++failures;
+}
+
+// A training step through one encoder/decoder stage: y = unpool(pool(x)) with kernel 3, stride
+// 2, padding 1 (overlapping windows; x has many ties, so one input often wins several windows),
+// the loss sum(w * y), and its gradients: dL/dy = w, dL/dvalues = max_unpool_backward(w),
+// dL/dx = max_pool_backward(dL/dvalues). Both are checked, bit for bit, against the loops that
+// define them: a gather, and an addition of each pooled gradient at its index, in ascending order
+// within each plane (PyTorch's order: sums of several gradients depend on it).
+void training_step() {
+  const poolgen::Ints x_shape{2, 8, 33, 33};
+  std::mt19937 rng(11);
+  std::vector<float> x(numel(x_shape)), w(x.size());
+  for (float& v : x) v = static_cast<float>(rng() % 5);  // ties
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& v : w) v = dist(rng);
+
+  poolgen::PoolOptions pool;
+  pool.kernel_size = {3};
+  pool.stride = {2};
+  pool.padding = {1};
+  poolgen::UnpoolOptions unpool;
+  unpool.kernel_size = pool.kernel_size;
+  unpool.stride = pool.stride;
+  unpool.padding = pool.padding;
+  unpool.output_size = {x_shape[2], x_shape[3]};
+  poolgen::Ints pooled;
+  if (!check(poolgen::max_pool_output_shape(2, x_shape, pool, &pooled), "training pool shape")) {
+    return;
+  }
+  std::vector<float> values(numel(pooled)), y(x.size()), grad_values(values.size()),
+      grad_x(x.size());
+  std::vector<int64_t> indices(values.size());
+  auto view = [](std::vector<float>& v, const poolgen::Ints& s) {
+    return poolgen::contiguous(v.data(), s);
+  };
+  // Forward.
+  if (!check(poolgen::max_pool2d(view(x, x_shape), view(values, pooled),
+                                 poolgen::contiguous(indices.data(), pooled), pool),
+             "training pool") ||
+      !check(poolgen::max_unpool2d(view(values, pooled),
+                                   poolgen::contiguous(indices.data(), pooled), view(y, x_shape),
+                                   unpool),
+             "training unpool")) {
+    return;
+  }
+  // Backward: dL/dy = w.
+  std::string unpool_kernel, pool_kernel;
+  check(poolgen::max_unpool_backward_kernel_name(2, view(w, x_shape), poolgen::DType::i64,
+                                                 pooled, unpool, &unpool_kernel),
+        "unpool backward kernel name");
+  check(poolgen::max_pool_backward_kernel_name(2, view(grad_values, pooled), poolgen::DType::i64,
+                                               x_shape, pool, &pool_kernel),
+        "pool backward kernel name");
+  std::printf("training: pool %s -> %s, unpool back; backward kernels %s, %s\n",
+              str(x_shape).c_str(), str(pooled).c_str(), unpool_kernel.c_str(),
+              pool_kernel.c_str());
+  if (!check(poolgen::max_unpool_backward(2, view(w, x_shape),
+                                          poolgen::contiguous(indices.data(), pooled),
+                                          view(grad_values, pooled), unpool),
+             "max_unpool_backward") ||
+      !check(poolgen::max_pool_backward(2, view(grad_values, pooled),
+                                        poolgen::contiguous(indices.data(), pooled),
+                                        view(grad_x, x_shape), pool),
+             "max_pool_backward")) {
+    return;
+  }
+  // The loops that define both gradients, plane by plane.
+  const int64_t planes = x_shape[0] * x_shape[1], x_plane = x_shape[2] * x_shape[3],
+                cells = pooled[2] * pooled[3];
+  std::vector<float> want_values(values.size()), want_x(x.size(), 0.0f);
+  std::vector<int> hits(x.size(), 0);
+  for (int64_t p = 0; p < planes; ++p) {
+    for (int64_t cell = 0; cell < cells; ++cell) {
+      const int64_t o = p * cells + cell, at = p * x_plane + indices[o];
+      want_values[o] = w[at];
+      want_x[at] += want_values[o];
+      ++hits[at];
+    }
+  }
+  int64_t mismatches = 0, shared = 0;
+  for (size_t i = 0; i < want_values.size(); ++i) mismatches += want_values[i] != grad_values[i];
+  for (size_t i = 0; i < want_x.size(); ++i) {
+    mismatches += want_x[i] != grad_x[i];
+    shared += hits[i] > 1;
+  }
+  std::printf("training: gradients of %lld values and %lld inputs (%lld inputs won several "
+              "windows), %lld mismatches\n",
+              static_cast<long long>(values.size()), static_cast<long long>(x.size()),
+              static_cast<long long>(shared), static_cast<long long>(mismatches));
+  if (mismatches || shared == 0) ++failures;
 }
 
 }  // namespace
@@ -205,6 +297,7 @@ int main() {
   if (nonzeros != expected_nonzeros || bad_values || lost) ++failures;
 
   channels_last_bf16_stage();
+  training_step();
 
   if (failures) {
     std::printf("segnet round trip: FAILED\n");
