@@ -56,14 +56,17 @@ endfunction()
 
 # The CPU twins (contiguous, 32-bit values) of the kernels only GPUs run, the winner unpooling and
 # the unpooling backward that reports invalid indices: their algorithms built for the host, so
-# that their tests run where there is no GPU (Path::winner).
-if (32 IN_LIST POOLGEN_VALUE_WIDTHS)
+# that their tests run where there is no GPU (Path::winner). A program that links the library
+# carries them (95 KB of an f32 program's 2 MB) but never needs them, so only the checked builds
+# of scripts/reliability.sh, which run the whole suite in CI, build them.
+option(POOLGEN_GPU_TWINS "Build CPU twins of the GPU-only kernels (Path::winner), for tests" OFF)
+if (POOLGEN_GPU_TWINS AND 32 IN_LIST POOLGEN_VALUE_WIDTHS)
   foreach (index IN LISTS POOLGEN_INDEX_TYPES)
     poolgen_kernel(max_unpool_winner_b32_${index} unpool_winner 0 0 0 0 contiguous i32 ${index}
                    GENERATOR max_unpool_winner)
   endforeach ()
 endif ()
-if (32 IN_LIST POOLGEN_GRADIENT_WIDTHS)
+if (POOLGEN_GPU_TWINS AND 32 IN_LIST POOLGEN_GRADIENT_WIDTHS)
   foreach (index IN LISTS POOLGEN_INDEX_TYPES)
     poolgen_kernel(max_unpool_backward_reporting_b32_${index} unpool_backward_reporting 0 0 0 0
                    contiguous i32 ${index} GENERATOR max_unpool_backward

@@ -1,6 +1,134 @@
 // The C API: plain structs in, codes and messages out; nothing is thrown across it.
 #include "c_api.hpp"
 
+#include "shapes.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace poolgen::c_api {
+namespace {
+
+Ints list(const int64_t* values, int nd) { return Ints(values, values + nd); }
+
+// Empty when every entry is zero: the C structs' way of saying "use the default".
+Ints list_or_default(const int64_t* values, int nd) {
+  return std::all_of(values, values + nd, [](int64_t v) { return v == 0; }) ? Ints{}
+                                                                             : list(values, nd);
+}
+
+int32_t report(const Status& status, char* message, size_t size) {
+  if (message && size > 0) {
+    const size_t n = std::min(size - 1, status.message().size());
+    std::memcpy(message, status.message().data(), n);
+    message[n] = '\0';
+  }
+  return static_cast<int32_t>(status.code());
+}
+
+Status tensor(const char* argument, const poolgen_tensor* t, TensorView* out) {
+  if (!t) {
+    return Status(Code::invalid_argument,
+                  std::string(argument) + ": expected a poolgen_tensor, got a null pointer");
+  }
+  if (t->rank < 2 || t->rank > 5) {
+    return Status(Code::invalid_argument, std::string(argument) +
+                                              ": expected rank 2 to 5, got " +
+                                              std::to_string(t->rank));
+  }
+  out->data = t->data;
+  out->dtype = static_cast<DType>(t->dtype);
+  out->shape = list(t->shape, t->rank);
+  out->strides = list_or_default(t->strides, t->rank);
+  out->device = static_cast<Device>(t->device);
+  return {};
+}
+
+bool nd_ok(int32_t nd) { return nd >= 1 && nd <= 3; }
+
+Status bad_nd(int32_t nd) {
+  return Status(Code::invalid_argument, "nd: expected 1, 2 or 3, got " + std::to_string(nd));
+}
+
+Status unpool_options(int32_t nd, const poolgen_unpool_options& o, UnpoolOptions* u) {
+  if (o.output_size_len < 0 || o.output_size_len > 5) {
+    return Status(Code::invalid_argument,
+                  "output_size_len: expected 0 to 5, got " + std::to_string(o.output_size_len));
+  }
+  u->kernel_size = list(o.kernel_size, nd);
+  u->stride = list_or_default(o.stride, nd);
+  u->padding = list(o.padding, nd);
+  u->output_size = list(o.output_size, o.output_size_len);
+  u->device = static_cast<Device>(o.device);
+  return {};
+}
+
+// Checks shared by every entry point.
+Status check_call(int32_t nd, const void* options) {
+  if (!nd_ok(nd)) return bad_nd(nd);
+  if (!options) {
+    return Status(Code::invalid_argument, "options: expected options, got a null pointer");
+  }
+  return {};
+}
+
+// The *_output_shape entry points: checks the arrays, runs `compute`, copies the shape out.
+template <typename F>
+Status shape_query(int32_t rank, const int64_t* input_shape, int64_t* out_shape, F compute) {
+  if (!input_shape || !out_shape) {
+    return Status(Code::invalid_argument, std::string(input_shape ? "out_shape" : "input_shape") +
+                                              ": expected an array, got a null pointer");
+  }
+  if (rank < 0 || rank > 5) {
+    return Status(Code::invalid_argument, "rank: expected 0 to 5, got " + std::to_string(rank));
+  }
+  Ints out;
+  POOLGEN_RETURN_IF_ERROR(compute(list(input_shape, rank), &out));
+  std::copy(out.begin(), out.end(), out_shape);
+  return {};
+}
+
+}  // namespace
+
+PoolOptions pool_options(int32_t nd, const poolgen_pool_options& o) {
+  PoolOptions p;
+  p.kernel_size = list(o.kernel_size, nd);
+  p.stride = list_or_default(o.stride, nd);
+  p.padding = list(o.padding, nd);
+  p.dilation = list_or_default(o.dilation, nd);
+  if (p.dilation.empty()) p.dilation = {1};
+  p.ceil_mode = o.ceil_mode != 0;
+  p.device = static_cast<Device>(o.device);
+  return p;
+}
+
+
+int32_t guarded(char* message, size_t size, const std::function<Status()>& body) {
+  return report(detail::without_exceptions(body), message, size);
+}
+
+Status with_tensors(int32_t nd, const void* options, const char* const (&names)[3],
+                    const poolgen_tensor* const (&tensors)[3], const TensorOp& op) {
+  POOLGEN_RETURN_IF_ERROR(check_call(nd, options));
+  TensorView views[3];
+  for (int k = 0; k < 3; ++k) POOLGEN_RETURN_IF_ERROR(tensor(names[k], tensors[k], &views[k]));
+  return op(views[0], views[1], views[2]);
+}
+
+Status with_unpool_tensors(int32_t nd, const poolgen_unpool_options* options,
+                           const char* const (&names)[3], const poolgen_tensor* const (&tensors)[3],
+                           UnpoolOp op) {
+  UnpoolOptions u;
+  if (options && nd_ok(nd)) POOLGEN_RETURN_IF_ERROR(unpool_options(nd, *options, &u));
+  return with_tensors(nd, options, names, tensors,
+                      [&](const TensorView& a, const TensorView& b, const TensorView& c) {
+                        return op(nd, a, b, c, u);
+                      });
+}
+
+}  // namespace poolgen::c_api
+
 using namespace poolgen;
 using namespace poolgen::c_api;
 

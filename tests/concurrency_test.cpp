@@ -1,5 +1,5 @@
 // Concurrency stress test: many threads at once (more than the cores) each run a loop of
-// different calls — max_pool and max_unpool in 1-D, 2-D and 3-D; contiguous, channels-last and
+// different calls — max_pool, max_unpool and both backward ops in 1-D, 2-D and 3-D; contiguous, channels-last and
 // strided/sliced views; batch-less and N = 0 shapes; the fast windows and general ones (dilation,
 // ceil_mode); every output_size form; every value and index dtype this build compiled;
 // Path::automatic / general / winner; duplicate unpooling indices; and calls that must fail
@@ -304,13 +304,13 @@ bool is_fast_name(const std::string& name) {
 // What each thread did and what went wrong.
 
 struct Counters {
-  int64_t calls = 0, pool = 0, unpool = 0, by_nd[4] = {}, fast = 0, gather_eligible = 0, winner = 0,
-          winner_unsupported = 0, general = 0, invalid_index = 0, bad_argument = 0, empty_batch = 0,
-          batchless = 0, channels_last = 0, strided = 0, duplicates = 0, c_api = 0, queries = 0,
-          big_rounds = 0;
+  int64_t calls = 0, pool = 0, unpool = 0, backward = 0, by_nd[4] = {}, fast = 0,
+          gather_eligible = 0, winner = 0, winner_unsupported = 0, general = 0, invalid_index = 0,
+          bad_argument = 0, empty_batch = 0, batchless = 0, channels_last = 0, strided = 0,
+          duplicates = 0, c_api = 0, queries = 0, big_rounds = 0;
 
   void add(const Counters& o) {
-    calls += o.calls, pool += o.pool, unpool += o.unpool, fast += o.fast;
+    calls += o.calls, pool += o.pool, unpool += o.unpool, backward += o.backward, fast += o.fast;
     for (int i = 0; i < 4; ++i) by_nd[i] += o.by_nd[i];
     gather_eligible += o.gather_eligible, winner += o.winner;
     winner_unsupported += o.winner_unsupported, general += o.general;
@@ -324,9 +324,9 @@ struct Counters {
 // The dtype pairs this build can run (pooling compares values: per dtype; unpooling moves
 // bits: any dtype of a compiled width), and the answers of the read-only queries.
 struct Built {
-  std::vector<std::pair<DType, DType>> pool, unpool, duplicates;  // (value, index)
+  std::vector<std::pair<DType, DType>> pool, unpool, duplicates, backward;  // (value, index)
   std::vector<std::string> kernel_names;
-  bool any_fast_pool = false, any_winner = false;
+  bool any_fast_pool = false, any_winner = false, any_backward_twin = false;
 };
 
 Built what_is_built() {
@@ -345,7 +345,12 @@ Built what_is_built() {
     b.kernel_names.push_back(k.name);
     if (k.op == "pool" && is_fast_name(k.name)) b.any_fast_pool = true;
     if (k.op == "unpool_winner" && k.device == Device::cpu) b.any_winner = true;
+    if (k.op == "pool_backward_scatter" && k.device == Device::cpu &&
+        test::unpool_kernel_built(k.value_dtype, k.index_dtype)) {
+      b.backward.push_back({k.value_dtype, k.index_dtype});
+    }
   }
+  b.any_backward_twin = test::unpool_backward_twin_built();
   return b;
 }
 
@@ -634,6 +639,133 @@ void unpool_case(Worker& w, int nd) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// One backward call, pooling's or unpooling's, on gradient dtypes: indices from a real pooling
+// (some moved out of their windows or the plane) or unpooling cases with duplicates and invalid
+// indices; gradients whose sums depend on the order of the additions.
+
+template <typename T>
+T gradient_value(double x) {
+  if constexpr (std::is_same_v<T, double>) {
+    return x;
+  } else {
+    return test::from_float<T>(static_cast<float>(x));
+  }
+}
+
+// Runs one backward op on random forms of its views and checks it: the expected gradient, or
+// the expected error (naming `first_invalid`), inputs unchanged, nothing written outside the
+// output. call(grad_output, indices, output) runs the op.
+template <typename T, typename I, typename Call>
+void check_backward(Worker& w, int nd, const Ints& grad_shape, const std::vector<T>& grad,
+                    const Ints& index_shape, const std::vector<int64_t>& index_values,
+                    const Ints& out_shape, const Status& expected_status,
+                    const std::vector<T>& expected, int64_t first_invalid, Call call) {
+  Rng& rng = w.rng;
+  const DType vt = dtype_of<T>(), it = dtype_of<I>();
+  const Form grad_form = random_form(rng);
+  const Form indices_form = rng.chance(0.7) ? grad_form : random_form(rng);
+  const Form out_form = rng.chance(0.6) ? grad_form : random_form(rng);
+  Tensor<T> g = make_tensor<T>(rng, nd, grad_shape, grad_form, vt, winning_value<T>(), T{});
+  g.set(grad);
+  Tensor<I> i = make_tensor<I>(rng, nd, index_shape, indices_form, it, static_cast<I>(-1), I{});
+  i.set(narrow<I>(index_values));
+  Tensor<T> out =
+      make_tensor<T>(rng, nd, out_shape, out_form, vt, guard_value<T>(), sentinel_value<T>());
+  w.context += "\n  grad_output " + g.describe() + "; indices " + i.describe() + "; output " +
+               out.describe();
+  const std::vector<T> grad_before = g.backing;
+  const std::vector<I> indices_before = i.backing;
+  const Status st = call(g.view(), i.view(), out.view());
+  ++w.n.calls, ++w.n.backward, ++w.n.by_nd[nd];
+  count_form(w, grad_form);
+  if (st.code() != expected_status.code()) {
+    return w.fail(std::string("status ") + code_name(st.code()) + " (" + st.message() +
+                  "), expected " + code_name(expected_status.code()));
+  }
+  w.check(std::equal(g.backing.begin(), g.backing.end(), grad_before.begin(), same_bits<T>),
+          "grad_output changed");
+  w.check(std::equal(i.backing.begin(), i.backing.end(), indices_before.begin(), same_bits<I>),
+          "the indices changed");
+  w.check(out.outside_is(guard_value<T>()), "output: written outside the view");
+  if (st.ok()) {
+    const std::string d = mismatches(expected, out.logical(), same_value<T>);
+    w.check(d.empty(), "gradient: " + d);
+  } else {
+    ++w.n.invalid_index;
+    w.check(st.message().find(std::to_string(first_invalid)) != std::string::npos,
+            "the message does not name the first invalid index " +
+                std::to_string(first_invalid) + ": " + st.message());
+  }
+}
+
+template <typename T, typename I>
+void backward_case(Worker& w, int nd) {
+  Rng& rng = w.rng;
+  const std::string types = std::string(dtype_name(dtype_of<T>())) + "/" + dtype_name(dtype_of<I>());
+  if (rng.chance(0.5)) {
+    test::PoolConfigOptions config;
+    config.many_channels = rng.chance(0.2);
+    const int mode = static_cast<int>(rng.uniform(0, 2));
+    auto c = test::random_pool_backward_case<T>(rng, nd, mode, nd == 1 ? 0.0 : 0.5, config,
+                                                random_values<T>, gradient_value<T>);
+    c.o.path = rng.chance(0.3) ? Path::general : Path::automatic;
+    w.context = "thread " + std::to_string(w.id) + " max_pool_backward" + std::to_string(nd) +
+                "d " + types + " mode " + std::to_string(mode) + " " +
+                describe(c.input_shape, c.o) + " path " + path_name(c.o.path);
+    std::vector<T> expected;
+    const Status rs =
+        ref::max_pool_backward<T>(nd, c.input_shape, c.grad_output, c.indices, c.o, &expected);
+    if (!rs.ok()) return w.fail("the reference refused a generated case: " + rs.message());
+    check_backward<T, I>(w, nd, c.output_shape, c.grad_output, c.output_shape, c.indices,
+                         c.input_shape, rs, expected, 0,
+                         [&](const TensorView& g, const TensorView& i, const TensorView& o) {
+                           return max_pool_backward(nd, g, i, o, c.o);
+                         });
+    return;
+  }
+  const int mode = test::random_unpool_mode(rng, {35, 65, 85});
+  test::UnpoolCaseOptions case_options;
+  case_options.window_p = nd == 1 ? 0.0 : 0.6;
+  test::UnpoolCase<T> c =
+      test::random_unpool_case<T, I>(rng, nd, mode, case_options, random_values<T>);
+  Ints out_shape;
+  if (!ref::max_unpool_output_shape(nd, c.shape, c.o, &out_shape).ok()) {
+    return w.fail("the reference refused a generated unpooling case");
+  }
+  c.o.path = rng.chance(0.3) && w.built->any_backward_twin ? Path::winner : Path::automatic;
+  w.context = "thread " + std::to_string(w.id) + " max_unpool_backward" + std::to_string(nd) +
+              "d " + types + " mode " + std::to_string(mode) + " " + describe(c.shape, c.o) +
+              " path " + path_name(c.o.path);
+  const std::vector<T> grad =
+      test::random_gradients<T>(rng, ref::numel(out_shape), gradient_value<T>);
+  std::vector<T> expected;
+  const Status rs = ref::max_unpool_backward<T>(nd, c.shape, grad, c.indices, c.o, &expected);
+  const int64_t plane = plane_size(nd, out_shape);
+  int64_t first_invalid = 0;
+  for (int64_t i : c.indices) {
+    if (i < 0 || i >= plane) {
+      first_invalid = i;
+      break;
+    }
+  }
+  check_backward<T, I>(w, nd, out_shape, grad, c.shape, c.indices, c.shape, rs, expected,
+                       first_invalid,
+                       [&](const TensorView& g, const TensorView& i, const TensorView& o) {
+                         // The CPU twin (Path::winner) is 32-bit and contiguous: for other
+                         // views the call would be unsupported.
+                         UnpoolOptions options = c.o;
+                         std::string name;
+                         if (options.path == Path::winner &&
+                             !max_unpool_backward_kernel_name(nd, g, dtype_of<I>(), c.shape,
+                                                              options, &name)
+                                  .ok()) {
+                           options.path = Path::automatic;
+                         }
+                         return max_unpool_backward(nd, g, i, o, options);
+                       });
+}
+
+// ---------------------------------------------------------------------------------------------
 // Duplicate indices on a shape split across threads: the latest in input order must win on
 // every call. Values are the positions' bit patterns (all distinct).
 
@@ -881,7 +1013,12 @@ void worker_loop(Worker& w, int iterations) {
       const auto [value, index] = b.unpool[w.rng.uniform(0, b.unpool.size() - 1)];
       with_types(value, index,
                  [&](auto t, auto i) { unpool_case<decltype(t), decltype(i)>(w, nd); });
-    } else if (r < 93 && !b.duplicates.empty()) {
+    } else if (r < 90 && !b.backward.empty()) {
+      const auto [value, index] = b.backward[w.rng.uniform(0, b.backward.size() - 1)];
+      with_types(value, index, [&](auto t, auto i) {
+        if constexpr (is_float_type<decltype(t)>()) backward_case<decltype(t), decltype(i)>(w, nd);
+      });
+    } else if (r < 95 && !b.duplicates.empty()) {
       const auto [value, index] = b.duplicates[w.rng.uniform(0, b.duplicates.size() - 1)];
       with_types(value, index,
                  [&](auto t, auto i) { duplicates_case<decltype(t), decltype(i)>(w, nd); });
@@ -1256,6 +1393,7 @@ Counters run_stress(const Built& built, int workers, uint64_t seed, Body body) {
   std::cout << "[ STRESS   ] " << workers << " workers + 3, " << seconds << " s: " << total.calls
             << " calls (pool " << total.pool << ", unpool " << total.unpool << "; 1-D "
             << total.by_nd[1] << ", 2-D " << total.by_nd[2] << ", 3-D " << total.by_nd[3]
+            << "; backward " << total.backward
             << "), fast pool kernels " << total.fast << ", gather-eligible unpools "
             << total.gather_eligible << ", general " << total.general << ", winner " << total.winner
             << " (unsupported " << total.winner_unsupported << "), invalid indices "
@@ -1292,6 +1430,9 @@ TEST_F(Concurrency, MixedCallsMatchReference) {
     if (!built_.unpool.empty()) {
       EXPECT_GT(n.unpool, 0);
       EXPECT_GT(n.invalid_index, 0);
+    }
+    if (!built_.backward.empty()) {
+      EXPECT_GT(n.backward, 0);
     }
     if (built_.any_fast_pool) {
       EXPECT_GT(n.fast, 0);

@@ -1,6 +1,6 @@
 // The deterministic winner unpooling (the GPUs' algorithm) on the CPU, and the CUDA kernels
-// against the reference: pooling and unpooling, host data (PoolOptions::device) and device
-// pointers (allocated through Halide's device API, so no CUDA toolkit is needed), duplicates,
+// against the reference: pooling, unpooling and both backward ops, host data (PoolOptions::device)
+// and device pointers (allocated through Halide's device API, so no CUDA toolkit is needed), duplicates,
 // determinism over repeated runs, invalid indices reported with nothing written outside the
 // output. CUDA tests report themselves skipped where there is no GPU (CI, most dev machines).
 #include <gtest/gtest.h>
@@ -400,7 +400,91 @@ TEST(Cuda, RefusesStridedDeviceViewsAndMixedDevices) {
   EXPECT_EQ(s.code(), Code::unsupported) << s.message();
 }
 
-// Where there is no GPU, a CUDA request is a clean `unsupported` error.
+// Gradients whose sums depend on the order of the additions (1e8, 1, -1e8, 3e-8, ...).
+std::vector<float> random_gradients(int64_t n, uint64_t seed) {
+  static const float kPalette[] = {1e8f, 1.0f, -1e8f, 3e-8f, -1.0f, 0.5f, -0.0f, 2.0f};
+  std::mt19937_64 rng(seed);
+  std::vector<float> g(static_cast<size_t>(n));
+  for (float& x : g) x = kPalette[rng() % 8];
+  return g;
+}
+
+// The backward of pooling on the GPU: the reference's bytes, which are the CPU's (PyTorch's
+// order of additions; PyTorch's own CUDA kernel adds with atomics), on host data copied to the
+// GPU and, in the contiguous layout, on device pointers; three runs give the same bytes.
+TEST(Cuda, PoolBackwardMatchesReferenceAndCpu) {
+  POOLGEN_REQUIRE_CUDA();
+  for (const PoolCase& c : pool_cases()) {
+    const std::vector<float> input = random_floats(ref::numel(c.shape), c.shape.back() + 2);
+    Ints out_shape;
+    std::vector<float> pooled, expected;
+    std::vector<int64_t> indices;
+    ASSERT_TRUE(ref::max_pool<float>(c.nd, c.shape, input, c.options, &out_shape, &pooled,
+                                     &indices).ok());
+    const std::vector<float> grad = random_gradients(ref::numel(out_shape), c.shape.back());
+    ASSERT_TRUE(
+        ref::max_pool_backward<float>(c.nd, c.shape, grad, indices, c.options, &expected).ok());
+    std::vector<float> cpu(expected.size()), gpu(expected.size());
+    ASSERT_TRUE(max_pool_backward(c.nd, contiguous(grad.data(), out_shape),
+                                  contiguous(indices.data(), out_shape),
+                                  contiguous(cpu.data(), c.shape), c.options).ok());
+    PoolOptions options = c.options;
+    options.device = Device::cuda;
+    for (int run = 0; run < 3; ++run) {
+      const Status s = max_pool_backward(c.nd, contiguous(grad.data(), out_shape),
+                                         contiguous(indices.data(), out_shape),
+                                         contiguous(gpu.data(), c.shape), options);
+      ASSERT_TRUE(s.ok()) << s.message();
+      EXPECT_TRUE(same_bits(gpu, expected)) << c.nd << "-D, run " << run;
+      EXPECT_TRUE(same_bits(gpu, cpu)) << c.nd << "-D, run " << run;
+    }
+#if POOLGEN_WITH_CUDA
+    DeviceMemory g(grad.size() * sizeof(float)), i(indices.size() * sizeof(int64_t)),
+        o(expected.size() * sizeof(float));
+    TensorView g_view = contiguous(on_device(g, grad), DType::f32, out_shape);
+    TensorView i_view = contiguous(on_device(i, indices), DType::i64, out_shape);
+    TensorView o_view = contiguous(o.pointer(), DType::f32, c.shape);
+    for (TensorView* view : {&g_view, &i_view, &o_view}) view->device = Device::cuda;
+    const Status s = max_pool_backward(c.nd, g_view, i_view, o_view, c.options);
+    ASSERT_TRUE(s.ok()) << s.message();
+    ASSERT_TRUE(o.download(gpu.data()));
+    EXPECT_TRUE(same_bits(gpu, expected)) << c.nd << "-D, device pointers";
+#endif
+  }
+}
+
+// The backward of unpooling on the GPU: a gather, duplicates and invalid indices as on the CPU
+// (the same error message), with guard elements around grad_values.
+TEST(Cuda, UnpoolBackwardMatchesReference) {
+  POOLGEN_REQUIRE_CUDA();
+  std::mt19937_64 rng(13);
+  for (int i = 0; i < 60; ++i) {
+    const UnpoolCase c = random_unpool_case(rng, i % 3 == 2, true);
+    const std::vector<float> grad = random_gradients(ref::numel(c.out_shape), i);
+    std::vector<float> expected;
+    const Status ref_status =
+        ref::max_unpool_backward<float>(c.nd, c.shape, grad, c.indices, c.options, &expected);
+    std::vector<float> cpu(static_cast<size_t>(ref::numel(c.shape) + 2 * kGuard), kGuardValue);
+    std::vector<float> gpu = cpu;
+    const Status cpu_status = max_unpool_backward(
+        c.nd, contiguous(grad.data(), c.out_shape), contiguous(c.indices.data(), c.shape),
+        contiguous(cpu.data() + kGuard, c.shape), c.options);
+    UnpoolOptions options = c.options;
+    options.device = Device::cuda;
+    const Status s = max_unpool_backward(c.nd, contiguous(grad.data(), c.out_shape),
+                                         contiguous(c.indices.data(), c.shape),
+                                         contiguous(gpu.data() + kGuard, c.shape), options);
+    EXPECT_TRUE(guards_intact(gpu)) << "case " << i;
+    EXPECT_EQ(s.code(), ref_status.code()) << "case " << i << ": " << s.message();
+    if (!ref_status.ok()) {
+      EXPECT_EQ(s.message(), cpu_status.message()) << "case " << i;
+      continue;
+    }
+    EXPECT_EQ(inner(gpu), expected) << "case " << i;
+  }
+}
+
+// Where there is no GPU, a CUDA request is a clean `unsupported` error, for every op.
 TEST(Cuda, NoDeviceIsUnsupported) {
   if (cuda_available()) GTEST_SKIP() << "a CUDA device is present";
   std::vector<float> in(16), values(4);
@@ -408,11 +492,18 @@ TEST(Cuda, NoDeviceIsUnsupported) {
   PoolOptions options;
   options.kernel_size = {2};
   options.device = Device::cuda;
-  const Status s = max_pool(2, contiguous(in.data(), {1, 1, 4, 4}),
-                            contiguous(values.data(), {1, 1, 2, 2}),
-                            contiguous(indices.data(), {1, 1, 2, 2}), options);
-  EXPECT_EQ(s.code(), Code::unsupported);
-  EXPECT_NE(s.message().find("no CUDA device"), std::string::npos) << s.message();
+  UnpoolOptions unpool;
+  unpool.kernel_size = {2};
+  unpool.device = Device::cuda;
+  const TensorView big = contiguous(in.data(), {1, 1, 4, 4}),
+                   small = contiguous(values.data(), {1, 1, 2, 2}),
+                   index = contiguous(indices.data(), {1, 1, 2, 2});
+  for (const Status& s : {max_pool(2, big, small, index, options),
+                          max_pool_backward(2, small, index, big, options),
+                          max_unpool_backward(2, big, index, small, unpool)}) {
+    EXPECT_EQ(s.code(), Code::unsupported) << s.message();
+    EXPECT_NE(s.message().find("no CUDA device"), std::string::npos) << s.message();
+  }
 }
 
 }  // namespace

@@ -283,7 +283,9 @@ TEST_P(DifferentialUnpoolBackward, LibraryMatchesReference) {
     }
   }
   EXPECT_GT(errors, 0) << "no invalid-index configuration was generated";
-  if (test::unpool_backward_twin_built()) EXPECT_GT(twin_runs, 0) << "the CPU twin never ran";
+  if (test::unpool_backward_twin_built()) {
+    EXPECT_GT(twin_runs, 0) << "the CPU twin never ran";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Rank, DifferentialUnpoolBackward, ::testing::Values(1, 2, 3));

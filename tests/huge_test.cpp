@@ -339,6 +339,155 @@ TEST(Huge, UnpoolTotalBeyond2To31InSmallPlanes) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The backward ops beyond 2^31 elements, in bf16 (the narrowest gradient type: a plane of 2^31
+// elements is 4.3 GB, which pool backward zeroes). One pooled gradient per window of `window`
+// elements, at a tap chosen per window (some beyond 2^31 in a plane that long); two of them name
+// one position (their sum rounds to bf16 in order: 1 + 3*2^-10 + 3*2^-10 = 1), and for pool
+// backward one index lies outside the plane (dropped).
+
+bool gradient_kernel_built(DType value) {
+  return any_kernel_built([&](const KernelInfo& k) {
+    return k.op == "pool_backward_scatter" && k.value_dtype == value && k.index_dtype == DType::i64;
+  });
+}
+
+uint16_t bf16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return static_cast<uint16_t>(u >> 16);  // the values used here are exact in bf16
+}
+
+float bf16_value(uint16_t b) {
+  const uint32_t u = uint32_t{b} << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+struct SparseGradients {
+  Ints pooled_shape, input_shape;  // (pooled) grad_output and indices; grad_input
+  int64_t window;
+  std::vector<bf16_t> gradients;
+  std::vector<int64_t> indices;
+  PoolOptions pool;
+
+  // A 1-D plane of `extent` elements pooled with ceil_mode (its last window is partial), or the
+  // 2-D `input_shape` given.
+  SparseGradients(const Ints& input, int64_t window_) : input_shape(input), window(window_) {
+    const int nd = static_cast<int>(input_shape.size()) - 2;
+    pool.kernel_size = {window};
+    pool.ceil_mode = true;
+    EXPECT_TRUE(max_pool_output_shape(nd, input_shape, pool, &pooled_shape).ok());
+    const int64_t n = product(pooled_shape), cells = n / (pooled_shape[0] * pooled_shape[1]);
+    const int64_t row = pooled_shape.back(), in_row = input_shape.back();
+    const int64_t in_plane = product(input_shape) / (input_shape[0] * input_shape[1]);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t cell = i % cells, y = cell / row, x = cell % row;
+      const int64_t tap_x = (i * 7919) % window, tap_y = nd == 1 ? 0 : (i * 104729) % window;
+      const int64_t at = (y * window + tap_y) * (nd == 1 ? 0 : in_row) + x * window + tap_x;
+      indices.push_back(std::min(at, in_plane - 1));
+      gradients.push_back(bf16_t{bf16_bits(static_cast<float>(i % 61 + 1))});
+    }
+    // Elements 4 and 5 name element 3's position: 1 + 3*2^-10 + 3*2^-10 rounds to 1 in bf16.
+    gradients[3] = bf16_t{bf16_bits(1.0f)};
+    gradients[4] = gradients[5] = bf16_t{bf16_bits(3.0f / 1024)};
+    indices[4] = indices[5] = indices[3];
+  }
+
+  // Pool backward into a sparse grad_input: every named position holds its sum, sampled other
+  // positions (made non-zero first) are zero.
+  void check_pool_backward() const {
+    const int nd = static_cast<int>(input_shape.size()) - 2;
+    const int64_t total = product(input_shape), in_plane = total / (input_shape[0] * input_shape[1]);
+    const int64_t cells = product(pooled_shape) / (pooled_shape[0] * pooled_shape[1]);
+    Sparse grad_input(total * 2);
+    ASSERT_MAPPED(grad_input);
+    uint16_t* g = grad_input.as<uint16_t>();
+    for (int64_t at = 0; at < total; at += 65537) g[at] = 0x3f80;  // 1.0: must be cleared
+    std::vector<int64_t> with_outside = indices;
+    with_outside.back() = in_plane + 5;  // outside the plane: dropped, never written
+    const Status status = max_pool_backward(
+        nd, contiguous(gradients.data(), pooled_shape),
+        contiguous(with_outside.data(), pooled_shape), contiguous(grad_input.as<bf16_t>(), input_shape),
+        pool);
+    ASSERT_TRUE(status.ok()) << status.message();
+    std::vector<int64_t> written;
+    int64_t beyond_2to31 = 0;
+    for (size_t i = 0; i + 1 < indices.size(); ++i) {
+      if (i == 4 || i == 5) continue;  // summed into element 3's position
+      const int64_t at = static_cast<int64_t>(i) / cells * in_plane + indices[i];
+      const float want = i == 3 ? 1.0f : bf16_value(gradients[i].bits);
+      ASSERT_EQ(bf16_value(g[at]), want) << "element " << i << " at plane position " << indices[i];
+      written.push_back(at);
+      beyond_2to31 += indices[i] >= k2To31;
+    }
+    std::sort(written.begin(), written.end());
+    for (int64_t at = 0; at < total; at += 65537) {
+      if (!std::binary_search(written.begin(), written.end(), at)) {
+        ASSERT_EQ(g[at], 0) << "position " << at << " was not zeroed";
+      }
+    }
+    if (in_plane > k2To31) {
+      EXPECT_GT(beyond_2to31, 0) << "no index beyond 2^31 was checked";
+    }
+  }
+
+  // Unpool backward from a sparse grad_output (the pooling input's shape) that holds a distinct
+  // value at every named position: each gradient gathered is its own.
+  void check_unpool_backward() const {
+    const int nd = static_cast<int>(input_shape.size()) - 2;
+    const int64_t total = product(input_shape), in_plane = total / (input_shape[0] * input_shape[1]);
+    const int64_t cells = product(pooled_shape) / (pooled_shape[0] * pooled_shape[1]);
+    Sparse grad_output(total * 2);
+    ASSERT_MAPPED(grad_output);
+    uint16_t* g = grad_output.as<uint16_t>();
+    for (size_t i = 0; i < indices.size(); ++i) {
+      g[static_cast<int64_t>(i) / cells * in_plane + indices[i]] = gradients[i].bits;
+    }
+    UnpoolOptions u;
+    u.kernel_size = {window};
+    u.output_size = Ints(input_shape.begin() + 2, input_shape.end());
+    std::vector<bf16_t> grad_values(indices.size(), bf16_t{0x7fc0});
+    const Status status = max_unpool_backward(
+        nd, contiguous(grad_output.as<bf16_t>(), input_shape),
+        contiguous(indices.data(), pooled_shape), contiguous(grad_values.data(), pooled_shape), u);
+    ASSERT_TRUE(status.ok()) << status.message();
+    for (size_t i = 0; i < indices.size(); ++i) {
+      const size_t named = i >= 3 && i <= 5 ? 5 : i;  // the last write to a shared position
+      ASSERT_EQ(grad_values[i].bits, gradients[named].bits) << "element " << i;
+    }
+    // An index one past the plane, beyond 2^31 where the plane is that long: named.
+    std::vector<int64_t> invalid = indices;
+    invalid[1000] = in_plane;
+    const Status bad = max_unpool_backward(
+        nd, contiguous(grad_output.as<bf16_t>(), input_shape),
+        contiguous(invalid.data(), pooled_shape), contiguous(grad_values.data(), pooled_shape), u);
+    EXPECT_EQ(bad.code(), Code::index_out_of_range) << bad.message();
+    EXPECT_NE(bad.message().find("got " + std::to_string(in_plane) + " at element 1000"),
+              std::string::npos)
+        << bad.message();
+  }
+};
+
+TEST(Huge, BackwardPlaneOf2To31) {
+  if (!gradient_kernel_built(DType::bf16)) GTEST_SKIP() << "no bf16 backward kernels";
+  const int64_t extent = k2To31 + (1 << 16);
+  if (!have_memory(2 * extent)) GTEST_SKIP() << "needs 4x the 4.3 GB grad_input in memory";
+  const SparseGradients call({1, 1, extent}, int64_t{1} << 20);
+  call.check_pool_backward();
+  call.check_unpool_backward();
+}
+
+TEST(Huge, BackwardTotalBeyond2To31InSmallPlanes) {
+  if (!gradient_kernel_built(DType::bf16)) GTEST_SKIP() << "no bf16 backward kernels";
+  const Ints shape{1, 1049, 1024, 1024};  // 1.1e9 elements, 2.2 GB: beyond 2 GiB in bytes
+  if (!have_memory(2 * product(shape))) GTEST_SKIP() << "needs 4x the grad_input in memory";
+  const SparseGradients call(shape, 512);
+  call.check_pool_backward();
+  call.check_unpool_backward();
+}
+
 // Shapes whose sizes would overflow are refused with the argument named, before any data is
 // touched (the data pointers are null or one element).
 TEST(Huge, OverflowingShapesAreErrors) {
