@@ -89,6 +89,20 @@ TEST(ReferenceGoldenFormat, TypedBitPatterns) {
             "");
 }
 
+// f16 rounding overflows as IEEE 754 and PyTorch's .half() do: from 65520 (the largest finite
+// f16, 65504, plus half a step) on, and infinity stays infinite. The golden f16 gradients sum
+// past it.
+TEST(Reference, F16RoundingOverflowsToInfinity) {
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(test::to_f16(65519.996f).bits, 0x7bff);
+  EXPECT_EQ(test::to_f16(65520.0f).bits, 0x7c00);
+  EXPECT_EQ(test::to_f16(-78592.0f).bits, 0xfc00);
+  EXPECT_EQ(test::to_f16(inf).bits, 0x7c00);
+  EXPECT_EQ(test::to_f16(-inf).bits, 0xfc00);
+  EXPECT_EQ(test::to_f16(65504.0f).bits, 0x7bff);
+  EXPECT_EQ(test::to_f16(1.0f + 0x1p-11f).bits, 0x3c00);  // a tie: to even
+}
+
 TEST(Reference, EmptyWindowGivesSteppedStart) {
   PoolOptions o;
   o.kernel_size = {2};
