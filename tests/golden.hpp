@@ -215,17 +215,38 @@ std::vector<uint8_t> bytes_of(const std::vector<T>& v) {
   return b;
 }
 
+// The ops of the files; the backward ones are the gradients of the forward ones. Shapes and
+// indices keep the forward op's meaning: input_shape is the pooling input's (grad_input's) or the
+// unpooling values' (grad_values'), output_shape the pooled or unpooled one.
+inline const char* const kOps[] = {"pool", "unpool", "pool_backward", "unpool_backward"};
+
+inline bool known_op(const std::string& op) {
+  for (const char* o : kOps) {
+    if (op == o) return true;
+  }
+  return false;
+}
+
+// The backward ops take gradients: float dtypes only.
+inline bool is_backward(const std::string& op) {
+  return op == "pool_backward" || op == "unpool_backward";
+}
+
 struct Case {
-  std::string file, name, op;  // op: "pool" or "unpool"
+  std::string file, name, op;  // op: one of kOps
   std::string via;             // "# computed via ..." comment, if any
   int nd = 0;
-  DType dtype = DType::f32;                // of in_values and out_values
+  DType dtype = DType::f32;                // of every value and gradient
   Layout layout = Layout::contiguous;      // the memory format PyTorch computed in
   PoolOptions pool;
   UnpoolOptions unpool;
   Ints input_shape, output_shape;
   std::vector<uint8_t> in_values, out_values;  // little-endian bit patterns, logical order
   std::vector<int64_t> in_indices, out_indices;
+  // Backward ops: the gradient given (output_shape) and the one expected (input_shape): grad_input
+  // for pool_backward, grad_values for unpool_backward. pool_backward keeps the forward's input
+  // (in_values) and indices (out_indices), unpool_backward the unpooling's indices (in_indices).
+  std::vector<uint8_t> grad_output, grad_input, grad_values;
 
   template <typename T>
   std::vector<T> in() const { return values_as<T>(in_values); }
@@ -237,9 +258,12 @@ struct Case {
 };
 
 inline const char* const kFiles[] = {
-    "pool1d.txt",       "pool2d.txt",       "pool3d.txt",       "unpool1d.txt",
-    "unpool2d.txt",     "unpool3d.txt",     "typed_pool1d.txt", "typed_pool2d.txt",
-    "typed_pool3d.txt", "typed_unpool1d.txt", "typed_unpool2d.txt", "typed_unpool3d.txt"};
+    "pool1d.txt",          "pool2d.txt",          "pool3d.txt",
+    "unpool1d.txt",        "unpool2d.txt",        "unpool3d.txt",
+    "typed_pool1d.txt",    "typed_pool2d.txt",    "typed_pool3d.txt",
+    "typed_unpool1d.txt",  "typed_unpool2d.txt",  "typed_unpool3d.txt",
+    "pool_backward1d.txt", "pool_backward2d.txt", "pool_backward3d.txt",
+    "unpool_backward1d.txt", "unpool_backward2d.txt", "unpool_backward3d.txt"};
 
 namespace detail {
 
@@ -307,6 +331,31 @@ inline std::vector<uint8_t> parse_values(Tokens& t, DType dtype, const std::stri
   return v;
 }
 
+// Whether every data line of `c` holds as many elements as its shape says (a line left out holds
+// none).
+inline bool sizes_match(const Case& c) {
+  auto count = [](const Ints& shape) {
+    int64_t n = 1;
+    for (int64_t e : shape) n *= e;
+    return static_cast<size_t>(n);
+  };
+  const size_t w = dtype_bytes(c.dtype), in = count(c.input_shape), out = count(c.output_shape);
+  if (c.op == "pool") {
+    return c.in_values.size() == in * w && c.out_values.size() == out * w &&
+           c.out_indices.size() == out;
+  }
+  if (c.op == "unpool") {
+    return c.in_values.size() == in * w && c.in_indices.size() == in &&
+           c.out_values.size() == out * w;
+  }
+  if (c.op == "pool_backward") {
+    return c.in_values.size() == in * w && c.out_indices.size() == out &&
+           c.grad_output.size() == out * w && c.grad_input.size() == in * w;
+  }
+  return c.in_indices.size() == in && c.grad_output.size() == out * w &&
+         c.grad_values.size() == in * w;
+}
+
 }  // namespace detail
 
 // Reads one golden file; throws std::runtime_error on malformed input. `dtype` and `layout`
@@ -357,21 +406,10 @@ inline std::vector<Case> load_file(const std::string& dir, const std::string& fi
     }
     if (!open) throw std::runtime_error("golden: data outside a case at " + where);
     if (key == "end") {
-      if (c.op != "pool" && c.op != "unpool") {
+      if (!known_op(c.op)) {
         throw std::runtime_error("golden: case " + c.name + " has no valid op at " + where);
       }
-      auto count = [](const Ints& shape) {
-        int64_t n = 1;
-        for (int64_t e : shape) n *= e;
-        return static_cast<size_t>(n);
-      };
-      const size_t w = dtype_bytes(c.dtype);
-      const bool sizes_ok =
-          c.in_values.size() == count(c.input_shape) * w &&
-          c.out_values.size() == count(c.output_shape) * w &&
-          (c.op == "pool" ? c.out_indices.size() == count(c.output_shape)
-                          : c.in_indices.size() == count(c.input_shape));
-      if (!sizes_ok) {
+      if (!detail::sizes_match(c)) {
         throw std::runtime_error("golden: case " + c.name +
                                  ": data sizes do not match its shapes at " + where);
       }
@@ -417,6 +455,12 @@ inline std::vector<Case> load_file(const std::string& dir, const std::string& fi
       values_seen = true;
     } else if (key == "out_values") {
       c.out_values = detail::parse_values(tok, c.dtype, where);
+      values_seen = true;
+    } else if (key == "grad_output" || key == "grad_input" || key == "grad_values") {
+      std::vector<uint8_t>& v = key == "grad_output" ? c.grad_output
+                                : key == "grad_input" ? c.grad_input
+                                                      : c.grad_values;
+      v = detail::parse_values(tok, c.dtype, where);
       values_seen = true;
     } else if (key == "in_indices") {
       c.in_indices = detail::parse_ints(tok, where);

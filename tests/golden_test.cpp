@@ -1,10 +1,11 @@
 // The library against PyTorch's golden vectors (the reference is checked against them by
 // reference_test). Every case runs with i64 and i32 indices, with all its tensors contiguous and
 // with all of them channels-last (whichever layout PyTorch computed the case in: layouts must
-// agree), on Path::automatic and Path::general, plus once with the outputs in the other layout
-// than the input. Outputs sit between guard elements that must come back untouched and are
-// filled with a sentinel beforehand (twice, with two sentinels, so no element can pass
-// unwritten by matching the sentinel).
+// agree), on Path::automatic and Path::general (not the unpooling backward's: it has one
+// kernel), plus once with the outputs in the other layout than the inputs. Outputs sit between
+// guard elements that must come back untouched and are filled with a sentinel beforehand (twice,
+// with two sentinels, so no element can pass unwritten by matching the sentinel); inputs must
+// come back unchanged.
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -154,6 +155,14 @@ std::vector<int64_t> widen_indices(const std::vector<uint8_t>& b, DType index_dt
   return std::vector<int64_t>(narrow.begin(), narrow.end());
 }
 
+// What a run is, for failure messages.
+std::string run_trace(const char* inputs, Layout in_layout, const char* outputs,
+                      Layout out_layout, Path path, uint8_t sentinel) {
+  return std::string(inputs) + " " + golden::layout_str(in_layout) + ", " + outputs + " " +
+         golden::layout_str(out_layout) + ", path " + path_str(path) + ", sentinel 0x" +
+         (sentinel == kSentinels[0] ? "5c" : "c3");
+}
+
 #define EXPECT_NO_DIFF(diff)                      \
   do {                                            \
     const std::string d_ = (diff);                \
@@ -163,9 +172,7 @@ std::vector<int64_t> widen_indices(const std::vector<uint8_t>& b, DType index_dt
 void run_pool(const Case& c, DType index_dtype, Layout in_layout, Layout out_layout, Path path,
               uint8_t sentinel) {
   const size_t w = golden::dtype_bytes(c.dtype), iw = golden::dtype_bytes(index_dtype);
-  SCOPED_TRACE(std::string("input ") + golden::layout_str(in_layout) + ", outputs " +
-               golden::layout_str(out_layout) + ", path " + path_str(path) + ", sentinel 0x" +
-               (sentinel == 0x5c ? "5c" : "c3"));
+  SCOPED_TRACE(run_trace("input", in_layout, "outputs", out_layout, path, sentinel));
   Buffer in(c.nd, in_layout, c.input_shape, w, 0);
   in.store(c.in_values);
   Buffer vals(c.nd, out_layout, c.output_shape, w, sentinel);
@@ -191,9 +198,7 @@ void run_pool(const Case& c, DType index_dtype, Layout in_layout, Layout out_lay
 void run_unpool(const Case& c, DType index_dtype, Layout in_layout, Layout out_layout, Path path,
                 uint8_t sentinel) {
   const size_t w = golden::dtype_bytes(c.dtype), iw = golden::dtype_bytes(index_dtype);
-  SCOPED_TRACE(std::string("inputs ") + golden::layout_str(in_layout) + ", output " +
-               golden::layout_str(out_layout) + ", path " + path_str(path) + ", sentinel 0x" +
-               (sentinel == 0x5c ? "5c" : "c3"));
+  SCOPED_TRACE(run_trace("inputs", in_layout, "output", out_layout, path, sentinel));
   Buffer vals(c.nd, in_layout, c.input_shape, w, 0);
   vals.store(c.in_values);
   Buffer idx(c.nd, in_layout, c.input_shape, iw, 0);
@@ -215,18 +220,83 @@ void run_unpool(const Case& c, DType index_dtype, Layout in_layout, Layout out_l
   EXPECT_NO_DIFF(golden::compare_values(c.dtype, c.out_values, out.load(), c.output_shape));
 }
 
+// One backward call: grad_output (output_shape) and the indices (index_shape) in in_layout, the
+// gradient (input_shape, `expected`) computed in out_layout. name(grad_output view, &kernel) and
+// run(grad_output, indices, gradient views) call the op's kernel_name and the op.
+template <typename Name, typename Run>
+void run_backward(const Case& c, const std::vector<int64_t>& indices, const Ints& index_shape,
+                  const std::vector<uint8_t>& expected, DType index_dtype, Layout in_layout,
+                  Layout out_layout, uint8_t sentinel, Name name, Run run) {
+  const size_t w = golden::dtype_bytes(c.dtype), iw = golden::dtype_bytes(index_dtype);
+  Buffer grad(c.nd, in_layout, c.output_shape, w, 0);
+  grad.store(c.grad_output);
+  Buffer idx(c.nd, in_layout, index_shape, iw, 0);
+  idx.store(index_bytes(indices, index_dtype));
+  Buffer out(c.nd, out_layout, c.input_shape, w, sentinel);
+  const TensorView gv = view(grad, c.dtype, in_layout);
+  EXPECT_EQ(view_strides(gv), grad.strides) << "view maker strides";
+  std::string kernel;
+  Status st = name(gv, &kernel);
+  ASSERT_TRUE(st.ok()) << "kernel name: " << st.message();
+  SCOPED_TRACE("kernel " + kernel);
+  const std::vector<uint8_t> gbefore = grad.bytes, ibefore = idx.bytes;
+  st = run(gv, view(idx, index_dtype, in_layout), view(out, c.dtype, out_layout));
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_TRUE(grad.bytes == gbefore && idx.bytes == ibefore) << "an input was written";
+  EXPECT_TRUE(out.guards_intact()) << "elements around the gradient were written";
+  EXPECT_NO_DIFF(golden::compare_values(c.dtype, expected, out.load(), c.input_shape));
+}
+
+void run_pool_backward(const Case& c, DType index_dtype, Layout in_layout, Layout out_layout,
+                       Path path, uint8_t sentinel) {
+  SCOPED_TRACE(run_trace("grad_output and indices", in_layout, "grad_input", out_layout, path,
+                         sentinel));
+  PoolOptions o = c.pool;
+  o.path = path;
+  run_backward(
+      c, c.out_indices, c.output_shape, c.grad_input, index_dtype, in_layout, out_layout,
+      sentinel,
+      [&](const TensorView& g, std::string* kernel) {
+        return max_pool_backward_kernel_name(c.nd, g, index_dtype, c.input_shape, o, kernel);
+      },
+      [&](const TensorView& g, const TensorView& i, const TensorView& gi) {
+        return max_pool_backward(c.nd, g, i, gi, o);
+      });
+}
+
+void run_unpool_backward(const Case& c, DType index_dtype, Layout in_layout, Layout out_layout,
+                         uint8_t sentinel) {
+  SCOPED_TRACE(run_trace("grad_output and indices", in_layout, "grad_values", out_layout,
+                         Path::automatic, sentinel));
+  run_backward(
+      c, c.in_indices, c.input_shape, c.grad_values, index_dtype, in_layout, out_layout, sentinel,
+      [&](const TensorView& g, std::string* kernel) {
+        return max_unpool_backward_kernel_name(c.nd, g, index_dtype, c.input_shape, c.unpool,
+                                               kernel);
+      },
+      [&](const TensorView& g, const TensorView& i, const TensorView& gv) {
+        return max_unpool_backward(c.nd, g, i, gv, c.unpool);
+      });
+}
+
+// Whether this build compiled a kernel for the case's op, value dtype and index dtype.
+bool kernel_built(const Case& c, DType index_dtype) {
+  if (c.op == "pool") return test::pool_kernel_built(c.dtype, index_dtype);
+  if (c.op == "unpool") return test::unpool_kernel_built(c.dtype, index_dtype);
+  if (c.op == "pool_backward") return test::pool_backward_kernel_built(c.dtype, index_dtype);
+  return test::unpool_backward_kernel_built(c.dtype, index_dtype);
+}
+
 class Golden : public ::testing::TestWithParam<LibraryRun> {};
 
 TEST_P(Golden, LibraryBitExact) {
   const LibraryRun& r = GetParam();
   const Case& c = r.golden();
-  ASSERT_TRUE(c.op == "pool" || c.op == "unpool") << c.op;
+  ASSERT_TRUE(golden::known_op(c.op)) << c.op;
   SCOPED_TRACE(c.file + ":" + c.name + " (" + golden::dtype_str(c.dtype) + ", PyTorch layout " +
                golden::layout_str(c.layout) + "), " + golden::dtype_str(r.index_dtype) +
                " indices");
-  const bool built = c.op == "pool" ? test::pool_kernel_built(c.dtype, r.index_dtype)
-                                     : test::unpool_kernel_built(c.dtype, r.index_dtype);
-  if (!built) {
+  if (!kernel_built(c, r.index_dtype)) {
     GTEST_SKIP() << "this build compiles no " << c.op << " kernel for " << dtype_name(c.dtype)
                  << " values with " << dtype_name(r.index_dtype)
                  << " indices (POOLGEN_VALUE_TYPES, POOLGEN_INDEX_TYPES)";
@@ -240,6 +310,17 @@ TEST_P(Golden, LibraryBitExact) {
       for (uint8_t s : kSentinels) run_pool(c, r.index_dtype, r.layout, r.layout, path, s);
     }
     run_pool(c, r.index_dtype, r.layout, other(r.layout), Path::automatic, kSentinels[0]);
+  } else if (c.op == "pool_backward") {
+    for (Path path : {Path::automatic, Path::general}) {
+      for (uint8_t s : kSentinels) {
+        run_pool_backward(c, r.index_dtype, r.layout, r.layout, path, s);
+      }
+    }
+    run_pool_backward(c, r.index_dtype, r.layout, other(r.layout), Path::automatic,
+                      kSentinels[0]);
+  } else if (c.op == "unpool_backward") {
+    for (uint8_t s : kSentinels) run_unpool_backward(c, r.index_dtype, r.layout, r.layout, s);
+    run_unpool_backward(c, r.index_dtype, r.layout, other(r.layout), kSentinels[0]);
   } else {
     Ints shape;
     Status st = max_unpool_output_shape(c.nd, c.input_shape, c.unpool, &shape);
@@ -255,15 +336,19 @@ TEST_P(Golden, LibraryBitExact) {
 INSTANTIATE_TEST_SUITE_P(PyTorch, Golden, ::testing::ValuesIn(golden::runs_for_gtest()),
                          golden::run_name);
 
-// The runs above cover every dtype, both layouts and both index dtypes.
+// The runs above cover every dtype in both layouts for every op (the backward ops: the float
+// dtypes) and both index dtypes.
 TEST(GoldenCoverage, EveryDTypeInBothLayouts) {
   ASSERT_GT(golden::all_cases().size(), 1u) << golden::all_cases()[0].op;
   for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::u8,
                   DType::i16, DType::i32, DType::i64}) {
     for (Layout l : {Layout::contiguous, Layout::channels_last}) {
-      int n = 0;
-      for (const Case& c : golden::all_cases()) n += c.dtype == t && c.layout == l;
-      EXPECT_GT(n, 0) << golden::dtype_str(t) << " " << golden::layout_str(l);
+      for (const char* op : golden::kOps) {
+        if (golden::is_backward(op) && !golden::is_float(t)) continue;
+        int n = 0;
+        for (const Case& c : golden::all_cases()) n += c.dtype == t && c.layout == l && c.op == op;
+        EXPECT_GT(n, 0) << golden::dtype_str(t) << " " << golden::layout_str(l) << " " << op;
+      }
     }
   }
 }

@@ -2,6 +2,8 @@
 // plus a few hand-checked cases of docs/semantics.md.
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -15,36 +17,83 @@ namespace {
 
 using golden::Case;
 
+// The reference's run of a golden case of each op, in T: results bit for bit (any NaN equals
+// any NaN), indices exactly.
+template <typename T>
+void check_pool(const Case& c) {
+  Ints shape;
+  std::vector<T> values;
+  std::vector<int64_t> indices;
+  Status st = ref::max_pool<T>(c.nd, c.input_shape, c.in<T>(), c.pool, &shape, &values, &indices);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(shape, c.output_shape);
+  EXPECT_EQ("", golden::compare_values(c.dtype, c.out_values, golden::bytes_of(values),
+                                       c.output_shape));
+  EXPECT_EQ("", golden::compare_indices(c.out_indices, indices));
+}
+
+template <typename T>
+void check_unpool(const Case& c) {
+  Ints shape;
+  std::vector<T> values;
+  Status st = ref::max_unpool<T>(c.nd, c.input_shape, c.in<T>(), c.in_indices, c.unpool, &shape,
+                                 &values);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(shape, c.output_shape);
+  EXPECT_EQ("", golden::compare_values(c.dtype, c.out_values, golden::bytes_of(values),
+                                       c.output_shape));
+}
+
+template <typename T>
+void check_pool_backward(const Case& c) {
+  // The indices are PyTorch's forward's: the reference's pooling of the input names them too.
+  Ints shape;
+  std::vector<T> values, grad;
+  std::vector<int64_t> indices;
+  Status st = ref::max_pool<T>(c.nd, c.input_shape, c.in<T>(), c.pool, &shape, &values, &indices);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(shape, c.output_shape);
+  EXPECT_EQ("", golden::compare_indices(c.out_indices, indices)) << "the forward's indices";
+  st = ref::max_pool_backward<T>(c.nd, c.input_shape, golden::values_as<T>(c.grad_output),
+                                 c.out_indices, c.pool, &grad);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ("", golden::compare_values(c.dtype, c.grad_input, golden::bytes_of(grad),
+                                       c.input_shape));
+}
+
+template <typename T>
+void check_unpool_backward(const Case& c) {
+  Ints shape;
+  std::vector<T> grad;
+  Status st = ref::max_unpool_output_shape(c.nd, c.input_shape, c.unpool, &shape);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(shape, c.output_shape);
+  st = ref::max_unpool_backward<T>(c.nd, c.input_shape, golden::values_as<T>(c.grad_output),
+                                   c.in_indices, c.unpool, &grad);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ("", golden::compare_values(c.dtype, c.grad_values, golden::bytes_of(grad),
+                                       c.input_shape));
+}
+
 class ReferenceGolden : public ::testing::TestWithParam<Case> {};
 
-// Every golden case, in its dtype: values bit for bit (any NaN equals any NaN), indices exactly.
-// The reference works on logical row-major data, so the case's layout does not enter.
+// Every golden case, in its dtype. The reference works on logical row-major data, so the case's
+// layout does not enter.
 TEST_P(ReferenceGolden, BitExact) {
   const Case& c = GetParam();
-  ASSERT_TRUE(c.op == "pool" || c.op == "unpool") << c.op;
+  ASSERT_TRUE(golden::known_op(c.op)) << c.op;
   SCOPED_TRACE(std::string("dtype ") + golden::dtype_str(c.dtype) + ", layout " +
                golden::layout_str(c.layout) + (c.via.empty() ? "" : ", computed via " + c.via));
   test::visit_dtype(c.dtype, [&](auto tag) {
     using T = decltype(tag);
     ASSERT_EQ(test::dtype_of<T>(), c.dtype);
-    Ints shape;
-    std::vector<T> values;
-    if (c.op == "pool") {
-      std::vector<int64_t> indices;
-      Status st = ref::max_pool<T>(c.nd, c.input_shape, c.in<T>(), c.pool, &shape, &values,
-                                   &indices);
-      ASSERT_TRUE(st.ok()) << st.message();
-      EXPECT_EQ(shape, c.output_shape);
-      EXPECT_EQ("", golden::compare_values(c.dtype, c.out_values, golden::bytes_of(values),
-                                           c.output_shape));
-      EXPECT_EQ("", golden::compare_indices(c.out_indices, indices));
+    if (c.op == "pool") return check_pool<T>(c);
+    if (c.op == "unpool") return check_unpool<T>(c);
+    if constexpr (test::is_float_type<T>()) {  // the reference's gradient types
+      if (c.op == "pool_backward") return check_pool_backward<T>(c);
+      return check_unpool_backward<T>(c);
     } else {
-      Status st = ref::max_unpool<T>(c.nd, c.input_shape, c.in<T>(), c.in_indices, c.unpool,
-                                     &shape, &values);
-      ASSERT_TRUE(st.ok()) << st.message();
-      EXPECT_EQ(shape, c.output_shape);
-      EXPECT_EQ("", golden::compare_values(c.dtype, c.out_values, golden::bytes_of(values),
-                                           c.output_shape));
+      FAIL() << c.op << " of " << golden::dtype_str(c.dtype) << ": gradients are floats";
     }
   });
 }
@@ -52,14 +101,16 @@ TEST_P(ReferenceGolden, BitExact) {
 INSTANTIATE_TEST_SUITE_P(Golden, ReferenceGolden,
                          ::testing::ValuesIn(golden::cases_for_gtest()), golden::case_name);
 
-// The golden files cover every dtype in both layouts and every rank, for both ops.
+// The golden files cover every dtype in both layouts and every rank, for every op (the backward
+// ops: every float dtype).
 TEST(ReferenceGoldenCoverage, EveryDTypeLayoutRankAndOp) {
   const std::vector<Case> all = golden::cases_for_gtest();
   ASSERT_GT(all.size(), 1u) << all[0].op;
   for (DType t : test::kAllDTypes) {
     for (Layout l : {Layout::contiguous, Layout::channels_last}) {
       for (int nd = 1; nd <= 3; ++nd) {
-        for (const char* op : {"pool", "unpool"}) {
+        for (const char* op : golden::kOps) {
+          if (golden::is_backward(op) && !golden::is_float(t)) continue;
           int n = 0;
           for (const Case& c : all) n += c.dtype == t && c.layout == l && c.nd == nd && c.op == op;
           EXPECT_GT(n, 0) << golden::dtype_str(t) << " " << golden::layout_str(l) << " " << nd
@@ -87,6 +138,20 @@ TEST(ReferenceGoldenFormat, TypedBitPatterns) {
   EXPECT_NE(golden::compare_values(DType::f32, golden::bytes_of(std::vector<float>{0.0f}),
                                    golden::bytes_of(std::vector<float>{-0.0f})),
             "");
+}
+
+// f16 rounding overflows as IEEE 754 and PyTorch's .half() do: from 65520 (the largest finite
+// f16, 65504, plus half a step) on, and infinity stays infinite. The golden f16 gradients sum
+// past it.
+TEST(Reference, F16RoundingOverflowsToInfinity) {
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(test::to_f16(65519.996f).bits, 0x7bff);
+  EXPECT_EQ(test::to_f16(65520.0f).bits, 0x7c00);
+  EXPECT_EQ(test::to_f16(-78592.0f).bits, 0xfc00);
+  EXPECT_EQ(test::to_f16(inf).bits, 0x7c00);
+  EXPECT_EQ(test::to_f16(-inf).bits, 0xfc00);
+  EXPECT_EQ(test::to_f16(65504.0f).bits, 0x7bff);
+  EXPECT_EQ(test::to_f16(1.0f + 0x1p-11f).bits, 0x3c00);  // a tie: to even
 }
 
 TEST(Reference, EmptyWindowGivesSteppedStart) {

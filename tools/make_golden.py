@@ -10,20 +10,23 @@ kernel) agrees with the dilated rule of docs/semantics.md are generated.
 File format (line based, read by tests/golden.hpp). A file holds cases; each case is
 
     case <name>
-    op pool|unpool
+    op pool|unpool|pool_backward|unpool_backward
     nd <1|2|3>
     kernel_size <ints>          1 or nd entries, exactly as passed to PyTorch
     stride <ints>               empty line tail = default (kernel_size)
     padding <ints>
-    dilation <ints>             (pool only)
-    ceil_mode <0|1>             (pool only)
-    output_size <ints>          (unpool only; 0, nd or nd+2 entries)
+    dilation <ints>             (pool, pool_backward)
+    ceil_mode <0|1>             (pool, pool_backward)
+    output_size <ints>          (unpool, unpool_backward; 0, nd or nd+2 entries)
     input_shape <ints>
-    in_values <f32 bits>        pool: the input; unpool: the values
-    in_indices <ints>           (unpool only)
+    in_values <f32 bits>        pool, pool_backward: the input; unpool: the values
+    in_indices <ints>           (unpool, unpool_backward)
     output_shape <ints>
-    out_values <f32 bits>
-    out_indices <ints>          (pool only)
+    out_values <f32 bits>       (pool, unpool)
+    out_indices <ints>          (pool, pool_backward)
+    grad_output <bits>          (backward ops; output_shape)
+    grad_input <bits>           (pool_backward: the expected gradient, input_shape)
+    grad_values <bits>          (unpool_backward: the expected gradient, input_shape)
     end
 
 f32 values are written as their IEEE-754 bit pattern in 8 hex digits (bit-exact, NaN/inf/-0.0
@@ -61,6 +64,36 @@ another dtype that represents them exactly and mapped back; such a case carries 
   at the position that landed there, or zero where none did. So PyTorch decides which input
   wins every slot, and every bit pattern (NaN payloads included) is moved exactly.
 The native bf16 pooling cases are checked against the via-f32 computation too.
+
+Backward cases (files pool_backward{1,2,3}d.txt and unpool_backward{1,2,3}d.txt; every case
+has `dtype` (f32, f64, f16 or bf16: the gradient types) and `layout` lines; every tensor of a
+channels-last case was channels-last):
+- pool_backward: the autograd of F.max_pool{1,2,3}d(return_indices=True). in_values is the
+  pooling input and out_indices PyTorch's forward indices of it (computed as the typed pooling
+  cases are); grad_output is the gradient given and grad_input the one expected. PyTorch's
+  backward is the ATen op autograd calls (max_pool2d/3d_with_indices_backward; 1-D through 2-D,
+  as max_pool1d does); where no index lies outside the input plane, the script checks that
+  autograd itself gives the same bits. An empty window's index (dilation with padding) can lie
+  outside the input plane: 1.13 then adds its gradient outside the plane (heap corruption for
+  the last plane), so those indices are passed to the backward as -1, which ATen skips, while
+  the file keeps the real indices (docs/semantics.md: such a gradient is dropped). An empty
+  window's index inside the plane but outside its window is added like any other.
+  The summation rule (docs/semantics.md, "Gradients"): grad_input is zero; within each (n, c)
+  plane the gradients are added in ascending output order at the input positions their indices
+  name, in the dtype's precision (f16 and bf16: widen to f32, add, round to nearest even after
+  every addition). The script computes every case by this rule as well (torch's own .float(),
+  .half() and .bfloat16() conversions) and asserts that it equals PyTorch's result wherever
+  1.13 has the backward: f32 and f64 in every rank, bf16 in 1-D and 2-D. It also counts, per
+  dtype, the native cases that descending order, and one rounding of a wider sum (f64 for f32,
+  f32 for bf16), would get wrong, prints the counts and asserts that each is nonzero: the files
+  tell the rule from those rivals. f16 (every rank) and bf16 3-D have no backward in 1.13 on
+  CPU: those cases are computed by the rule and carry `# computed via f32 (forward); backward by
+  the summation rule ...`.
+- unpool_backward: the autograd of F.max_unpool{1,2,3}d, a gather: grad_values[n, c, i] =
+  grad_output[n, c].flat[in_indices[n, c, i]]. f32 and f64 come from autograd (checked against
+  torch.gather); 1.13 has no f16/bf16 max_unpool on CPU, so those cases are torch.gather's
+  (`# computed via torch.gather ...`), which moves bit patterns exactly. Indices are valid (an
+  invalid one is an error, which tests/errors_test.cpp covers).
 """
 
 import os
@@ -680,6 +713,365 @@ def typed_unpool_cases(w, nd, dt, g):
                      idx6, k, s, p)
 
 
+# ---------------------------------------------------------------------------------------------
+# Backward cases: the gradients of both ops, float dtypes only (the types autograd uses).
+
+GRAD_DTYPES = ("f32", "f64", "f16", "bf16")
+POOL_BACKWARD = {2: torch.ops.aten.max_pool2d_with_indices_backward,
+                 3: torch.ops.aten.max_pool3d_with_indices_backward}
+
+
+def numel(shape):
+    n = 1
+    for e in shape:
+        n *= e
+    return n
+
+
+def emulate_pool_backward(shape, nd, grad, idx, dt, reverse=False, acc=None):
+    """Max pooling's backward by the summation rule of docs/semantics.md: per (n, c) plane,
+    zeros, then every grad element added at the input position its index names, in ascending
+    output order, in dt's precision (f16/bf16: widen to f32, add, round back after every
+    addition, with torch's own conversions); indices outside the plane are dropped.
+    `reverse` and `acc` (accumulate in that torch dtype, round once at the end) give the rules
+    the PyTorch vectors must rule out."""
+    planes, in_plane = numel(shape[:len(shape) - nd]), numel(shape[len(shape) - nd:])
+    work = acc if acc is not None else TORCH_DTYPE[dt]
+    gi = torch.zeros(planes, in_plane, dtype=work)
+    go, ix = grad.reshape(planes, -1), idx.reshape(planes, -1)
+    rows = torch.arange(planes)
+    steps = range(go.shape[1])
+    for o in (reversed(steps) if reverse else steps):  # one output per plane at a time
+        j = ix[:, o]
+        ok = (j >= 0) & (j < in_plane)
+        r, j = rows[ok], j[ok]
+        if acc is None and dt in ("f16", "bf16"):
+            gi[r, j] = (gi[r, j].float() + go[ok, o].float()).to(work)
+        else:
+            gi[r, j] = gi[r, j] + go[ok, o].to(work)
+    return gi.to(TORCH_DTYPE[dt]).reshape(shape)
+
+
+def expand(v, nd, default):
+    if v is None:
+        return list(default)
+    return as_list(v, nd)
+
+
+def native_pool_backward(nd, x, grad, idx, dt, layout, k, s, p, d, ceil):
+    """PyTorch's own backward in `layout`: the ATen op autograd calls (1-D through 2-D, as
+    max_pool1d does). `idx` is the forward's own tensor: 1.13's 3-D backward reads indices as
+    contiguous whatever their strides, and its forward returns them contiguous. Indices outside
+    the input plane become -1, which ATen skips: 1.13 would add their gradient outside the plane
+    (past grad_input's end for the last plane). Where no index was replaced, autograd of the
+    forward must give the same bits."""
+    kk = as_list(k, nd)
+    ss, pp, dd = expand(s, nd, kk), as_list(p, nd), as_list(d, nd)
+    in_plane = numel(x.shape[x.dim() - nd:])
+    il = idx.clone()  # keeps idx's strides
+    il[(idx < 0) | (idx >= in_plane)] = -1
+    xl, gl = to_layout(x, nd, layout), to_layout(grad, nd, layout)
+    if nd == 1:
+        r = POOL_BACKWARD[2](gl.unsqueeze(-2), xl.unsqueeze(-2), [1] + kk, [1] + ss, [0] + pp,
+                             [1] + dd, ceil, il.unsqueeze(-2)).squeeze(-2)
+    else:
+        r = POOL_BACKWARD[nd](gl, xl, kk, ss, pp, dd, ceil, il)
+    if torch.equal(il, idx):
+        xa = to_layout(x, nd, layout).detach().requires_grad_()
+        kw = dict(kernel_size=k, padding=p, dilation=d, ceil_mode=ceil, return_indices=True)
+        if s is not None:
+            kw["stride"] = s
+        v, i = POOL[nd](xa, **kw)
+        v.backward(to_layout(grad, nd, layout))
+        assert torch.equal(i, idx) and same_bits(xa.grad, r, dt), (nd, dt, layout)
+    return r.contiguous()
+
+
+class Evidence:
+    """Counts, per dtype, the native backward cases that a rival summation rule gets wrong."""
+
+    def __init__(self):
+        self.native = {}
+        self.beats = {}
+
+    def add(self, dt, native, rivals):
+        self.native[dt] = self.native.get(dt, 0) + 1
+        for rule, value in rivals.items():
+            key = (dt, rule)
+            self.beats[key] = self.beats.get(key, 0) + int(not same_bits(native, value, dt))
+
+    def report(self):
+        for (dt, rule), n in sorted(self.beats.items()):
+            print("%-5s %3d native pool_backward cases, %3d of them differ from %s"
+                  % (dt, self.native[dt], n, rule))
+            assert n > 0, "no golden case tells PyTorch's rule from " + rule + " for " + dt
+
+
+EVIDENCE = Evidence()
+WIDER = {"f32": torch.float64, "bf16": torch.float32}
+
+
+def pool_backward(w, name, nd, dt, layout, x, grads, k, s=None, p=0, d=1, ceil=False):
+    """A pooling backward case: PyTorch's forward of x gives the indices, grads(shape) the
+    gradient, and grad_input is PyTorch's backward or, where 1.13 has none, the rule above."""
+    assert name not in w.names, name
+    w.names.add(name)
+    check_pool_params(nd, k, s, p, d)
+    assert x.dtype == TORCH_DTYPE[dt]
+    kw = dict(kernel_size=k, padding=p, dilation=d, ceil_mode=ceil, return_indices=True)
+    if s is not None:
+        kw["stride"] = s
+    _, raw_idx, _ = run_pool(nd, x, dt, layout, kw)
+    idx = raw_idx.contiguous()
+    grad = grads(list(idx.shape)).contiguous()
+    shape = list(x.shape)
+    ours = emulate_pool_backward(shape, nd, grad, idx, dt)
+    via = None
+    if pool_native(nd, dt):
+        gi = native_pool_backward(nd, x, grad, raw_idx, dt, layout, k, s, p, d, ceil)
+        assert same_bits(gi, ours, dt), (name, gi, ours)
+        rivals = {"descending order": emulate_pool_backward(shape, nd, grad, idx, dt, True)}
+        if dt in WIDER:
+            rivals["one rounding of a %s sum" % str(WIDER[dt])[6:]] = emulate_pool_backward(
+                shape, nd, grad, idx, dt, acc=WIDER[dt])
+        EVIDENCE.add(dt, gi, rivals)
+    else:
+        gi = ours
+        via = ("f32 (forward); backward by the summation rule (PyTorch's order, f32 additions "
+               "rounded to %s after each)" % dt)
+    t = typed_header(name, "pool_backward", nd, dt, layout, via)
+    t += pool_params(k, s, p, d, ceil)
+    t += line("input_shape", ints(shape))
+    t += line("in_values", typed_bits(x, dt))
+    t += line("output_shape", ints(idx.shape))
+    t += line("out_indices", ints(idx.reshape(-1).tolist()))
+    t += line("grad_output", typed_bits(grad, dt))
+    t += line("grad_input", typed_bits(gi, dt))
+    t += "end\n"
+    w.add("pool_backward%dd.txt" % nd, t)
+
+
+def order_values(dt):
+    """Gradients whose sums depend on the order and the precision of the additions: with
+    e = the ulp of 1, 1 + 0.375e rounds to 1 but 1 + 0.75e to 1 + e; 2/e + 1 rounds to 2/e; and
+    0.6 * max doubles to infinity."""
+    fi = torch.finfo(TORCH_DTYPE[dt])
+    e, big = float(fi.eps), 0.6 * float(fi.max)
+    vals = [1.0, 0.375 * e, -1.0, 2 / e, -2 / e, big, -big, 0.5]
+    return vals + {"f32": [1e8, -1e8, 3e-8], "f64": [1e17, -1e17, 3e-17],
+                   "f16": [3 * 2.0 ** -13], "bf16": [3 * 2.0 ** -10]}[dt]
+
+
+def sum_order_case(w, name, nd, dt, layout):
+    """Four planes whose one input position receives three gradients (kernel 5, padding 2 over
+    width 3 with a constant input: every window's first tap wins): [1, d, d], [d, d, 1],
+    [2/e, 1, -2/e], [1, 2/e, -2/e] with d = 0.375e. In-order additions rounded each time give
+    1, 1 + e, 0, 0; the reverse order or one final rounding give other sums."""
+    e = float(torch.finfo(TORCH_DTYPE[dt]).eps)
+    dd, b = 0.375 * e, 2 / e
+    rows = [[1.0, dd, dd], [dd, dd, 1.0], [b, 1.0, -b], [1.0, b, -b]]
+    ones = [1] * (nd - 1)
+    grads = lambda shape: torch.tensor(rows, dtype=torch.float64).reshape(shape).to(
+        TORCH_DTYPE[dt])
+    x = torch.zeros([1, 4] + ones + [3], dtype=TORCH_DTYPE[dt])
+    pool_backward(w, name, nd, dt, layout, x, grads, ones + [5], 1, [0] * (nd - 1) + [2])
+
+
+def empty_window_backward(w, P, nd, dt, layout, g):
+    """Empty windows (dilation with padding): their index is the stepped start, outside the
+    plane (dropped) or inside it but outside the window (added like any other)."""
+    grads = lambda shape: pick(g, shape, order_values(dt), dt)
+    if nd == 1:  # width 2, taps -1 and 2: index 2, outside
+        pool_backward(w, P + "empty_out_of_plane", nd, dt, layout, typed_special(g, [2, 3, 2], dt),
+                      grads, 2, 1, 1, 3)
+        return
+    lead = [1] * (nd - 2)
+    k, p, d = lead + [1, 2], [0] * (nd - 2) + [0, 1], lead + [3, 3]
+    # An (h, w) = 1x2 plane, taps w = -1 and 2: index 2, outside the plane.
+    pool_backward(w, P + "empty_out_of_plane", nd, dt, layout,
+                  typed_special(g, [2, 3] + lead + [1, 2], dt), grads, k, lead + [3, 1], p, d)
+    # 3x2, one row of windows: index 2 is position (1, 0), inside the plane.
+    pool_backward(w, P + "empty_in_plane", nd, dt, layout,
+                  typed_special(g, [2, 3] + lead + [3, 2], dt), grads, k, lead + [3, 1], p, d)
+    # Every row: indices 2, 4 (inside, the next row's first element) and 6 (outside); in 3-D
+    # 2x3x2, indices 2 .. 12, 6 the first element of the next depth slice, 12 outside.
+    shape = [1, 3] + ([2] if nd == 3 else []) + [3, 2]
+    pool_backward(w, P + "empty_rows", nd, dt, layout, typed_special(g, shape, dt), grads, k, 1,
+                  p, d)
+
+
+def pool_backward_cases(w, nd, dt, g):
+    P = "pb%dd_%s_" % (nd, dt)
+    sp = {1: [13], 2: [7, 6], 3: [3, 4, 4]}[nd]
+    nc = {1: [2, 2], 2: [1, 2], 3: [1, 2]}[nd]
+    full = nc + sp
+    sp_small = {1: [9], 2: [5, 4], 3: [3, 3, 4]}[nd]
+    wide = {1: [1, 2, 37], 2: [1, 1, 3, 37], 3: [1, 1, 2, 2, 37]}[nd]
+    order = lambda shape: pick(g, shape, order_values(dt), dt)
+    special = lambda shape: typed_special(g, shape, dt)  # NaN, +-inf, +-0, extremes, subnormals
+    neg_zero = lambda shape: pick(g, shape, [-0.0], dt)
+    signed_zero = lambda shape: pick(g, shape, [-0.0, 0.0, -0.0, 1.0], dt)
+    c = "contiguous"
+    sum_order_case(w, P + "sum_order", nd, dt, c)
+    pool_backward(w, P + "k3s1p1", nd, dt, c, typed_rand(g, full, dt), order, 3, 1, 1)
+    pool_backward(w, P + "k3s2p1", nd, dt, c, typed_rand(g, full, dt), order, 3, 2, 1)
+    pool_backward(w, P + "k2s1", nd, dt, c, typed_rand(g, full, dt), order, 2, 1)
+    pool_backward(w, P + "k2s2p0", nd, dt, c, typed_rand(g, full, dt), order, 2, 2)
+    pool_backward(w, P + "k3s1p1d2", nd, dt, c, typed_rand(g, full, dt), order, 3, 1, 1, 2)
+    pool_backward(w, P + "k2s1p1d2_ceil", nd, dt, c, typed_rand(g, full, dt), order, 2, 1, 1, 2,
+                  True)
+    # Ties: a constant input sends many windows to one position (the first tap wins).
+    pool_backward(w, P + "ties_constant_k3s1p1", nd, dt, c, pick(g, full, [2.5], dt), order, 3, 1,
+                  1)
+    pool_backward(w, P + "ties_k3s2p1_ceil", nd, dt, c, pick(g, full, [0.0, 1.0], dt), order, 3,
+                  2, 1, 1, True)
+    drop = {1: [5], 2: [5, 7], 3: [5, 5, 3]}[nd]
+    pool_backward(w, P + "k2s2p1_ceil_drop", nd, dt, c, typed_rand(g, [1, 2] + drop, dt), order,
+                  2, 2, 1, 1, True)
+    # Specials: NaN and infinities in the input (they win windows), in the gradients, in both.
+    pool_backward(w, P + "special_input_k3s1p1", nd, dt, c, typed_special(g, full, dt), order, 3,
+                  1, 1)
+    pool_backward(w, P + "special_grads_k3s1p1", nd, dt, c, typed_rand(g, full, dt), special, 3,
+                  1, 1)
+    pool_backward(w, P + "special_both_k3s2p1", nd, dt, c, typed_special(g, full, dt), special, 3,
+                  2, 1)
+    # -0.0 gradients add to +0.0: grad_input starts at +0.0.
+    pool_backward(w, P + "neg_zero_grads_k3s1p1", nd, dt, c, typed_rand(g, full, dt), neg_zero, 3,
+                  1, 1)
+    pool_backward(w, P + "signed_zero_grads_k2s1", nd, dt, c, typed_rand(g, full, dt),
+                  signed_zero, 2, 1)
+    # The fast windows, 37 wide (vector tails).
+    pool_backward(w, P + "k2s2p0_wide", nd, dt, c, typed_special(g, wide, dt, 9), order, 2, 2)
+    pool_backward(w, P + "k3s2p1_wide", nd, dt, c, typed_special(g, wide, dt, 9), order, 3, 2, 1)
+    pool_backward(w, P + "k3s2p1_wide_ceil", nd, dt, c, typed_rand(g, wide, dt), order, 3, 2, 1,
+                  1, True)
+    empty_window_backward(w, P, nd, dt, c, g)
+    pool_backward(w, P + "batchless_k3s2p1", nd, dt, c, typed_special(g, [3] + sp_small, dt),
+                  order, 3, 2, 1)
+    pool_backward(w, P + "batchless_k2s1_ceil", nd, dt, c, typed_rand(g, [2] + sp_small, dt),
+                  order, 2, 1, 0, 1, True)
+    if nd >= 2:
+        pool_backward(w, P + "nonsquare", nd, dt, c, typed_rand(g, full, dt), order,
+                      [2, 3, 2][:nd], [1, 2, 1][:nd], [1, 1, 0][:nd], [2, 1, 1][:nd])
+    else:
+        pool_backward(w, P + "k4s3p2", nd, dt, c, typed_rand(g, full, dt), order, 4, 3, 2)
+
+    c = "channels_last"
+    P = "pb%dd_%s_cl_" % (nd, dt)
+    fcl = {1: [2, 5], 2: [1, 3], 3: [1, 3]}[nd] + {1: [9], 2: [5, 6], 3: [3, 3, 4]}[nd]
+    wcl = {1: [1, 37, 4], 2: [1, 19, 3, 3], 3: [1, 19, 2, 2, 3]}[nd]  # channel tails
+    sum_order_case(w, P + "sum_order", nd, dt, c)
+    pool_backward(w, P + "k3s1p1", nd, dt, c, typed_rand(g, fcl, dt), order, 3, 1, 1)
+    pool_backward(w, P + "k3s2p1", nd, dt, c, typed_rand(g, fcl, dt), order, 3, 2, 1)
+    pool_backward(w, P + "k2s2p0", nd, dt, c, typed_rand(g, fcl, dt), order, 2, 2)
+    pool_backward(w, P + "k3s1p1d2", nd, dt, c, typed_rand(g, fcl, dt), order, 3, 1, 1, 2)
+    pool_backward(w, P + "k3s2p0_ceil", nd, dt, c, typed_rand(g, fcl, dt), order, 3, 2, 0, 1,
+                  True)
+    pool_backward(w, P + "ties_constant_k3s1p1", nd, dt, c, pick(g, fcl, [-1.5], dt), order, 3,
+                  1, 1)
+    pool_backward(w, P + "special_both_k3s2p1", nd, dt, c, typed_special(g, fcl, dt), special, 3,
+                  2, 1)
+    pool_backward(w, P + "neg_zero_grads_k3s1p1", nd, dt, c, typed_rand(g, fcl, dt), neg_zero, 3,
+                  1, 1)
+    pool_backward(w, P + "k3s2p1_wide_c", nd, dt, c, typed_special(g, wcl, dt, 9), order, 3, 2, 1)
+    pool_backward(w, P + "k2s2p0_wide_c", nd, dt, c, typed_special(g, wcl, dt, 9), order, 2, 2)
+    empty_window_backward(w, P, nd, dt, c, g)
+
+
+def unpool_backward(w, name, nd, dt, layout, idx, grads, k, s=None, p=0, output_size=None):
+    """An unpooling backward case: grads(shape) is the gradient of the unpooled output, and
+    grad_values PyTorch's autograd of max_unpool (f32, f64) or, where 1.13 has no max_unpool
+    (f16, bf16), the gather autograd computes, by torch.gather."""
+    assert name not in w.names, name
+    w.names.add(name)
+    kw = dict(kernel_size=k, padding=p)
+    if s is not None:
+        kw["stride"] = s
+    if output_size is not None:
+        kw["output_size"] = list(output_size)
+    idx = idx.contiguous()
+    out_shape = list(UNPOOL[nd](torch.zeros(idx.shape, dtype=torch.float64), idx, **kw).shape)
+    grad = grads(out_shape).contiguous()
+    lead = idx.dim() - nd  # the gather works on (n, c) planes, flattened
+    gathered = grad.flatten(lead).gather(lead, idx.flatten(lead)).view(idx.shape)
+    via = None
+    if dt in ("f32", "f64"):
+        v = to_layout(torch.zeros(idx.shape, dtype=TORCH_DTYPE[dt]), nd, layout)
+        v.requires_grad_()
+        UNPOOL[nd](v, to_layout(idx, nd, layout), **kw).backward(to_layout(grad, nd, layout))
+        assert same_bits(v.grad, gathered, dt), name
+        gv = v.grad.contiguous()
+    else:
+        gv = gathered
+        via = "torch.gather (PyTorch 1.13 has no %s max_unpool on CPU)" % dt
+    t = typed_header(name, "unpool_backward", nd, dt, layout, via)
+    t += line("kernel_size", ints(k))
+    t += line("stride", ints(s))
+    t += line("padding", ints(p))
+    t += line("output_size", ints(output_size))
+    t += line("input_shape", ints(idx.shape))
+    t += line("in_indices", ints(idx.reshape(-1).tolist()))
+    t += line("output_shape", ints(out_shape))
+    t += line("grad_output", typed_bits(grad, dt))
+    t += line("grad_values", typed_bits(gv, dt))
+    t += "end\n"
+    w.add("unpool_backward%dd.txt" % nd, t)
+
+
+def unpool_backward_cases(w, nd, dt, g):
+    sp = {1: [13], 2: [7, 6], 3: [3, 4, 5]}[nd]
+    sp_even = {1: [12], 2: [6, 4], 3: [2, 4, 4]}[nd]
+    in_sp = {1: [6], 2: [3, 4], 3: [2, 3, 2]}[nd]
+    grads = lambda shape: typed_special(g, shape, dt)
+    k, s, p = 3, 2, 1
+    out_sp = [(n - 1) * s - 2 * p + k for n in in_sp]
+    for layout, U, ncs, wsh in (("contiguous", "ub%dd_%s_" % (nd, dt),
+                                 {1: [2, 2], 2: [1, 2], 3: [1, 2]}[nd],
+                                 {1: [1, 2, 37], 2: [1, 1, 3, 37], 3: [1, 1, 2, 2, 37]}[nd]),
+                                ("channels_last", "ub%dd_%s_cl_" % (nd, dt),
+                                 {1: [2, 5], 2: [1, 3], 3: [1, 3]}[nd],
+                                 {1: [1, 37, 4], 2: [1, 19, 3, 3], 3: [1, 19, 2, 2, 3]}[nd])):
+        def pooled(shape, **kw):
+            x = typed_rand(g, shape, dt)
+            return run_pool(nd, x, dt, layout, dict(return_indices=True, **kw))[1], x.shape
+
+        # Indices of a real pooling: k2s2 (distinct), k3s2p1 (a maximum of several windows is
+        # named several times), a 37-wide ceil_mode pooling with the full output_size.
+        i, _ = pooled(ncs + sp_even, kernel_size=2, stride=2)
+        unpool_backward(w, U + "from_pool_k2s2", nd, dt, layout, i, grads, 2, 2)
+        i, xs = pooled(ncs + sp, kernel_size=3, stride=2, padding=1)
+        unpool_backward(w, U + "from_pool_k3s2p1_outsize", nd, dt, layout, i, grads, 3, 2, 1,
+                        list(xs[2:]))
+        i, xs = pooled(wsh, kernel_size=2, stride=2, ceil_mode=True)
+        unpool_backward(w, U + "from_pool_k2s2_ceil_wide", nd, dt, layout, i, grads, 2, 2, 0,
+                        list(xs))
+        # Random indices with duplicates: every duplicate reads its slot.
+        plane = numel(out_sp)
+        idx = torch.randint(0, plane, ncs + in_sp, generator=g, dtype=torch.int64)
+        unpool_backward(w, U + "random_dups", nd, dt, layout, idx, grads, k, s, p)
+        idx = torch.randint(0, min(3, plane), ncs + in_sp, generator=g, dtype=torch.int64)
+        unpool_backward(w, U + "many_dups", nd, dt, layout, idx, grads, k, s, p)
+        if layout == "channels_last":
+            continue
+        # output_size at both edges of the allowed range, as nd and as nd + 2 entries.
+        for edge, delta in (("lo", -(s - 1)), ("hi", s - 1)):
+            osz = [e + delta for e in out_sp]
+            idx = torch.randint(0, numel(osz), ncs + in_sp, generator=g, dtype=torch.int64)
+            unpool_backward(w, U + "outsize_" + edge, nd, dt, layout, idx, grads, k, s, p, osz)
+            unpool_backward(w, U + "outsize_full_" + edge, nd, dt, layout, idx, grads, k, s, p,
+                            [5, 7] + osz)
+        # Batch-less.
+        idx = torch.randint(0, plane, [2] + in_sp, generator=g, dtype=torch.int64)
+        unpool_backward(w, U + "batchless_random", nd, dt, layout, idx, grads, k, s, p)
+        i, xs = pooled([3] + sp_even, kernel_size=2, stride=2)
+        unpool_backward(w, U + "batchless_from_pool", nd, dt, layout, i, grads, 2)
+        if nd >= 2:
+            kk, ss, pp = [2, 3, 1][:nd], [3, 2, 1][:nd], [1, 0, 0][:nd]
+            outs = [(n - 1) * ss[j] - 2 * pp[j] + kk[j] for j, n in enumerate(in_sp)]
+            idx = torch.randint(0, numel(outs), ncs + in_sp, generator=g, dtype=torch.int64)
+            unpool_backward(w, U + "nonsquare", nd, dt, layout, idx, grads, kk, ss, pp)
+
+
 def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden")
@@ -695,13 +1087,20 @@ def main():
             typed_pool_cases(w, nd, dt, g)
             g = torch.Generator().manual_seed(4000 + 100 * nd + j)
             typed_unpool_cases(w, nd, dt, g)
+    for nd in (1, 2, 3):
+        for j, dt in enumerate(GRAD_DTYPES):
+            g = torch.Generator().manual_seed(5000 + 100 * nd + j)
+            pool_backward_cases(w, nd, dt, g)
+            g = torch.Generator().manual_seed(6000 + 100 * nd + j)
+            unpool_backward_cases(w, nd, dt, g)
     w.write(outdir)
     total = 0
     for fname in sorted(w.files):
         size = os.path.getsize(os.path.join(outdir, fname))
         total += size
-        print("%-20s %3d cases %7d bytes" % (fname, len(w.files[fname]), size))
+        print("%-22s %3d cases %7d bytes" % (fname, len(w.files[fname]), size))
     print("total %d bytes" % total)
+    EVIDENCE.report()
 
 
 if __name__ == "__main__":
