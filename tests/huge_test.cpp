@@ -342,9 +342,9 @@ TEST(Huge, UnpoolTotalBeyond2To31InSmallPlanes) {
 // ---------------------------------------------------------------------------------------------
 // The backward ops beyond 2^31 elements, in bf16 (the narrowest gradient type: a plane of 2^31
 // elements is 4.3 GB, which pool backward zeroes). One pooled gradient per window of `window`
-// elements, at a tap chosen per window (some beyond 2^31 in a plane that long); two of them name
-// one position (their sum rounds to bf16 in order: 1 + 3*2^-10 + 3*2^-10 = 1), and for pool
-// backward one index lies outside the plane (dropped).
+// elements, at a tap chosen per window (some beyond 2^31 in a plane that long); elements 1, 2
+// and 3 name one position (their sum rounds to bf16 in order: 1 + 3*2^-10 + 3*2^-10 = 1), and
+// for pool backward element 0's index lies outside the plane (dropped).
 
 bool gradient_kernel_built(DType value) {
   return any_kernel_built([&](const KernelInfo& k) {
@@ -389,10 +389,11 @@ struct SparseGradients {
       indices.push_back(std::min(at, in_plane - 1));
       gradients.push_back(bf16_t{bf16_bits(static_cast<float>(i % 61 + 1))});
     }
-    // Elements 4 and 5 name element 3's position: 1 + 3*2^-10 + 3*2^-10 rounds to 1 in bf16.
-    gradients[3] = bf16_t{bf16_bits(1.0f)};
-    gradients[4] = gradients[5] = bf16_t{bf16_bits(3.0f / 1024)};
-    indices[4] = indices[5] = indices[3];
+    // Elements 2 and 3 name element 1's position (all in the first plane): 1 + 3*2^-10 +
+    // 3*2^-10 rounds to 1 in bf16.
+    gradients[1] = bf16_t{bf16_bits(1.0f)};
+    gradients[2] = gradients[3] = bf16_t{bf16_bits(3.0f / 1024)};
+    indices[2] = indices[3] = indices[1];
   }
 
   // Pool backward into a sparse grad_input: every named position holds its sum, sampled other
@@ -406,7 +407,7 @@ struct SparseGradients {
     uint16_t* g = grad_input.as<uint16_t>();
     for (int64_t at = 0; at < total; at += 65537) g[at] = 0x3f80;  // 1.0: must be cleared
     std::vector<int64_t> with_outside = indices;
-    with_outside.back() = in_plane + 5;  // outside the plane: dropped, never written
+    with_outside[0] = in_plane + 5;  // outside the plane: dropped, never written
     const Status status = max_pool_backward(
         nd, contiguous(gradients.data(), pooled_shape),
         contiguous(with_outside.data(), pooled_shape), contiguous(grad_input.as<bf16_t>(), input_shape),
@@ -414,10 +415,10 @@ struct SparseGradients {
     ASSERT_TRUE(status.ok()) << status.message();
     std::vector<int64_t> written;
     int64_t beyond_2to31 = 0;
-    for (size_t i = 0; i + 1 < indices.size(); ++i) {
-      if (i == 4 || i == 5) continue;  // summed into element 3's position
+    for (size_t i = 1; i < indices.size(); ++i) {
+      if (i == 2 || i == 3) continue;  // summed into element 1's position
       const int64_t at = static_cast<int64_t>(i) / cells * in_plane + indices[i];
-      const float want = i == 3 ? 1.0f : bf16_value(gradients[i].bits);
+      const float want = i == 1 ? 1.0f : bf16_value(gradients[i].bits);
       ASSERT_EQ(bf16_value(g[at]), want) << "element " << i << " at plane position " << indices[i];
       written.push_back(at);
       beyond_2to31 += indices[i] >= k2To31;
@@ -454,7 +455,7 @@ struct SparseGradients {
         contiguous(indices.data(), pooled_shape), contiguous(grad_values.data(), pooled_shape), u);
     ASSERT_TRUE(status.ok()) << status.message();
     for (size_t i = 0; i < indices.size(); ++i) {
-      const size_t named = i >= 3 && i <= 5 ? 5 : i;  // the last write to a shared position
+      const size_t named = i >= 1 && i <= 3 ? 3 : i;  // the last write to a shared position
       ASSERT_EQ(grad_values[i].bits, gradients[named].bits) << "element " << i;
     }
     // An index one past the plane, beyond 2^31 where the plane is that long: named.

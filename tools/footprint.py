@@ -6,8 +6,10 @@ type, and of the linked example programs. Sizes are deterministic, so budgets ca
   tools/footprint.py BUILD_DIR [--budget-linked BYTES] [--budget-f32 BYTES]
 
 --budget-linked: the largest example program (it links every kernel through poolgen::poolgen);
---budget-f32: what an f32 program needs: the f32 pooling kernels, the 32-bit unpooling kernels,
-the runtime and Halide's runtime, summed from the archives. Exit status 1 when one is exceeded.
+--budget-f32: what an f32 program needs: the f32 pooling kernels and their gradient's, the 32-bit
+unpooling kernels and their gradient's, the runtime and Halide's runtime, summed from the
+archives. Exit status 1 when one is exceeded. Only the kernels of the build's current matrix
+(its generated kernel tables) count.
 """
 import argparse
 import collections
@@ -41,10 +43,14 @@ def main():
     families = collections.Counter()  # "max_pool3d_k3s2p1_cl" or "... (CUDA)"
     per_type = collections.Counter()  # value type or unpooling width
     runtime = 0
+    # The kernels of the build's current matrix (archives of an earlier configuration may remain).
+    built = set()
+    for table in args.build.glob("generated/*kernel_table.inc"):
+        built.update(re.findall(r"^POOLGEN_KERNEL\(.*, (\w+)\)$", table.read_text(), re.M))
     for archive in sorted(args.build.glob("*.a")):
         size = text_bytes(archive)
         m = KERNEL.match(archive.name)
-        if m:
+        if m and archive.name[3:-2] in built:
             family, value, _, cuda = m.groups()
             families[family + (" (CUDA)" if cuda else "")] += size
             per_type[value + (" (CUDA)" if cuda else "")] += size
@@ -62,7 +68,8 @@ def main():
     for value, size in sorted(per_type.items(), key=lambda kv: -kv[1]):
         print(f"| {value} | {mb(size)} |")
     print(f"\nkernels {mb(sum(families.values()))}, runtime (poolgen and Halide's) {mb(runtime)}; "
-          f"an f32 program's share (f32 pooling, 32-bit unpooling, runtime) {mb(f32)}")
+          f"an f32 program's share (f32 pooling, 32-bit unpooling, their gradients, runtime) "
+          f"{mb(f32)}")
 
     failures = []
     linked = {}
