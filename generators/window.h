@@ -55,7 +55,13 @@ inline Halide::Expr lowest(const Halide::Type& t) {
 inline Halide::Expr add_in_type(const Halide::Expr& a, const Halide::Expr& b) {
   const Halide::Type t = a.type();
   if (t.is_float() && t.bits() == 16) {
-    return Halide::cast(t, Halide::cast<float>(a) + Halide::cast<float>(b));
+    Halide::Expr sum = Halide::cast<float>(a) + Halide::cast<float>(b);
+    Halide::Expr rounded = Halide::cast(t, sum);
+    if (!t.is_bfloat()) {  // f16: Halide's software narrowing (no F16C: SSE4.1) makes NaN infinite
+      const Halide::Expr nan = Halide::reinterpret(t, Halide::cast<uint16_t>(0x7e00));
+      rounded = Halide::select(Halide::is_nan(sum), nan, rounded);
+    }
+    return rounded;
   }
   return a + b;
 }
