@@ -53,7 +53,9 @@ inline f16_t to_f16(float f) {
     const uint16_t mid = static_cast<uint16_t>((lo + hi) / 2);
     (to_float(f16_t{mid}) <= a ? lo : hi) = mid;
   }
-  const float below = to_float(f16_t{lo}), above = to_float(f16_t{hi});
+  // Above the largest finite value (65504) the next step would be 65536: from 65520 (the tie,
+  // whose even neighbour is inf) a value rounds to inf, as IEEE conversions do; so does inf.
+  const float below = to_float(f16_t{lo}), above = hi == 0x7c00 ? 65536.0f : to_float(f16_t{hi});
   uint16_t pick = lo;
   if (a - below > above - a || (a - below == above - a && (lo & 1))) pick = hi;
   if (a == below) pick = lo;
