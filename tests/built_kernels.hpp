@@ -65,4 +65,26 @@ inline bool unpool_backward_kernel_built(DType value, DType index) {
   });
 }
 
+// The backward ops' kernels, listed where the program calls a backward op: pooling's
+// accumulating scatter per gradient dtype (POOLGEN_VALUE_TYPES' floats), its window gathers
+// (POOLGEN_BACKWARD_WINDOW_TYPES), unpooling's gather per element width.
+inline bool pool_backward_kernel_built(DType value, DType index) {
+  return any_kernel_built([&](const KernelInfo& k) {
+    return k.op == "pool_backward_scatter" && k.value_dtype == value && k.index_dtype == index;
+  });
+}
+
+inline bool backward_window_built(DType value, DType index) {
+  return any_kernel_built([&](const KernelInfo& k) {
+    return k.op == "pool_backward_gather" && k.value_dtype == value && k.index_dtype == index;
+  });
+}
+
+inline bool unpool_backward_kernel_built(DType value, DType index) {
+  return any_kernel_built([&](const KernelInfo& k) {
+    return k.op == "unpool_backward" && dtype_size(k.value_dtype) == dtype_size(value) &&
+           k.index_dtype == index;
+  });
+}
+
 }  // namespace poolgen::test

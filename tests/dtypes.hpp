@@ -111,4 +111,20 @@ decltype(auto) visit_dtype(DType dtype, F&& f) {
   return f(int64_t{});
 }
 
+// The gradient dtypes (the backward ops' float types).
+inline constexpr DType kGradientDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
+
+// Calls f(T{}) with T the C++ type of a gradient dtype and returns true; false for any other
+// dtype (f is not instantiated for the other types: the reference has no backward for them).
+template <typename F>
+bool visit_gradient_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32: f(float{}); return true;
+    case DType::f64: f(double{}); return true;
+    case DType::f16: f(f16_t{}); return true;
+    case DType::bf16: f(bf16_t{}); return true;
+    default: return false;
+  }
+}
+
 }  // namespace poolgen::test

@@ -1,10 +1,13 @@
 // Every CPU variant of every fat kernel gives the reference's results. Each run of this binary
 // forces one variant (POOLGEN_FORCE_TARGET = avx512_skylake | avx2 | sse41 | baseline) through
 // Halide's can-use-target-features hook; ctest runs it once per variant, one process each. Every
-// compiled value type, index type and layout goes through a pool + unpool round trip.
+// compiled value type, index type and layout goes through a pool + unpool round trip, and every
+// gradient type through both backward ops (every compiled backward kernel).
 #include "poolgen/poolgen.hpp"
 #include "dtypes.hpp"
+#include "random_cases.hpp"
 #include "reference.hpp"
+#include "values.hpp"
 
 #include <HalideRuntime.h>
 #include <gtest/gtest.h>
@@ -207,6 +210,14 @@ void check_round_trip(int nd, const Ints& shape, const PoolOptions& pool, Layout
   }
 }
 
+// Every kernel settled on the forced variant: nothing richer was accepted, and it was (the
+// last variant is the wrappers' fallback, which they never ask about; the runtime's floor
+// check asks for it unless it is the baseline, and then nothing was accepted).
+void expect_forced_variant_ran() {
+  EXPECT_EQ(g_richest_accepted, g_allowed < kBaseline ? g_allowed : kBaseline + 1)
+      << "the forced variant did not run";
+}
+
 TEST_F(Variant, EveryKernelMatchesTheReference) {
   std::set<std::pair<DType, DType>> built;  // (value, index) with pooling kernels
   for (const KernelInfo& k : compiled_kernels()) {
@@ -246,11 +257,122 @@ TEST_F(Variant, EveryKernelMatchesTheReference) {
       }
     });
   }
-  // Every kernel settled on the forced variant: nothing richer was accepted, and it was (the
-  // last variant is the wrappers' fallback, which they never ask about; the runtime's floor
-  // check asks for it unless it is the baseline, and then nothing was accepted).
-  EXPECT_EQ(g_richest_accepted, g_allowed < kBaseline ? g_allowed : kBaseline + 1)
-      << "the forced variant did not run";
+  expect_forced_variant_ran();
+}
+
+// Both backward ops after a pooling: max_pool_backward of order-dependent gradients
+// (random_cases.hpp) at the pooled indices on both paths (automatic takes the window gathers
+// where built), and max_unpool_backward onto the pooling input's extents. Records the kernels
+// the calls name in `named`.
+template <typename T, typename Index>
+void check_backward(int nd, const Ints& shape, const PoolOptions& pool, Layout layout,
+                    uint32_t seed, std::set<std::string>* named) {
+  const std::vector<T> input = random_values<T>(ref::numel(shape), seed);
+  Ints out_shape;
+  std::vector<T> pooled;
+  std::vector<int64_t> indices64;
+  ASSERT_TRUE(ref::max_pool(nd, shape, input, pool, &out_shape, &pooled, &indices64).ok());
+  test::Rng rng(seed);
+  const auto make = [](double x) { return test::from_float<T>(static_cast<float>(x)); };
+  const std::vector<T> grad = test::random_gradients<T>(rng, ref::numel(out_shape), make);
+  const DType index = std::is_same_v<Index, int32_t> ? DType::i32 : DType::i64;
+  const Tensor<T> g(out_shape, layout, grad);
+  const Tensor<Index> indices(out_shape, layout,
+                              std::vector<Index>(indices64.begin(), indices64.end()));
+
+  std::vector<T> want;
+  ASSERT_TRUE(ref::max_pool_backward(nd, shape, grad, indices64, pool, &want).ok());
+  for (Path path : {Path::automatic, Path::general}) {
+    PoolOptions o = pool;
+    o.path = path;
+    std::string name;
+    ASSERT_TRUE(max_pool_backward_kernel_name(nd, g.view, index, shape, o, &name).ok());
+    named->insert(name);
+    SCOPED_TRACE(name);
+    Tensor<T> got(shape, layout);
+    const Status s = max_pool_backward(nd, g.view, indices.view, got.view, o);
+    ASSERT_TRUE(s.ok()) << s.message();
+    const std::vector<T> got_logical = got.logical();
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_TRUE(same_value(got_logical[i], want[i]))
+          << "element " << i << ": got " << test::values::show(got_logical[i]) << ", expected "
+          << test::values::show(want[i]);
+    }
+  }
+
+  UnpoolOptions unpool;
+  unpool.kernel_size = pool.kernel_size;
+  unpool.stride = pool.stride;
+  unpool.padding = pool.padding;
+  unpool.output_size = Ints(shape.end() - nd, shape.end());
+  const std::vector<T> unpooled_grad = test::random_gradients<T>(rng, ref::numel(shape), make);
+  ASSERT_TRUE(
+      ref::max_unpool_backward(nd, out_shape, unpooled_grad, indices64, unpool, &want).ok());
+  const Tensor<T> unpooled(shape, layout, unpooled_grad);
+  std::string name;
+  ASSERT_TRUE(
+      max_unpool_backward_kernel_name(nd, unpooled.view, index, out_shape, unpool, &name).ok());
+  named->insert(name);
+  SCOPED_TRACE(name);
+  Tensor<T> got(out_shape, layout);
+  const Status s = max_unpool_backward(nd, unpooled.view, indices.view, got.view, unpool);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const std::vector<T> got_logical = got.logical();
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_TRUE(test::values::same_bits(got_logical[i], want[i]))
+        << "element " << i << ": got " << test::values::show(got_logical[i]) << ", expected "
+        << test::values::show(want[i]);
+  }
+}
+
+TEST_F(Variant, EveryBackwardKernelMatchesTheReference) {
+  std::set<std::pair<DType, DType>> built;  // (gradient, index) with backward kernels
+  std::set<std::string> compiled;           // every CPU kernel of the backward ops
+  for (const KernelInfo& k : compiled_kernels()) {
+    if (k.device != Device::cpu || k.op.find("backward") == std::string::npos) continue;
+    compiled.insert(k.name);
+    if (k.op == "pool_backward_scatter") built.insert({k.value_dtype, k.index_dtype});
+  }
+  if (built.empty()) GTEST_SKIP() << "this build has no gradient dtype (POOLGEN_VALUE_TYPES)";
+  if (g_allowed > floor_isa()) {
+    GTEST_SKIP() << "the forced CPU is below the build's floor (CpusBelowTheFloorAreRefused)";
+  }
+  std::set<std::string> named;
+  uint32_t seed = 1000;
+  for (const auto& types : built) {
+    const DType value = types.first, index = types.second;  // lambdas cannot capture bindings
+    test::visit_gradient_dtype(value, [&](auto tag) {
+      using T = decltype(tag);
+      for (Layout layout : {Layout::contiguous, Layout::channels_last}) {
+        const char* layout_name = layout == Layout::contiguous ? "contiguous" : "channels_last";
+        SCOPED_TRACE(std::string(dtype_name(value)) + " gradients, " + dtype_name(index) +
+                     " indices, " + layout_name);
+        for (const auto& [k, s, p] :
+             {std::tuple{2, 2, 0}, std::tuple{3, 2, 1}, std::tuple{3, 1, 1}}) {
+          PoolOptions o;
+          o.kernel_size = {k};
+          o.stride = {s};
+          o.padding = {p};
+          o.ceil_mode = s == 1;  // the fixed windows' kernels take no overhanging window
+          const auto run = [&](int nd, const Ints& shape) {
+            SCOPED_TRACE("nd=" + std::to_string(nd) + " seed=" + std::to_string(seed));
+            if (index == DType::i64) {
+              check_backward<T, int64_t>(nd, shape, o, layout, seed++, &named);
+            } else {
+              check_backward<T, int32_t>(nd, shape, o, layout, seed++, &named);
+            }
+          };
+          run(1, {2, 5, 37});
+          run(2, {2, 19, 11, 13});
+          run(3, {1, 3, 7, 9, 11});
+        }
+      }
+    });
+  }
+  for (const std::string& kernel : compiled) {
+    EXPECT_EQ(named.count(kernel), 1u) << kernel << " was not reached";
+  }
+  expect_forced_variant_ran();
 }
 
 // Every kernel assumes the instruction sets of the build's last CPU target (its floor; SSE4.1

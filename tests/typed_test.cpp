@@ -34,6 +34,7 @@
 #include "random_cases.hpp"
 #include "reference.hpp"
 #include "test_util.hpp"
+#include "typed_views.hpp"
 #include "values.hpp"
 
 namespace poolgen {
@@ -41,7 +42,6 @@ namespace {
 
 using test::any_pool_kernel;
 using test::describe;
-using test::element_offsets;
 using test::path_name;
 using test::plane_size;
 using test::pool_kernel_built;
@@ -52,276 +52,13 @@ using test::Rng;
 using test::str;
 using test::unpool_kernel_built;
 
-constexpr int kPoolConfigs = 96;    // per dtype x index dtype x layout x rank
-constexpr int kUnpoolConfigs = 96;  // likewise
-constexpr int kMaxReportedFailures = 3;
-constexpr int64_t kGuardElements = 8;  // extra elements before and after every backing
-
+// The framework (layouts, Buf, random values, parameters, seeds): tests/typed_views.hpp.
+using namespace test::typed;
 // Element values: tests/values.hpp.
 using namespace test::values;
 
-// Random values with many ties. Floats: signed zeros, occasional NaN (various payloads), -inf,
-// +inf, the extreme finite values, random bit patterns (subnormals too). Integers: the type's
-// lowest and highest, all-lowest stretches (windows whose maximum is the starting value).
-template <typename T>
-std::vector<T> random_values(Rng& rng, int64_t n) {
-  std::vector<T> v(static_cast<size_t>(n));
-  if constexpr (kIsFloat<T>) {
-    const int style = static_cast<int>(rng.uniform(0, 4));
-    const double nan_p = rng.chance(0.3) ? 0.04 : 0.0;
-    const double ninf_p = rng.chance(0.3) ? 0.2 : 0.0;
-    const double extreme_p = rng.chance(0.2) ? 0.05 : 0.0;
-    const double inf = std::numeric_limits<double>::infinity();
-    for (T& x : v) {
-      switch (style) {
-        case 0: x = from_double<T>(static_cast<double>(rng.uniform(0, 3))); break;  // ties
-        case 1: x = from_double<T>(rng.chance(0.5) ? -0.0 : 0.0); break;
-        case 2: x = from_double<T>(rng.normal()); break;
-        case 3: x = from_bits<T>(rng.bits()); break;  // any pattern
-        default: x = from_double<T>(static_cast<double>(rng.uniform(-2, 2)) * 0.5); break;
-      }
-      if (rng.chance(ninf_p)) x = from_double<T>(-inf);
-      if (rng.chance(extreme_p)) {
-        const int64_t which = rng.uniform(0, 2);
-        x = which == 0 ? lowest<T>() : which == 1 ? highest<T>() : from_double<T>(inf);
-      }
-      if (rng.chance(nan_p)) {
-        // Quiet NaN, or a NaN with another payload and sign.
-        x = winning_value<T>();
-        if (rng.chance(0.5)) {
-          const uint64_t flip = (rng.bits() & 0x3) | (uint64_t(1) << (sizeof(T) * 8 - 1));
-          const T other = from_bits<T>(bits_of(x) ^ flip);
-          if (is_nan_value(other)) x = other;
-        }
-      }
-    }
-  } else {
-    const int64_t lo = static_cast<int64_t>(std::numeric_limits<T>::lowest());
-    const int64_t hi = static_cast<int64_t>(std::numeric_limits<T>::max());
-    const int style = static_cast<int>(rng.uniform(0, 3));
-    const double low_p = rng.chance(0.3) ? 0.2 : 0.0;
-    const double high_p = rng.chance(0.3) ? 0.05 : 0.0;
-    for (T& x : v) {
-      int64_t y;
-      switch (style) {
-        case 0: y = std::clamp<int64_t>(rng.uniform(-1, 2), lo, hi); break;  // ties
-        case 1: y = rng.uniform(lo, hi); break;
-        case 2: y = rng.chance(0.8) ? lo : rng.uniform(lo, std::min<int64_t>(lo + 2, hi)); break;
-        default: y = rng.uniform(std::max<int64_t>(hi - 3, lo), hi); break;
-      }
-      if (rng.chance(low_p)) y = lo;
-      if (rng.chance(high_p)) y = hi;
-      x = static_cast<T>(y);
-    }
-  }
-  return v;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Layouts and strided buffers.
-
-enum class Kind { contiguous = 0, channels_last = 1, strided = 2 };
-constexpr Kind kAllKinds[] = {Kind::contiguous, Kind::channels_last, Kind::strided};
-
-const char* kind_name(Kind k) {
-  switch (k) {
-    case Kind::contiguous: return "contiguous";
-    case Kind::channels_last: return "channels_last";
-    case Kind::strided: return "strided";
-  }
-  return "?";
-}
-
-Kind random_kind(Rng& rng) { return kAllKinds[rng.uniform(0, 2)]; }
-
-// Where a view lies in its backing (elements): strides in PyTorch dimension order, the first
-// element's offset, the backing's size (guard elements on both sides included).
-struct ViewLayout {
-  Kind kind = Kind::contiguous;
-  Ints shape, strides;
-  int64_t start = 0, total = 0;
-  std::string memory;  // the memory order, outermost first, e.g. "N H W C (x2)"
-
-  std::string describe() const {
-    std::ostringstream os;
-    os << kind_name(kind) << " shape " << str(shape) << " strides " << str(strides)
-       << " memory order " << memory << " offset " << start - kGuardElements;
-    return os.str();
-  }
-};
-
-// Dimension names of a shape of rank nd+1 or nd+2, PyTorch order.
-std::vector<std::string> dim_names(int nd, size_t rank) {
-  static const char* spatial[3][3] = {{"L"}, {"H", "W"}, {"D", "H", "W"}};
-  std::vector<std::string> n;
-  if (rank == static_cast<size_t>(nd) + 2) n.push_back("N");
-  n.push_back("C");
-  for (int i = 0; i < nd; ++i) n.push_back(spatial[nd - 1][i]);
-  return n;
-}
-
-// A layout of `kind` for `shape`: contiguous (row-major memory order), channels-last (N,
-// spatial..., C), or strided: a memory order where neither C nor the innermost spatial
-// dimension is innermost (a transposed view), or either standard order with every element 2
-// apart. gaps: each dimension may be a slice of a longer one (padding between rows, planes...).
-ViewLayout make_layout(Rng& rng, int nd, const Ints& shape, Kind kind, bool gaps) {
-  const int rank = static_cast<int>(shape.size());
-  const int cdim = rank - nd - 1;
-  const int wdim = rank - 1;
-  std::vector<int> order(rank);  // outermost first
-  for (int i = 0; i < rank; ++i) order[i] = i;
-  auto channels_last_order = [&] {
-    std::vector<int> o;
-    for (int i = 0; i < cdim; ++i) o.push_back(i);
-    for (int i = cdim + 1; i < rank; ++i) o.push_back(i);
-    o.push_back(cdim);
-    return o;
-  };
-  int64_t step = 1;
-  if (kind == Kind::channels_last) order = channels_last_order();
-  if (kind == Kind::strided) {
-    int variant = static_cast<int>(rng.uniform(0, 2));
-    if (variant == 2 && rank < 3) variant = static_cast<int>(rng.uniform(0, 1));
-    if (variant == 0) {
-      step = 2;
-    } else if (variant == 1) {
-      order = channels_last_order();
-      step = 2;
-    } else {
-      std::vector<int> inner_choices;
-      for (int i = 0; i < rank; ++i) {
-        if (i != cdim && i != wdim) inner_choices.push_back(i);
-      }
-      const int inner =
-          inner_choices[rng.uniform(0, static_cast<int64_t>(inner_choices.size()) - 1)];
-      std::vector<int> rest;
-      for (int i = 0; i < rank; ++i) {
-        if (i != inner) rest.push_back(i);
-      }
-      rng.shuffle(rest);
-      order = rest;
-      order.push_back(inner);
-      if (rng.chance(0.25)) step = 2;
-    }
-  }
-  Ints backing(rank), offset(rank, 0);
-  for (int i = 0; i < rank; ++i) {
-    const int64_t extra = gaps ? rng.uniform(0, 2) : 0;
-    backing[i] = std::max<int64_t>(shape[i] + extra, 1);
-    offset[i] = rng.uniform(0, extra);
-  }
-  ViewLayout l;
-  l.kind = kind;
-  l.shape = shape;
-  l.strides.assign(rank, 0);
-  int64_t acc = step;
-  for (int j = rank - 1; j >= 0; --j) {
-    l.strides[order[j]] = acc;
-    acc *= backing[order[j]];
-  }
-  l.start = kGuardElements;
-  for (int i = 0; i < rank; ++i) l.start += offset[i] * l.strides[i];
-  l.total = acc + 2 * kGuardElements;
-  const std::vector<std::string> names = dim_names(nd, shape.size());
-  for (int j = 0; j < rank; ++j) l.memory += (j ? " " : "") + names[order[j]];
-  if (step != 1) l.memory += " (x" + std::to_string(step) + ")";
-  return l;
-}
-
-// A view of `layout` in an owned backing.
-template <typename T>
-struct Buf {
-  ViewLayout layout;
-  std::vector<T> data;
-  std::vector<int64_t> offsets;
-
-  Buf(const ViewLayout& l, T outside)
-      : layout(l),
-        data(static_cast<size_t>(l.total), outside),
-        offsets(element_offsets(l.shape, l.strides, l.start)) {}
-  void set(const std::vector<T>& v) {
-    for (size_t k = 0; k < offsets.size(); ++k) data[offsets[k]] = v[k];
-  }
-  std::vector<T> get() const {
-    std::vector<T> v;
-    v.reserve(offsets.size());
-    for (int64_t o : offsets) v.push_back(data[o]);
-    return v;
-  }
-  // Every backing element outside the view, guard elements included, reset to `outside`; every
-  // element inside to `inside`.
-  void reset(T outside, T inside) {
-    std::fill(data.begin(), data.end(), outside);
-    for (int64_t o : offsets) data[o] = inside;
-  }
-  TensorView view() {
-    TensorView v;
-    v.data = data.data() + layout.start;
-    v.dtype = test::dtype_of<T>();
-    v.shape = layout.shape;
-    v.strides = layout.strides;
-    return v;
-  }
-  // True when every element outside the view still has the bits of `outside`.
-  bool outside_is(T outside) const { return test::outside_untouched(data, offsets, outside); }
-  bool bytes_equal(const std::vector<T>& before) const {
-    return std::memcmp(data.data(), before.data(), data.size() * sizeof(T)) == 0;
-  }
-};
-
-// The first 48 entries of a list.
-std::string head(const std::vector<int64_t>& v) {
-  if (v.size() <= 48) return str(v);
-  return str(Ints(v.begin(), v.begin() + 48))
-      .insert(0, "(first 48 of " + std::to_string(v.size()) + ") ");
-}
-
-// The logical position of flat element `flat` of `shape`, e.g. "[1, 0, 3, 2]".
-std::string position(const Ints& shape, int64_t flat) {
-  Ints idx(shape.size());
-  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
-    idx[d] = shape[d] > 0 ? flat % shape[d] : 0;
-    flat = shape[d] > 0 ? flat / shape[d] : 0;
-  }
-  return str(idx);
-}
-
-// "" when equal; otherwise how many differ and the first few, with their logical positions.
-template <typename T, typename Eq>
-std::string mismatches(const Ints& shape, const std::vector<T>& expected, const std::vector<T>& got,
-                       Eq eq) {
-  if (expected.size() != got.size()) {
-    return "size " + std::to_string(got.size()) + ", expected " + std::to_string(expected.size());
-  }
-  std::ostringstream os;
-  int bad = 0;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    if (!eq(expected[i], got[i])) {
-      if (bad < 6) {
-        os << "\n      at " << position(shape, static_cast<int64_t>(i)) << ": got " << show(got[i])
-           << ", expected " << show(expected[i]);
-      }
-      ++bad;
-    }
-  }
-  if (bad == 0) return "";
-  return std::to_string(bad) + " of " + std::to_string(expected.size()) + " differ:" + os.str();
-}
-
-// ---------------------------------------------------------------------------------------------
-// What the build compiled.
-
-// Calls f(T{}, I{}) with T the C++ type of `value` and I that of `index` (i64 or i32).
-template <typename F>
-void visit_dtypes(DType value, DType index, F&& f) {
-  test::visit_dtype(value, [&](auto v) {
-    if (index == DType::i64) {
-      f(v, int64_t{});
-    } else {
-      f(v, int32_t{});
-    }
-  });
-}
+constexpr int kPoolConfigs = 96;    // per dtype x index dtype x layout x rank
+constexpr int kUnpoolConfigs = 96;  // likewise
 
 // Empty when the build has kernels for the combination; otherwise why the test is skipped.
 std::string missing_kernels(DType value, DType index, bool unpool) {
@@ -338,64 +75,6 @@ std::string missing_kernels(DType value, DType index, bool unpool) {
            "-bit elements with " + dtype_name(index) + " indices in this build";
   }
   return "";
-}
-
-// ---------------------------------------------------------------------------------------------
-// Random configurations.
-
-// Pooling: dilated windows, many channels now and then. Unpooling: no dilation (unpooling has
-// none), many channels now and then, a specialised window in half of the cases (1-D too).
-test::PoolConfigOptions pool_config_kinds() {
-  test::PoolConfigOptions k;
-  k.many_channels = true;
-  return k;
-}
-
-test::UnpoolCaseOptions unpool_case_kinds() {
-  test::UnpoolCaseOptions k;
-  k.window_p = 0.5;
-  k.many_channels = true;
-  return k;
-}
-
-// seed for one parameterized test
-uint64_t seed_of(DType value, DType index, Kind kind, int nd, uint64_t op) {
-  return 0x7e57'0000ULL + op * 100000 + static_cast<uint64_t>(value) * 1000 +
-         static_cast<uint64_t>(index) * 100 + static_cast<uint64_t>(kind) * 10 +
-         static_cast<uint64_t>(nd);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Parameters: value dtype x index dtype x input layout x rank.
-
-struct Param {
-  DType value;
-  DType index;
-  Kind kind;
-  int nd;
-};
-
-std::vector<Param> all_params() {
-  std::vector<Param> v;
-  for (DType value : test::kAllDTypes) {
-    for (DType index : {DType::i64, DType::i32}) {
-      for (Kind kind : kAllKinds) {
-        for (int nd = 1; nd <= 3; ++nd) v.push_back({value, index, kind, nd});
-      }
-    }
-  }
-  return v;
-}
-
-void PrintTo(const Param& p, std::ostream* os) {
-  *os << dtype_name(p.value) << " values, " << dtype_name(p.index) << " indices, "
-      << kind_name(p.kind) << " input, " << p.nd << "-d";
-}
-
-std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  const Param& p = info.param;
-  return std::string(dtype_name(p.value)) + "_" + dtype_name(p.index) + "_" + kind_name(p.kind) +
-         "_" + std::to_string(p.nd) + "d";
 }
 
 // Calls f(T{}, I{}) for the parameter's value and index dtypes; skips the test when the build
@@ -492,7 +171,8 @@ TEST_P(TypedPool, MatchesReference) {
   run_param(p, false, [&](auto v, auto i) { pool_configs<decltype(v), decltype(i)>(p); });
 }
 
-INSTANTIATE_TEST_SUITE_P(, TypedPool, ::testing::ValuesIn(all_params()), param_name);
+INSTANTIATE_TEST_SUITE_P(, TypedPool, ::testing::ValuesIn(all_params(test::kAllDTypes)),
+                         param_name);
 
 // ---------------------------------------------------------------------------------------------
 // Unpooling.
@@ -595,29 +275,13 @@ TEST_P(TypedUnpool, MatchesReference) {
   run_param(p, true, [&](auto v, auto i) { unpool_configs<decltype(v), decltype(i)>(p); });
 }
 
-INSTANTIATE_TEST_SUITE_P(, TypedUnpool, ::testing::ValuesIn(all_params()), param_name);
+INSTANTIATE_TEST_SUITE_P(, TypedUnpool, ::testing::ValuesIn(all_params(test::kAllDTypes)),
+                         param_name);
 
 // ---------------------------------------------------------------------------------------------
 // Layout equivalence on bigger shapes: contiguous and channels-last inputs (through the view
 // makers) give identical bytes, pooling (values and indices) and unpooling; both also match the
 // reference.
-
-std::vector<PoolOptions> equivalence_windows() {
-  std::vector<PoolOptions> w(4);
-  w[0].kernel_size = {2};  // k2s2p0
-  w[1].kernel_size = {3};  // k3s2p1
-  w[1].stride = {2};
-  w[1].padding = {1};
-  w[2].kernel_size = {3};  // general: overlapping, ceil_mode
-  w[2].stride = {1};
-  w[2].padding = {1};
-  w[2].ceil_mode = true;
-  w[3].kernel_size = {2};  // general: dilated
-  w[3].stride = {2};
-  w[3].padding = {1};
-  w[3].dilation = {2};
-  return w;
-}
 
 template <typename T, typename I>
 void layout_equivalence(DType index, Rng& rng) {
@@ -650,25 +314,15 @@ void layout_equivalence(DType index, Rng& rng) {
                              contiguous(c_indices.data(), index, out_shape), o);
         ASSERT_TRUE(st.ok()) << st.message();
         // Channels-last everywhere: the input's bytes permuted into (N, spatial..., C) order.
-        const TensorView cl_in_probe = channels_last(static_cast<void*>(nullptr), value, shape, nd);
-        std::vector<T> cl_input(input.size());
-        const std::vector<int64_t> in_off = element_offsets(shape, cl_in_probe.strides, 0);
-        for (size_t k = 0; k < in_off.size(); ++k) cl_input[in_off[k]] = input[k];
+        std::vector<T> cl_input = to_channels_last(input, shape, nd);
         std::vector<T> l_values(n_out, sentinel_value<T>());
         std::vector<I> l_indices(n_out, sentinel_value<I>());
-        const TensorView cl_out_probe =
-            channels_last(static_cast<void*>(nullptr), value, out_shape, nd);
         st = max_pool(nd, channels_last(cl_input.data(), value, shape, nd),
                       channels_last(l_values.data(), value, out_shape, nd),
                       channels_last(l_indices.data(), index, out_shape, nd), o);
         ASSERT_TRUE(st.ok()) << st.message();
-        const std::vector<int64_t> out_off = element_offsets(out_shape, cl_out_probe.strides, 0);
-        std::vector<T> cl_values;
-        std::vector<I> cl_indices;
-        for (int64_t off : out_off) {
-          cl_values.push_back(l_values[off]);
-          cl_indices.push_back(l_indices[off]);
-        }
+        const std::vector<T> cl_values = from_channels_last(l_values, out_shape, nd);
+        const std::vector<I> cl_indices = from_channels_last(l_indices, out_shape, nd);
         std::string diff = mismatches(out_shape, ref_values, c_values, same_value<T>);
         EXPECT_TRUE(diff.empty()) << "contiguous values vs reference: " << diff;
         diff = mismatches(out_shape, ref_indices, c_indices, same_bits<I>);
@@ -722,19 +376,14 @@ void layout_equivalence(DType index, Rng& rng) {
                           contiguous(c_out.data(), value, shape), u);
           ASSERT_TRUE(st.ok()) << st.message();
           // Channels-last values and indices (the same logical tensors), channels-last output.
-          std::vector<T> l_u_values(c_values.size());
-          std::vector<I> l_u_indices(u_indices.size());
-          for (size_t k = 0; k < out_off.size(); ++k) {
-            l_u_values[out_off[k]] = c_values[k];
-            l_u_indices[out_off[k]] = u_indices[k];
-          }
+          std::vector<T> l_u_values = to_channels_last(c_values, out_shape, nd);
+          std::vector<I> l_u_indices = to_channels_last(u_indices, out_shape, nd);
           std::vector<T> l_out(input.size(), sentinel_value<T>());
           st = max_unpool(nd, channels_last(l_u_values.data(), value, out_shape, nd),
                           channels_last(l_u_indices.data(), index, out_shape, nd),
                           channels_last(l_out.data(), value, shape, nd), u);
           ASSERT_TRUE(st.ok()) << st.message();
-          std::vector<T> cl_out;
-          for (int64_t off : in_off) cl_out.push_back(l_out[off]);
+          const std::vector<T> cl_out = from_channels_last(l_out, shape, nd);
           diff = mismatches(shape, ref_out, c_out, same_bits<T>);
           EXPECT_TRUE(diff.empty()) << "contiguous unpool vs reference: " << diff;
           diff = mismatches(shape, c_out, cl_out, same_bits<T>);
@@ -809,17 +458,6 @@ TEST(TypedViews, ChannelsLastStrides) {
 // ---------------------------------------------------------------------------------------------
 // Kernel choice: layout, dtypes and path decide the kernel's name (data is never read).
 
-const KernelInfo* find_kernel(const std::vector<KernelInfo>& kernels, const std::string& name) {
-  for (const KernelInfo& k : kernels) {
-    if (k.name == name) return &k;
-  }
-  return nullptr;
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
 TEST(TypedKernelChoice, PoolNamesFollowLayoutDTypesAndPath) {
   const std::vector<KernelInfo> kernels = compiled_kernels();
   void* const fake = reinterpret_cast<void*>(uintptr_t{0x1000});  // never read
@@ -844,24 +482,7 @@ TEST(TypedKernelChoice, PoolNamesFollowLayoutDTypesAndPath) {
           SCOPED_TRACE(base + suffix + " window " + std::to_string(w));
           const TensorView c = contiguous(fake, value, shape);
           const TensorView cl = channels_last(fake, value, shape);
-          // A transposed view, packed first: memory order N C [D] W H (1-D: L C N).
-          TensorView other = c;
-          other.strides.assign(shape.size(), 0);
-          {
-            const size_t r = shape.size();
-            int64_t acc = 1;
-            std::vector<size_t> order;
-            for (size_t i = 0; i < r; ++i) order.push_back(i);
-            if (nd >= 2) {
-              std::swap(order[r - 1], order[r - 2]);
-            } else {
-              std::swap(order[0], order[r - 1]);  // 1-D: (L, C, N) memory, N innermost
-            }
-            for (size_t j = r; j-- > 0;) {
-              other.strides[order[j]] = acc;
-              acc *= shape[order[j]];
-            }
-          }
+          const TensorView other = transposed_view(fake, value, shape, nd);
           const std::string window_kernel = base + window_tag[w] + suffix;
           const bool has_window = w > 0 && find_kernel(kernels, window_kernel) != nullptr;
           const std::string window_kernel_cl = base + window_tag[w] + "_cl" + suffix;
@@ -1037,14 +658,6 @@ TEST(TypedKernelChoice, UnpoolNamesFollowWidthLayoutAndIndexDType) {
 // Duplicate unpool indices: the latest in input order wins for channels-last views and i32
 // indices on any thread count, with every call shared across threads (set_min_parallel_bytes(0):
 // the shapes are small enough that by default they would run on the calling thread).
-
-struct ThreadsReset {
-  ThreadsReset() { set_min_parallel_bytes(0); }
-  ~ThreadsReset() {
-    set_num_threads(0);
-    set_min_parallel_bytes(-1);
-  }
-};
 
 template <typename T, typename I>
 void duplicates_on_threads(DType index, int* failures) {
