@@ -303,7 +303,7 @@ foreach (index IN LISTS POOLGEN_INDEX_TYPES)
       set(types ${value} ${index})
       poolgen_kernel(max_pool_backward_scatter${tag}_${value}_${index} pool_backward_scatter
                      0 0 0 0 ${layout} ${types} GENERATOR max_unpool_scatter
-                     KNOBS max_unpool_scatter${tag} PARAMS accumulate=true)
+                     KNOBS max_pool_backward_scatter${tag} PARAMS accumulate=true)
       if (NOT value IN_LIST POOLGEN_BACKWARD_WINDOW_TYPES)
         continue ()
       endif ()

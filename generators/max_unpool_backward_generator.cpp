@@ -59,13 +59,18 @@ class MaxUnpoolBackward : public Generator<MaxUnpoolBackward> {
     // of a plane, or in channels-last a run of an image's pixels with all their channels (the
     // vectors' lanes are channels, whose planes differ). The schedule's tasks are whole chunks.
     const bool channels_last = l == Layout::channels_last;
-    in_chunk_ = channels_last ? RDom(0, planes.channels, 0, kChunkPixels, "in_chunk")
-                              : RDom(0, kChunk, "in_chunk");
     const int chunk_size = channels_last ? kChunkPixels : kChunk;
+    // A plane smaller than a chunk checks its own elements only.
+    const Expr checked_size = min(chunk_size, planes.plane);
+    in_chunk_ = channels_last ? RDom(0, planes.channels, 0, checked_size, "in_chunk")
+                              : RDom(0, checked_size, "in_chunk");
     if (report_invalid) {
       out(here) = gradient;
     } else {
-      Expr q = min(chunk_ * chunk_size + in_chunk_[channels_last ? 1 : 0], planes.plane - 1);
+      // The last chunk is shifted inwards (it may recheck elements) rather than each element
+      // clamped, which keeps the check's loads dense.
+      Expr base = max(0, min(chunk_ * chunk_size, planes.plane - checked_size));
+      Expr q = base + in_chunk_[channels_last ? 1 : 0];
       const std::vector<Expr> chunk = channels_last ? std::vector<Expr>{chunk_, n_}
                                                     : std::vector<Expr>{chunk_, c_, n_};
       Expr checked = (*indices_)(channels_last ? planes.at({q, in_chunk_[0], n_})
@@ -84,7 +89,7 @@ class MaxUnpoolBackward : public Generator<MaxUnpoolBackward> {
     grad_output_->set_estimates(representative_region(2, l, 1, true));
     indices_->set_estimates(representative_region(2, l, 2, true));
     grad_values_->set_estimates(representative_region(2, l, 2, true));
-    const IndexGatherStages stages{out, invalid_, in_chunk_, p_, c_, n_, l};
+    const IndexGatherStages stages{out, invalid_, in_chunk_, chunk_size, p_, c_, n_, l};
     if (report_invalid) {
       const FirstInvalid invalid(planes, index, valid);
       report_first_invalid(invalid, planes, index, index_type, *invalid_position_,

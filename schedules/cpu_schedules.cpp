@@ -116,7 +116,10 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   }
 }
 
-void CpuScatterSchedule::read(Knobs& knobs) { knobs.take("vector_width", &vector_width); }
+void CpuScatterSchedule::read(Knobs& knobs) {
+  knobs.take("vector_width", &vector_width);
+  knobs.take("vector_scatter", &vector_scatter);
+}
 
 void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) const {
   // Inside a plane the scatter keeps input order: the latest duplicate wins.
@@ -126,7 +129,8 @@ void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) con
     out.vectorize(s.p, lanes, TailStrategy::GuardWithIf);
   } else {
     out.vectorize(s.c, lanes, TailStrategy::GuardWithIf);
-    out.update().reorder(s.c, s.r).vectorize(s.c, lanes, TailStrategy::GuardWithIf);
+    out.update().reorder(s.c, s.r);
+    if (vector_scatter) out.update().vectorize(s.c, lanes, TailStrategy::GuardWithIf);
   }
 }
 
@@ -170,8 +174,7 @@ void CpuIndexGatherSchedule::apply(const IndexGatherStages& s, const Target& tar
   Func invalid = s.invalid;
   // Loops split at the chunks' bounds, so that each vector's chunk (and its check) is one.
   const bool channels_last = s.layout == Layout::channels_last;
-  const RVar along = s.in_chunk[channels_last ? 1 : 0];
-  const int chunk_size = static_cast<int>(*Internal::as_const_int(along.extent()));
+  const int chunk_size = s.chunk;
   const int per_chunk = channels_last ? 64 * chunk_size : chunk_size;  // elements, about
   const int chunks_per_task = std::max(1, elements_per_task / per_chunk);
   if (!channels_last) {

@@ -63,6 +63,9 @@ struct ScatterStages {
 // channels-last so is the scatter, across the channels of one element (distinct planes).
 struct CpuScatterSchedule {
   int vector_width = 0;
+  // Channels-last: the scatter's vectors of channels (each lane stores at its own index), or a
+  // plain loop over them.
+  bool vector_scatter = true;
 
   void read(Knobs& knobs);
   void apply(const ScatterStages& s, const Halide::Target& target) const;
@@ -100,6 +103,7 @@ struct CpuGatherSchedule {
 struct IndexGatherStages {
   Halide::Func out, invalid;
   Halide::RDom in_chunk;  // invalid's update: a chunk's elements (channels-last: channels, pixels)
+  int chunk;              // elements (channels-last: pixels) per chunk
   Halide::Var p, c, n;
   Layout layout;
 };

@@ -49,22 +49,6 @@ inline bool unpool_backward_twin_built() {
   });
 }
 
-// The backward ops' kernels (compiled_kernels() lists them in programs that call a backward op):
-// pooling's by gradient type, unpooling's, a gather that moves bits, by element width.
-inline bool pool_backward_kernel_built(DType value, DType index) {
-  return any_kernel_built([&](const KernelInfo& k) {
-    return k.op.rfind("pool_backward", 0) == 0 && k.value_dtype == value &&
-           k.index_dtype == index;
-  });
-}
-
-inline bool unpool_backward_kernel_built(DType value, DType index) {
-  return any_kernel_built([&](const KernelInfo& k) {
-    return k.op == "unpool_backward" && dtype_size(k.value_dtype) == dtype_size(value) &&
-           k.index_dtype == index;
-  });
-}
-
 // The backward ops' kernels, listed where the program calls a backward op: pooling's
 // accumulating scatter per gradient dtype (POOLGEN_VALUE_TYPES' floats), its window gathers
 // (POOLGEN_BACKWARD_WINDOW_TYPES), unpooling's gather per element width.
