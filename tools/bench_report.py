@@ -302,8 +302,9 @@ def main(argv):
     written = [md]
     for op in OPS:
         png = os.path.join(argv[2], op + ".png")
-        title = "%s: poolgen, %s on %s (%s)" % (
-            op, " and ".join(TITLES[p] for p in PEERS[op]), ctx.get("poolgen_cpu_model", "?"),
+        names = ["poolgen"] + [TITLES[p] for p in PEERS[op]]
+        title = "%s: %s and %s on %s (%s)" % (
+            op, ", ".join(names[:-1]), names[-1], ctx.get("poolgen_cpu_model", "?"),
             ctx.get("date", "?")[:10])
         if plot(png, op, runs, llc, title):
             written.append(png)
