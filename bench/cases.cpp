@@ -259,8 +259,8 @@ std::vector<Case> sweep_cases(int64_t llc_bytes) {
   // 2-D f32, N=1, C=64, square planes (H even) of 64 KiB, 128 KiB, ... up to 8x the LLC:
   // from L2-resident to well past the LLC, where only memory bandwidth counts. The backward
   // passes run at every other size (4x apart: the added time stays small) up to 2x the LLC:
-  // past it bandwidth already decides, and a case holding the buffers of all four ops needs
-  // about 11x its input (the peers' besides), more than a VM's memory at 8x a large LLC.
+  // past it bandwidth already decides, and a case holding the buffers of all four ops, ATen's
+  // and the copy's needs about 13x its input: 26 GB at 8x a 260 MiB LLC, more than a 23 GB VM.
   std::vector<Case> r;
   int step = 0;
   for (int64_t bytes = 64 << 10; bytes <= 8 * llc_bytes; bytes *= 2, ++step) {
