@@ -1,7 +1,13 @@
 // The ATen peer: PyTorch 1.13's CPU kernels on the same input memory, at::set_num_threads(T).
 // 1-D goes through the 2-D kernels on an (N, C, 1, L) view. "n/a" where ATen has no CPU kernel
-// for the dtype (ATen 1.13: max_pool takes f32/f64/bf16, max_unpool f32/f64 only) or the index
-// type (int64 only).
+// for the dtype (ATen 1.13: max_pool and its backward take f32/f64/bf16, max_unpool f32/f64
+// only) or the index type (int64 only).
+//
+// The backward passes are the kernels autograd runs: max_pool{2,3}d_with_indices_backward, and
+// for max_unpool's the gather of derivatives.yaml (max_pool_double_backward: grad_output's
+// planes flattened, gathered at the indices flattened alike). Channels-last planes flatten to
+// strided (N, C, H*W) views without a copy, as autograd's flatten does; the timed call is
+// at::gather_out on those views.
 //
 // What ATen 1.13 does with channels-last data (learned in setup() on every run, printed after the
 // table): max_pool2d_with_indices and max_unpool2d have channels-last CPU kernels
@@ -77,18 +83,50 @@ bool same_bits(const at::Tensor& a, const at::Tensor& b) {
   return std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.nbytes()) == 0;
 }
 
+// (N, C, plane) over a tensor's memory of `shape`: its planes flattened (channels-last: the
+// channel stride 1, the plane's C), as autograd's flatten(-nd) views them.
+at::Tensor flat_planes(const void* data, const Spec& sp, const Ints& shape, DType dt) {
+  const int64_t n = shape[0], c = shape[1];
+  int64_t plane = 1;
+  for (size_t i = 2; i < shape.size(); ++i) plane *= shape[i];
+  const std::vector<int64_t> strides = sp.cl ? std::vector<int64_t>{plane * c, 1, c}
+                                             : std::vector<int64_t>{plane * c, plane, 1};
+  return at::from_blob(const_cast<void*>(data), {n, c, plane}, strides,
+                       at::TensorOptions().dtype(aten_type(dt)));
+}
+
+std::string flat_layout(const at::Tensor& t) {  // of an (N, C, plane) tensor
+  if (t.is_contiguous()) return "contiguous (N, C, plane)";
+  return t.stride(1) == 1 ? "channels-last (N, C, plane)" : "strided (N, C, plane)";
+}
+
+at::MemoryFormat case_format(int snd, bool cl) {  // snd: the rank ATen sees (1-D: 2)
+  return !cl ? at::MemoryFormat::Contiguous
+             : snd == 3 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast;
+}
+
+// The memory format of ATen's pooling outputs for the case's layout (tried on a tiny input).
+at::MemoryFormat pooled_format(const Spec& sp) {
+  const int snd = sp.nd == 1 ? 2 : sp.nd;
+  const std::vector<int64_t> sh(2 + snd, 4), k(snd, 2), one(snd, 1), zero(snd, 0);
+  const at::Tensor x = at::zeros(sh, at::TensorOptions().dtype(aten_type(sp.vt)))
+                           .contiguous(case_format(snd, sp.cl));
+  const auto r = snd == 3 ? at::max_pool3d_with_indices(x, k, k, zero, one, false)
+                          : at::max_pool2d_with_indices(x, k, k, zero, one, false);
+  return std::get<1>(r).suggest_memory_format();
+}
+
 // ATen's kernel tables differ per dtype and layout: try each op once on a tiny tensor.
-bool probe(bool unpool, int nd, DType vt, DType it, bool cl) {
+bool probe(Op op, int nd, DType vt, DType it, bool cl) {
   if (it != DType::i64) return false;  // ATen's indices are int64
   const int snd = nd == 1 ? 2 : nd;
   std::vector<int64_t> sh{1, 2, 4, 4};  // spatial > 1: a layout of its own
   if (snd == 3) sh.push_back(4);
-  const auto mf = !cl ? at::MemoryFormat::Contiguous
-                      : snd == 3 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast;
+  const auto mf = case_format(snd, cl);
   const std::vector<int64_t> k(snd, 2), one(snd, 1), zero(snd, 0), out(sh.end() - snd, sh.end());
   try {
     at::Tensor x = at::zeros(sh, at::TensorOptions().dtype(aten_type(vt))).contiguous(mf);
-    if (!unpool) {
+    if (op == Op::pool) {
       if (snd == 3) at::max_pool3d_with_indices(x, k, k, zero, one, false);
       else at::max_pool2d_with_indices(x, k, k, zero, one, false);
       return true;
@@ -97,8 +135,14 @@ bool probe(bool unpool, int nd, DType vt, DType it, bool cl) {
     for (int i = 2; i < static_cast<int>(psh.size()); ++i) psh[i] = 2;
     at::Tensor v = at::zeros(psh, x.options()).contiguous(mf);
     at::Tensor ix = at::zeros(psh, at::TensorOptions().dtype(at::kLong)).contiguous(mf);
-    if (snd == 3) at::max_unpool3d(v, ix, out, k, zero);
-    else at::max_unpool2d(v, ix, out);
+    if (op == Op::unpool && snd == 3) at::max_unpool3d(v, ix, out, k, zero);
+    else if (op == Op::unpool) at::max_unpool2d(v, ix, out);
+    else if (op == Op::pool_backward && snd == 3)
+      at::max_pool3d_with_indices_backward(v, x, k, k, zero, one, false, ix);
+    else if (op == Op::pool_backward)
+      at::max_pool2d_with_indices_backward(v, x, k, k, zero, one, false, ix);
+    else
+      at::gather(x.flatten(2), 2, ix.flatten(2));
     return true;
   } catch (const std::exception&) {  // c10::Error: "... not implemented for 'Half'"
     return false;
@@ -110,10 +154,10 @@ class AtenPeer : public Peer {
   const char* name() const override { return "aten"; }
   const char* title() const override { return "ATen"; }
 
-  bool has(const Case& c, bool unpool) const override {
-    const auto key = std::make_tuple(unpool, c.nd, c.vt, c.it, c.cl);
+  bool has(const Case& c, Op op) const override {
+    const auto key = std::make_tuple(op, c.nd, c.vt, c.it, c.cl);
     auto it = probed_.find(key);
-    if (it == probed_.end()) it = probed_.emplace(key, probe(unpool, c.nd, c.vt, c.it, c.cl)).first;
+    if (it == probed_.end()) it = probed_.emplace(key, probe(op, c.nd, c.vt, c.it, c.cl)).first;
     return it->second;
   }
 
@@ -134,64 +178,116 @@ class AtenPeer : public Peer {
     uindices_ = ref_indices;
     at::set_num_threads(all_threads());
     const std::string what = sp.what();
-    if (sp.pool && has(sp, false)) {
-      const std::vector<int64_t> one(snd_, 1);
+    // The first run of op into outs, which the functional call allocated: in place and equal to
+    // the reference's results (`expected`), else a problem.
+    auto check = [&](Op op, std::vector<at::Tensor*> outs, std::vector<at::Tensor> expected) {
+      std::vector<const void*> data;
+      for (at::Tensor* t : outs) data.push_back(t->data_ptr()), t->fill_(7);
+      run(op);
+      const std::string who = what + ": ATen " + op_name(op);
+      for (size_t i = 0; i < outs.size(); ++i) {
+        if (outs[i]->data_ptr() != data[i]) g_problems.push_back(who + " reallocated its out=");
+        if (!same_bits(*outs[i], expected[i]))
+          g_problems.push_back(who + " differs from the reference");
+      }
+    };
+    auto layouts = [&](Op op, const std::string& from, const std::string& to) {
+      if (sp.cl) sp.notes.push_back(std::string("ATen ") + op_name(op) + ": " + from + " -> " + to);
+    };
+    const std::vector<int64_t> one(snd_, 1);
+    if (sp.times(Op::pool) && has(sp, Op::pool)) {
       auto r = snd_ == 3 ? at::max_pool3d_with_indices(input_, k_, s_, p_, one, false)
                          : at::max_pool2d_with_indices(input_, k_, s_, p_, one, false);
       values_ = std::get<0>(r);
       indices_ = std::get<1>(r);
-      if (sp.cl)
-        sp.notes.push_back("ATen pool: " + aten_layout(input_) + " input -> " +
-                           aten_layout(values_) + " values, " + aten_layout(indices_) + " indices");
-      const void *pv = values_.data_ptr(), *pi = indices_.data_ptr();
-      values_.fill_(7);
-      indices_.fill_(7);
-      run(false);
-      if (values_.data_ptr() != pv || indices_.data_ptr() != pi)
-        g_problems.push_back(what + ": ATen pool reallocated its out= tensors");
-      if (!same_bits(values_, ref_values) || !same_bits(indices_, ref_indices))
-        g_problems.push_back(what + ": ATen pool differs from the reference");
+      layouts(Op::pool, aten_layout(input_) + " input",
+              aten_layout(values_) + " values, " + aten_layout(indices_) + " indices");
+      check(Op::pool, {&values_, &indices_}, {ref_values, ref_indices});
     }
-    if (sp.unpool && has(sp, true)) {
+    if (sp.times(Op::unpool) && has(sp, Op::unpool)) {
       output_ = snd_ == 3 ? at::max_unpool3d(uvalues_, uindices_, out_size_, s_, p_)
                           : at::max_unpool2d(uvalues_, uindices_, out_size_);
-      if (sp.cl)
-        sp.notes.push_back("ATen unpool: " + aten_layout(uvalues_) + " values/indices -> " +
-                           aten_layout(output_) + " output");
-      const void* po = output_.data_ptr();
-      output_.fill_(7);
-      run(true);
-      if (output_.data_ptr() != po)
-        g_problems.push_back(what + ": ATen unpool reallocated its out= tensor");
-      if (!same_bits(output_, aten_view(sp.expect.data(), sp, sp.shape, sp.vt)))
-        g_problems.push_back(what + ": ATen unpool differs from the reference");
+      layouts(Op::unpool, aten_layout(uvalues_) + " values/indices",
+              aten_layout(output_) + " output");
+      check(Op::unpool, {&output_}, {aten_view(sp.expect.data(), sp, sp.shape, sp.vt)});
+    }
+    if (sp.times(Op::pool_backward) && has(sp, Op::pool_backward)) {
+      // grad_output and indices in the layout of ATen's own pooling outputs, which autograd
+      // hands on: NCDHW for NDHWC input (its 3-D backward reads NDHWC indices as if contiguous:
+      // wrong gradients). Copied here, once, where that layout is not ours.
+      const auto format = pooled_format(sp);
+      grad_pooled_ = aten_view(sp.grad_pooled.data(), sp, sp.pooled, sp.vt).contiguous(format);
+      bindices_ = ref_indices.contiguous(format);
+      grad_input_ =
+          snd_ == 3
+              ? at::max_pool3d_with_indices_backward(grad_pooled_, input_, k_, s_, p_, one, false,
+                                                     bindices_)
+              : at::max_pool2d_with_indices_backward(grad_pooled_, input_, k_, s_, p_, one, false,
+                                                     bindices_);
+      const bool copied = grad_pooled_.data_ptr() != sp.grad_pooled.data();
+      layouts(Op::pool_backward,
+              aten_layout(grad_pooled_) + " grad_output/indices" + (copied ? " (copies)" : ""),
+              aten_layout(grad_input_) + " grad_input");
+      check(Op::pool_backward, {&grad_input_},
+            {aten_view(sp.expect_grad_input.data(), sp, sp.shape, sp.vt)});
+    }
+    if (sp.times(Op::unpool_backward) && has(sp, Op::unpool_backward)) {
+      flat_grad_ = flat_planes(sp.grad_unpooled.data(), sp, sp.shape, sp.vt);
+      flat_indices_ = flat_planes(sp.indices.data(), sp, sp.pooled, sp.it);
+      grad_values_ = at::gather(flat_grad_, 2, flat_indices_);
+      layouts(Op::unpool_backward, flat_layout(flat_grad_) + " grad_output/indices",
+              flat_layout(grad_values_) + " grad_values");
+      check(Op::unpool_backward, {&grad_values_},
+            {flat_planes(sp.expect_grad_values.data(), sp, sp.pooled, sp.vt)});
     }
   }
 
   void release() override {
-    for (at::Tensor* t : {&input_, &values_, &indices_, &uvalues_, &uindices_, &output_}) t->reset();
+    for (at::Tensor* t : {&input_, &values_, &indices_, &uvalues_, &uindices_, &output_,
+                          &grad_pooled_, &bindices_, &grad_input_, &flat_grad_, &flat_indices_,
+                          &grad_values_})
+      t->reset();
   }
 
-  void prepare(bool, int threads) override { at::set_num_threads(threads); }
+  void prepare(Op, int threads) override { at::set_num_threads(threads); }
 
-  bool run(bool unpool) override {
-    if (unpool) {
-      if (snd_ == 3) at::max_unpool3d_out(output_, uvalues_, uindices_, out_size_, s_, p_);
-      else at::max_unpool2d_out(output_, uvalues_, uindices_, out_size_);
-    } else if (snd_ == 3) {
-      at::max_pool3d_with_indices_out(values_, indices_, input_, k_, s_, p_, {1, 1, 1}, false);
-    } else {
-      at::max_pool2d_with_indices_out(values_, indices_, input_, k_, s_, p_, {1, 1}, false);
+  bool run(Op op) override {
+    const bool d3 = snd_ == 3;
+    switch (op) {
+      case Op::pool:
+        if (d3)
+          at::max_pool3d_with_indices_out(values_, indices_, input_, k_, s_, p_, {1, 1, 1}, false);
+        else
+          at::max_pool2d_with_indices_out(values_, indices_, input_, k_, s_, p_, {1, 1}, false);
+        break;
+      case Op::unpool:
+        if (d3) at::max_unpool3d_out(output_, uvalues_, uindices_, out_size_, s_, p_);
+        else at::max_unpool2d_out(output_, uvalues_, uindices_, out_size_);
+        break;
+      case Op::pool_backward:
+        if (d3)
+          at::max_pool3d_with_indices_backward_out(grad_input_, grad_pooled_, input_, k_, s_, p_,
+                                                   {1, 1, 1}, false, bindices_);
+        else
+          at::max_pool2d_with_indices_backward_out(grad_input_, grad_pooled_, input_, k_, s_, p_,
+                                                   {1, 1}, false, bindices_);
+        break;
+      case Op::unpool_backward:
+        at::gather_out(grad_values_, flat_grad_, 2, flat_indices_);
+        break;
     }
     return true;
   }
 
  private:
-  using Key = std::tuple<bool, int, DType, DType, bool>;
+  using Key = std::tuple<Op, int, DType, DType, bool>;
   mutable std::map<Key, bool> probed_;
   int snd_ = 2;
   at::Tensor input_, values_, indices_;    // pool: input (our memory) -> values, indices (ATen's)
   at::Tensor uvalues_, uindices_, output_;  // unpool: reference values/indices (ours) -> output
+  // pool backward: grad_output, reference indices (ours or copies), input (its shape) -> grad_input
+  at::Tensor grad_pooled_, bindices_, grad_input_;
+  at::Tensor flat_grad_, flat_indices_, grad_values_;  // unpool backward: flat planes -> gather
   std::vector<int64_t> k_, s_, p_, out_size_;
 };
 

@@ -23,6 +23,17 @@ int64_t product(const Ints& v, size_t from = 0) {
 const DType kValueTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8,
                              DType::u8,  DType::i16, DType::i32, DType::i64};
 
+// The ops' names in benchmark names and as case options, in Op's order (op_name indexes it).
+struct OpSpelling {
+  Op op;
+  const char* name;
+  const char* option;
+};
+const OpSpelling kOpSpellings[] = {{Op::pool, "max_pool", "pool"},
+                                   {Op::unpool, "max_unpool", "unpool"},
+                                   {Op::pool_backward, "max_pool_backward", "pool_backward"},
+                                   {Op::unpool_backward, "max_unpool_backward", "unpool_backward"}};
+
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> r;
   std::stringstream in(s);
@@ -74,30 +85,32 @@ bool parse_case(const std::string& text, Case* c, std::string* error) {
     *error = "window \"" + w + "\": expected k<kernel>s<stride>p<padding>, e.g. k2s2p0";
     return false;
   }
-  bool only_pool = false, only_unpool = false;
+  unsigned ops = 0;  // the op options given
   for (size_t i = 3; i < f.size(); ++i) {
     const std::string& o = f[i];
-    bool dtype = false;
+    bool dtype = false, op = false;
     for (DType d : kValueTypes)
       if (o == poolgen::dtype_name(d)) c->vt = d, dtype = true;
-    if (dtype) continue;
+    for (const OpSpelling& spelling : kOpSpellings)
+      if (o == spelling.option) ops |= op_bit(spelling.op), op = true;
+    if (dtype || op) continue;
     if (o == "cl") c->cl = true;
     else if (o == "idx32") c->it = DType::i32;
     else if (o == "general") c->general_rows = true;
-    else if (o == "pool") only_pool = true;
-    else if (o == "unpool") only_unpool = true;
     else {
       *error = "option \"" + o + "\": expected cl, a value dtype (f32 f64 f16 bf16 i8 u8 i16 i32 "
-               "i64), idx32, general, pool or unpool";
+               "i64), idx32, general or an op (pool, unpool, pool_backward, unpool_backward)";
       return false;
     }
   }
-  if (only_pool && only_unpool) {
-    *error = "options pool and unpool: give at most one (neither: both ops)";
+  if (ops) c->ops = ops;  // else the default, pool and unpool
+  const bool float_values = c->vt == DType::f32 || c->vt == DType::f64 || c->vt == DType::f16 ||
+                            c->vt == DType::bf16;
+  if (!float_values && (c->times(Op::pool_backward) || c->times(Op::unpool_backward))) {
+    *error = std::string("options pool_backward and unpool_backward: the gradients are floats "
+                         "(f32 f64 f16 bf16), got ") + poolgen::dtype_name(c->vt);
     return false;
   }
-  c->pool = !only_unpool;
-  c->unpool = !only_pool;
   Ints out;  // poolgen's own validation of the window against the shape
   const auto st = poolgen::max_pool_output_shape(c->nd, c->shape, c->pool_options(), &out);
   if (!st.ok()) {
@@ -108,6 +121,8 @@ bool parse_case(const std::string& text, Case* c, std::string* error) {
 }
 
 }  // namespace
+
+const char* op_name(Op op) { return kOpSpellings[static_cast<int>(op)].name; }
 
 std::string Case::window() const {
   return "k" + std::to_string(k) + "s" + std::to_string(s) + "p" + std::to_string(p);
@@ -175,20 +190,26 @@ std::vector<Case> builtin_cases() {
     r.push_back(c);
   };
   const Ints s2{8, 64, 112, 112}, s3{2, 16, 32, 64, 64}, s1{8, 64, 65536};
-  // f32 NCHW, i64 indices: both ops on both paths (the fast windows against the general kernel).
+  const unsigned pool = op_bit(Op::pool), unpool = op_bit(Op::unpool);
+  const unsigned backward = op_bit(Op::pool_backward) | op_bit(Op::unpool_backward);
+  // f32 NCHW, i64 indices: both forward ops on both paths (the fast windows against the general
+  // kernel), and their backward passes.
   Case base;
   base.general_rows = true;
+  base.ops = pool | unpool | backward;
   add(2, s2, 2, 2, 0, base);
   add(2, s2, 3, 2, 1, base);
   add(3, s3, 2, 2, 0, base);
   add(1, s1, 2, 2, 0, base);
-  // f32 channels-last: pooling in both windows, unpooling the k2s2p0 (SegNet) indices.
+  // f32 channels-last: pooling in both windows, unpooling the k2s2p0 (SegNet) indices, the
+  // backward passes of both.
   Case cl;
   cl.cl = true;
+  cl.ops = pool | unpool | backward;
   add(2, s2, 2, 2, 0, cl);
-  cl.unpool = false;
+  cl.ops = pool | backward;
   add(2, s2, 3, 2, 1, cl);
-  cl.unpool = true;
+  cl.ops = pool | unpool | backward;
   add(3, s3, 2, 2, 0, cl);
   // f32 with i32 indices: a third less traffic than i64 in 2-D k2s2p0, and in NHWC the
   // like-for-like comparison with XNNPACK (which writes 4-byte indices).
@@ -198,11 +219,13 @@ std::vector<Case> builtin_cases() {
   i32.cl = true;
   add(2, s2, 2, 2, 0, i32);
   // Small tensors, where a call's fixed cost and the choice of threads decide: 2-D f32 k2s2p0,
-  // one image, in both layouts (1x1x2x2 is the per-call cost).
+  // one image, in both layouts (1x1x2x2 is the per-call cost); the backward passes too, but for
+  // 1x1x2x2 and 1x64x16x16.
   for (int64_t h : {2, 7, 14, 16, 28, 56})
     for (bool layout_cl : {false, true}) {
       Case small;
       small.cl = layout_cl;
+      small.ops = pool | unpool | (h == 2 || h == 16 ? 0 : backward);
       add(2, {1, h == 2 ? 1 : 64, h, h}, 2, 2, 0, small);
     }
   // 16- and 8-bit values in both layouts (u8 unpooling is the i8 kernel: not repeated).
@@ -211,9 +234,9 @@ std::vector<Case> builtin_cases() {
       Case v;
       v.vt = dt;
       v.cl = layout_cl;
-      v.unpool = dt != DType::u8;
+      v.ops = dt != DType::u8 ? pool | unpool : pool;
       add(2, s2, 2, 2, 0, v);
-      v.unpool = false;
+      v.ops = pool;
       add(2, s2, 3, 2, 1, v);
     }
   return r;
@@ -234,21 +257,29 @@ bool parse_cases(const std::string& list, std::vector<Case>* out, std::string* e
 
 std::vector<Case> sweep_cases(int64_t llc_bytes) {
   // 2-D f32, N=1, C=64, square planes (H even) of 64 KiB, 128 KiB, ... up to 8x the LLC:
-  // from L2-resident to well past the LLC, where only memory bandwidth counts.
+  // from L2-resident to well past the LLC, where only memory bandwidth counts. The backward
+  // passes run at every other size (4x apart: the added time stays small) up to 2x the LLC:
+  // past it bandwidth already decides, and a case holding the buffers of all four ops, ATen's
+  // and the copy's needs about 13x its input: 26 GB at 8x a 260 MiB LLC, more than a 23 GB VM.
   std::vector<Case> r;
-  for (int64_t bytes = 64 << 10; bytes <= 8 * llc_bytes; bytes *= 2) {
+  int step = 0;
+  for (int64_t bytes = 64 << 10; bytes <= 8 * llc_bytes; bytes *= 2, ++step) {
     const int64_t h = std::max<int64_t>(2, 2 * std::llround(std::sqrt(bytes / (64.0 * 4)) / 2));
+    const bool backward = step % 2 == 0 && bytes <= 2 * llc_bytes;
     for (int64_t k : {2, 3})
       for (bool cl : {false, true}) {
         Case c;
         c.shape = {1, 64, h, h};
         c.k = k, c.s = 2, c.p = k == 3 ? 1 : 0;
         c.cl = cl;
-        c.unpool = k == 2;
+        c.ops = op_bit(Op::pool) | (k == 2 ? op_bit(Op::unpool) : 0);
+        if (backward)
+          c.ops |= op_bit(Op::pool_backward) | (k == 2 ? op_bit(Op::unpool_backward) : 0);
         c.sweep = true;
         r.push_back(c);
-        if (cl && k == 2) {  // XNNPACK's own ground, with its index width
+        if (cl && k == 2) {  // XNNPACK's own ground, with its index width (forward only)
           c.it = DType::i32;
+          c.ops &= op_bit(Op::pool) | op_bit(Op::unpool);
           r.push_back(c);
         }
       }

@@ -1,31 +1,37 @@
-// poolgen_bench: max pooling with indices and max unpooling against its peers on the same cases
-// and the same memory, in one run:
+// poolgen_bench: max pooling with indices, max unpooling and their backward passes against their
+// peers on the same cases and the same memory, in one run:
 //   poolgen    the library, on each --poolgen_threads count (default 1 and all cores);
 //   memcpy     a plain copy whose reads + writes equal the op's compulsory traffic (the roofline);
 //   reference  a plain scalar loop nest from docs/semantics.md (reference.cpp), 1 thread, in
 //              the case's own layout;
-//   aten       PyTorch's CPU kernels (-DPOOLGEN_BENCH_ATEN=ON, aten_peer.cpp);
+//   aten       PyTorch's CPU kernels (-DPOOLGEN_BENCH_ATEN=ON, aten_peer.cpp): the backward
+//              passes as autograd runs them (max_pool*_with_indices_backward, and a gather over
+//              flattened planes for unpooling's);
 //   xnnpack    XNNPACK's argmax pooling and unpooling, 2-D NHWC f32 with stride == window
-//              (-DPOOLGEN_BENCH_XNNPACK=ON, xnnpack_peer.cpp).
+//              (-DPOOLGEN_BENCH_XNNPACK=ON, xnnpack_peer.cpp); no backward passes.
 // Every case is first checked bit for bit against the reference (and the peers against it), so
-// that the timings are of correct kernels; a mismatch makes the exit code 2. Unpool inputs come
-// from a real pooling of random data (the SegNet case); the built-in f32 NCHW cases (and any case
-// with the option "general") also time both ops on Path::general. Bytes/s count compulsory
-// traffic (bench.h: Case::traffic).
+// that the timings are of correct kernels; a mismatch makes the exit code 2. Unpool and backward
+// inputs take the indices of a real pooling of random data (the SegNet case); the gradients are
+// random. The built-in f32 NCHW cases (and any case with the option "general") also time pool
+// and unpool on Path::general; pool backward is timed on Path::general wherever the automatic
+// path runs another kernel (a window gather). Bytes/s count compulsory traffic (bench.h:
+// Case::traffic, the same for the four ops).
 //
-// Benchmark names are "<op>/<case>/<impl>/threads:<T>": op max_pool or max_unpool, case in the
-// --poolgen_cases syntax (cases.cpp), impl poolgen, poolgen_general, reference, aten, xnnpack;
-// copies are "copy/<traffic>B/memcpy/threads:<T>", one per traffic and thread count (Google
-// Benchmark appends "/min_time:0.100/repeats:5/real_time" in its output). Each carries
-// the counters traffic_bytes, input_bytes and sweep (1: a --poolgen_sweep case), and the JSON
-// context poolgen_command, poolgen_cpu_model and poolgen_llc_bytes, which is all that
+// Benchmark names are "<op>/<case>/<impl>/threads:<T>": op max_pool, max_unpool,
+// max_pool_backward or max_unpool_backward, case in the --poolgen_cases syntax (cases.cpp), impl
+// poolgen, poolgen_general, reference, aten, xnnpack; copies are
+// "copy/<traffic>B/memcpy/threads:<T>", one per traffic and thread count (Google Benchmark
+// appends "/min_time:0.100/repeats:5/real_time" in its output). Each carries the counters
+// traffic_bytes, input_bytes and sweep (1: a --poolgen_sweep case), and the JSON context
+// poolgen_command, poolgen_cpu_model and poolgen_llc_bytes, which is all that
 // tools/bench_report.py reads. After Google Benchmark's output come a Markdown table of medians
 // and ratios, the kernel each case ran and the peers' notes.
 //
 // Flags (besides Google Benchmark's):
 //   --poolgen_cases=CASE[,CASE...]  replaces the built-in cases (empty: none, e.g. for the sweep
 //       alone); CASE is <nd>d/<NxCxD1x...>/k<k>s<s>p<p>[/<opt>...], opts: cl, a value dtype,
-//       idx32, general, pool, unpool
+//       idx32, general, and the ops to time (default: pool and unpool): pool, unpool,
+//       pool_backward, unpool_backward
 //   --poolgen_sweep                 adds the size sweep (cases.cpp: sweep_cases)
 //   --poolgen_peers=LIST            of reference, memcpy, aten, xnnpack (default: all built)
 //   --poolgen_threads=LIST          default: 1 and std::thread::hardware_concurrency()
@@ -66,8 +72,8 @@ Spec* g_current = nullptr;  // the case whose buffers are allocated
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-// Setup: random input, the reference's outputs (the unpool inputs and expected output), and a
-// one-off check of poolgen and the peers against them.
+// Setup: random input and gradients, the reference's outputs (the inputs of the ops after
+// pooling and the expected results), and a one-off check of poolgen and the peers against them.
 
 Spec::Spec(const Case& c) : Case(c), pooled(pooled_shape()) {
   g.n = shape[0];
@@ -84,10 +90,92 @@ Spec::Spec(const Case& c) : Case(c), pooled(pooled_shape()) {
 }
 
 void Spec::release() {
-  for (Buffer* b : {&input, &values, &indices, &expect, &pvalues, &pindices, &output}) b->release();
+  for (Buffer* b : {&input, &values, &indices, &expect, &pvalues, &pindices, &output,
+                    &grad_pooled, &grad_unpooled, &expect_grad_input, &expect_grad_values,
+                    &grad_input, &grad_values})
+    b->release();
   for (auto& peer : g_peers) peer->release();
   ready = false;
 }
+
+Buffer& Spec::source(Op op) {
+  switch (op) {
+    case Op::pool: return input;
+    case Op::unpool: return values;
+    case Op::pool_backward: return grad_pooled;
+    case Op::unpool_backward: break;
+  }
+  return grad_unpooled;
+}
+
+std::vector<std::pair<Buffer*, Buffer*>> Spec::results(Op op) {
+  switch (op) {
+    case Op::pool: return {{&pvalues, &values}, {&pindices, &indices}};
+    case Op::unpool: return {{&output, &expect}};
+    case Op::pool_backward: return {{&grad_input, &expect_grad_input}};
+    case Op::unpool_backward: break;
+  }
+  return {{&grad_values, &expect_grad_values}};
+}
+
+bool Spec::reference(Op op, bool expected) {
+  const auto r = results(op);
+  auto dst = [&](size_t i) { return (expected ? r[i].second : r[i].first)->data(); };
+  if (op == Op::pool) {
+    reference_pool(dst(0), dst(1));
+    return true;
+  }
+  return reference_by_index(op, source(op).data(), indices.data(), dst(0));
+}
+
+namespace {
+
+// Fills a buffer of `elems` values with a xorshift64* sequence from `seed`.
+void fill_random(Buffer& b, DType dtype, int64_t elems, uint64_t seed) {
+  b.resize(elems * poolgen::dtype_size(dtype));
+  with_types(dtype, DType::i64, [&](auto t, auto) {
+    using T = decltype(t);
+    uint64_t x = seed;
+    T* v = b.as<T>();
+    for (int64_t i = 0; i < elems; ++i) {
+      x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+      v[i] = ValueTraits<T>::random(x * 2685821657736338717ull);
+    }
+  });
+}
+
+// One poolgen call of an op on a Spec's buffers, its views and options built once (outside the
+// timed loop): the source (source()), the indices (pool: its output) and the op's output.
+class PoolgenCall {
+ public:
+  PoolgenCall(Spec& sp, Op op, poolgen::Path path)
+      : op_(op), nd_(sp.nd), pool_(sp.pool_options(path)), unpool_(sp.unpool_options(path)) {
+    const auto r = sp.results(op);
+    const Ints& from = to_pooled(op) ? sp.shape : sp.pooled;
+    const Ints& to = to_pooled(op) ? sp.pooled : sp.shape;
+    src_ = sp.view(sp.source(op).data(), sp.vt, from);
+    idx_ = sp.view((op == Op::pool ? sp.pindices : sp.indices).data(), sp.it, sp.pooled);
+    out_ = sp.view(r[0].first->data(), sp.vt, to);
+  }
+  poolgen::Status operator()() const {
+    switch (op_) {
+      case Op::pool: return poolgen::max_pool(nd_, src_, out_, idx_, pool_);
+      case Op::unpool: return poolgen::max_unpool(nd_, src_, idx_, out_, unpool_);
+      case Op::pool_backward: return poolgen::max_pool_backward(nd_, src_, idx_, out_, pool_);
+      case Op::unpool_backward: break;
+    }
+    return poolgen::max_unpool_backward(nd_, src_, idx_, out_, unpool_);
+  }
+
+ private:
+  Op op_;
+  int nd_;
+  poolgen::PoolOptions pool_;
+  poolgen::UnpoolOptions unpool_;
+  poolgen::TensorView src_, idx_, out_;
+};
+
+}  // namespace
 
 void Spec::ensure() {
   if (ready) return;
@@ -96,59 +184,47 @@ void Spec::ensure() {
   ready = ran = true;
 
   const size_t vs = poolgen::dtype_size(vt), is = poolgen::dtype_size(it);
-  input.resize(in_elems() * vs);
-  with_types(vt, it, [&](auto t, auto) {
-    using T = decltype(t);
-    uint64_t x = 0x9E3779B97F4A7C15ull;
-    T* in = input.as<T>();
-    for (int64_t i = 0; i < in_elems(); ++i) {  // xorshift64*
-      x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
-      in[i] = ValueTraits<T>::random(x * 2685821657736338717ull);
-    }
-  });
+  fill_random(input, vt, in_elems(), 0x9E3779B97F4A7C15ull);
   values.resize(out_elems() * vs);
   indices.resize(out_elems() * is);
   reference_pool(values.data(), indices.data());
+  // Gradients of their own sequences: unrelated to the input that chose the indices.
+  if (times(Op::pool_backward)) fill_random(grad_pooled, vt, out_elems(), 0x2545F4914F6CDD1Dull);
+  if (times(Op::unpool_backward)) fill_random(grad_unpooled, vt, in_elems(), 0xD1B54A32D192ED03ull);
+  for (Op op : kOps) {
+    if (!times(op)) continue;
+    for (auto [out, expected] : results(op)) {
+      if (op != Op::pool) expected->resize((to_pooled(op) ? out_elems() : in_elems()) * vs);
+      out->resize(expected->bytes.size());
+    }
+    if (op != Op::pool && !reference(op, true))
+      g_problems.push_back(what() + ": reference " + op_name(op) + " saw an invalid index");
+  }
 
   poolgen::set_num_threads(all_threads());
-  if (pool) {
-    pvalues.resize(out_elems() * vs);
-    pindices.resize(out_elems() * is);
-  }
-  if (unpool) {
-    expect.resize(in_elems() * vs);
-    if (!reference_unpool(values.data(), indices.data(), expect.data()))
-      g_problems.push_back(what() + ": reference unpool saw an invalid index");
-    output.resize(in_elems() * vs);
-  }
-  std::vector<poolgen::Path> paths{poolgen::Path::automatic};
-  if (general_rows) paths.push_back(poolgen::Path::general);
-  for (auto path : paths) {
-    const std::string who = path == poolgen::Path::general ? "poolgen (general)" : "poolgen";
-    auto check = [&](const char* op, const poolgen::Status& st, bool same) {
+  for (Op op : kOps) {
+    if (!times(op)) continue;
+    std::vector<poolgen::Path> paths{poolgen::Path::automatic};
+    if (general_path[static_cast<int>(op)]) paths.push_back(poolgen::Path::general);
+    for (auto path : paths) {
+      bool same = true;
+      for (auto [out, expected] : results(op)) std::memset(out->data(), 7, out->bytes.size());
+      const poolgen::Status st = PoolgenCall(*this, op, path)();
+      for (auto [out, expected] : results(op)) same = same && out->bytes == expected->bytes;
+      const std::string who = std::string("poolgen ") +
+                              (path == poolgen::Path::general ? "(general) " : "") + op_name(op);
       if (!st.ok())
-        g_problems.push_back(what() + ": " + who + " " + op + " failed: " + st.message());
+        g_problems.push_back(what() + ": " + who + " failed: " + st.message());
       else if (!same)
-        g_problems.push_back(what() + ": " + who + " " + op + " differs from the reference");
-    };
-    if (pool) {
-      std::memset(pvalues.data(), 7, pvalues.bytes.size());
-      std::memset(pindices.data(), 7, pindices.bytes.size());
-      const auto st = poolgen::max_pool(nd, view(input.data(), vt, shape),
-                                        view(pvalues.data(), vt, pooled),
-                                        view(pindices.data(), it, pooled), pool_options(path));
-      check("pool", st, pvalues.bytes == values.bytes && pindices.bytes == indices.bytes);
-    }
-    if (unpool) {
-      std::memset(output.data(), 7, output.bytes.size());
-      const auto st = poolgen::max_unpool(nd, view(values.data(), vt, pooled),
-                                          view(indices.data(), it, pooled),
-                                          view(output.data(), vt, shape), unpool_options(path));
-      check("unpool", st, output.bytes == expect.bytes);
+        g_problems.push_back(what() + ": " + who + " differs from the reference");
     }
   }
   for (auto& peer : g_peers)
-    if ((pool && peer->has(*this, false)) || (unpool && peer->has(*this, true))) peer->setup(*this);
+    for (Op op : kOps)
+      if (times(op) && peer->has(*this, op)) {
+        peer->setup(*this);
+        break;
+      }
 }
 
 namespace {
@@ -183,40 +259,29 @@ void bench_memcpy(benchmark::State& state, int64_t bytes, int threads) {
 
 enum class Impl { poolgen, poolgen_general, reference, peer };
 
-void bench_op(benchmark::State& state, Spec* sp, bool unpool, Impl impl, Peer* peer, int threads) {
+void bench_op(benchmark::State& state, Spec* sp, Op op, Impl impl, Peer* peer, int threads) {
   sp->ensure();
   if (impl == Impl::poolgen || impl == Impl::poolgen_general) {
     poolgen::set_num_threads(threads);
-    const auto path = impl == Impl::poolgen_general ? poolgen::Path::general : poolgen::Path::automatic;
-    const auto pin = sp->view(sp->input.data(), sp->vt, sp->shape);
-    const auto pvals = sp->view(sp->pvalues.data(), sp->vt, sp->pooled);
-    const auto pidx = sp->view(sp->pindices.data(), sp->it, sp->pooled);
-    const auto uvals = sp->view(sp->values.data(), sp->vt, sp->pooled);
-    const auto uidx = sp->view(sp->indices.data(), sp->it, sp->pooled);
-    const auto uout = sp->view(sp->output.data(), sp->vt, sp->shape);
-    const auto popt = sp->pool_options(path);
-    const auto uopt = sp->unpool_options(path);
+    const PoolgenCall call(*sp, op, impl == Impl::poolgen_general ? poolgen::Path::general
+                                                                   : poolgen::Path::automatic);
     for (auto _ : state) {
-      const auto st = unpool ? poolgen::max_unpool(sp->nd, uvals, uidx, uout, uopt)
-                             : poolgen::max_pool(sp->nd, pin, pvals, pidx, popt);
+      const auto st = call();
       if (!st.ok()) {
         state.SkipWithError(st.message().c_str());
         break;
       }
     }
   } else if (impl == Impl::reference) {
-    for (auto _ : state) {
-      if (!unpool) {
-        sp->reference_pool(sp->pvalues.data(), sp->pindices.data());
-      } else if (!sp->reference_unpool(sp->values.data(), sp->indices.data(), sp->output.data())) {
-        state.SkipWithError("reference unpool: invalid index");
+    for (auto _ : state)
+      if (!sp->reference(op, false)) {
+        state.SkipWithError("reference: invalid index");
         break;
       }
-    }
   } else {
-    peer->prepare(unpool, threads);
+    peer->prepare(op, threads);
     for (auto _ : state)
-      if (!peer->run(unpool)) {
+      if (!peer->run(op)) {
         state.SkipWithError((std::string(peer->title()) + " failed").c_str());
         break;
       }
@@ -300,12 +365,17 @@ void print_table(const MedianReporter& rep, const std::vector<std::unique_ptr<Sp
       "op's compulsory traffic (100%% = at the copy roofline). Speed-ups: peer time / poolgen "
       "time. Times are medians of the repetitions. Unmarked rows are f32 NCHW/NCDHW/NCL with i64 "
       "indices; n/a: the peer has no CPU kernel for that case (ATen 1.13: no f16 or integer "
-      "values, i64 indices only; XNNPACK: 2-D NHWC f32 with stride == window only).\n");
+      "values, i64 indices only; XNNPACK: 2-D NHWC f32 with stride == window only, no backward "
+      "passes).\n");
   std::printf("\nKernels (automatic path):\n");
-  for (const auto& sp : specs)
-    if (sp->ran)
-      std::printf("- %s: %s%s%s\n", sp->name().c_str(), sp->pool ? sp->pool_kernel.c_str() : "",
-                  sp->pool && sp->unpool ? ", " : "", sp->unpool ? sp->unpool_kernel.c_str() : "");
+  for (const auto& sp : specs) {
+    if (!sp->ran) continue;
+    std::string kernels;
+    for (Op op : kOps)
+      if (sp->times(op))
+        kernels += (kernels.empty() ? "" : ", ") + sp->kernel[static_cast<int>(op)];
+    std::printf("- %s: %s\n", sp->name().c_str(), kernels.c_str());
+  }
   // Each distinct note once, with the cases it came from (ATen's layouts repeat across a sweep).
   std::vector<std::pair<std::string, std::vector<std::string>>> notes;
   for (const auto& sp : specs)
@@ -340,28 +410,36 @@ void register_all(std::vector<std::unique_ptr<Spec>>& specs, const std::vector<i
   };
   for (auto& owned : specs) {
     Spec* sp = owned.get();
-    for (bool unpool : {false, true}) {
-      if (!(unpool ? sp->unpool : sp->pool)) continue;
-      const std::string base = std::string(unpool ? "max_unpool/" : "max_pool/") + sp->name();
+    for (Op op : kOps) {
+      if (!sp->times(op)) continue;
+      const std::string base = std::string(op_name(op)) + "/" + sp->name();
       auto reg = [&](const char* impl_name, Impl impl, Peer* peer, int t) {
         const std::string name = base + "/" + impl_name + "/threads:" + std::to_string(t);
-        configure(benchmark::RegisterBenchmark(name.c_str(), bench_op, sp, unpool, impl, peer, t));
+        configure(benchmark::RegisterBenchmark(name.c_str(), bench_op, sp, op, impl, peer, t));
         return name;
       };
       const std::string ref = g_reference ? reg("reference", Impl::reference, nullptr, 1) : "";
       std::vector<std::map<int, std::string>> peer_names(g_peers.size());
       for (size_t i = 0; i < g_peers.size(); ++i)
         for (int t : threads)
-          peer_names[i][t] = g_peers[i]->has(*sp, unpool)
+          peer_names[i][t] = g_peers[i]->has(*sp, op)
                                  ? reg(g_peers[i]->name(), Impl::peer, g_peers[i].get(), t)
                                  : "n/a";
       std::vector<std::pair<Impl, std::string>> variants{{Impl::poolgen, ""}};
-      if (unpool) variants = {{Impl::poolgen, " (SegNet indices)"}};
-      if (sp->general_rows) variants.push_back({Impl::poolgen_general, " (general path)"});
+      if (op == Op::unpool) variants = {{Impl::poolgen, " (SegNet indices)"}};
+      if (sp->general_path[static_cast<int>(op)])
+        variants.push_back({Impl::poolgen_general, " (general path)"});
+      // "max_pool2d_backward k2s2p0 NHWC": the op's family, the label's rank ("2d"), the
+      // backward mark, the rest of the label.
+      const bool pooling = op == Op::pool || op == Op::pool_backward;
+      const std::string label = sp->label(), rank = label.substr(0, label.find(' '));
+      const std::string title = (pooling ? "max_pool" : "max_unpool") + rank +
+                                (op == Op::pool || op == Op::unpool ? "" : "_backward") +
+                                label.substr(rank.size());
       for (auto& [impl, suffix] : variants)
         for (int t : threads) {
           Row row;
-          row.op = (unpool ? "max_unpool" : "max_pool") + sp->label() + suffix;
+          row.op = title + suffix;
           row.shape = sp->shape_str();
           row.threads = t;
           row.poolgen = reg(impl == Impl::poolgen ? "poolgen" : "poolgen_general", impl, nullptr, t);
@@ -373,6 +451,25 @@ void register_all(std::vector<std::unique_ptr<Spec>>& specs, const std::vector<i
         }
     }
   }
+}
+
+// The kernel the op's call on the case would run on `path` (its data is not read).
+poolgen::Status kernel_name(const Spec& sp, Op op, poolgen::Path path, std::string* name) {
+  const DType vt = sp.vt, it = sp.it;
+  switch (op) {
+    case Op::pool:
+      return poolgen::max_pool_kernel_name(sp.nd, sp.view(nullptr, vt, sp.shape), it,
+                                           sp.pool_options(path), name);
+    case Op::unpool:
+      return poolgen::max_unpool_kernel_name(sp.nd, sp.view(nullptr, vt, sp.pooled), it,
+                                             sp.unpool_options(path), name);
+    case Op::pool_backward:
+      return poolgen::max_pool_backward_kernel_name(sp.nd, sp.view(nullptr, vt, sp.pooled), it,
+                                                    sp.shape, sp.pool_options(path), name);
+    case Op::unpool_backward: break;
+  }
+  return poolgen::max_unpool_backward_kernel_name(sp.nd, sp.view(nullptr, vt, sp.shape), it,
+                                                  sp.pooled, sp.unpool_options(path), name);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -546,19 +643,25 @@ int main(int argc, char** argv) {
       continue;
     }
     Case& d = distinct[it->second];
-    d.pool |= c.pool, d.unpool |= c.unpool, d.sweep |= c.sweep, d.general_rows |= c.general_rows;
+    d.ops |= c.ops, d.sweep |= c.sweep, d.general_rows |= c.general_rows;
   }
   std::vector<std::unique_ptr<Spec>> specs;
   for (const Case& c : distinct) {
     auto sp = std::make_unique<Spec>(c);
     poolgen::Status st;
-    if (c.pool)
-      st = poolgen::max_pool_kernel_name(c.nd, c.view(nullptr, c.vt, c.shape), c.it,
-                                         c.pool_options(), &sp->pool_kernel);
-    if (st.ok() && c.unpool)
-      st = poolgen::max_unpool_kernel_name(c.nd, c.view(nullptr, c.vt, sp->pooled), c.it,
-                                           c.unpool_options(poolgen::Path::automatic),
-                                           &sp->unpool_kernel);
+    for (Op op : kOps) {
+      const int i = static_cast<int>(op);
+      if (!st.ok() || !c.times(op)) continue;
+      st = kernel_name(*sp, op, poolgen::Path::automatic, &sp->kernel[i]);
+      // Forward ops: the general kernel where the case asks; pool backward: where it is not the
+      // automatic path's (a window gather, in builds that have them); unpool backward has one.
+      std::string general;
+      if (st.ok() && op == Op::pool_backward)
+        st = kernel_name(*sp, op, poolgen::Path::general, &general);
+      sp->general_path[i] = op == Op::pool_backward ? general != sp->kernel[i]
+                            : op == Op::unpool_backward ? false
+                                                        : c.general_rows;
+    }
     if (st.code() == poolgen::Code::unsupported) {
       std::printf("poolgen_bench: skipping %s: %s\n", c.name().c_str(), st.message().c_str());
       continue;

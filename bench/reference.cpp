@@ -1,6 +1,6 @@
 // The scalar reference (docs/semantics.md, dilation 1): one loop nest, one thread. The
 // channels-last loop nest runs (n, spatial, c) so that it walks its memory in order, as the NCHW
-// one does.
+// one does. Unpooling and the backward passes share one walk over the indices.
 #include "bench.h"
 
 #include <algorithm>
@@ -21,6 +21,21 @@ float f16_to_float(uint16_t h) {
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
+}
+
+uint16_t float_to_f16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  x &= 0x7fffffffu;
+  if (x > 0x7f800000u) return sign | 0x7e00u;   // NaN
+  if (x >= 0x477ff000u) return sign | 0x7c00u;  // 65520 and up round to infinity
+  if (x < 0x38800000u)  // below 2^-14: a subnormal, |f| * 2^24 rounded (exact scaling)
+    return sign | static_cast<uint16_t>(std::nearbyint(std::fabs(f) * 16777216.0f));
+  const uint32_t rest = x & 0x1fffu;  // the 13 mantissa bits dropped
+  uint32_t h = ((x >> 23) - 112) << 10 | ((x >> 13) & 0x3ffu);
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1))) ++h;  // a carry moves into the exponent
+  return sign | static_cast<uint16_t>(h);
 }
 
 namespace {
@@ -78,27 +93,23 @@ void reference_pool_t(const Geometry& g, const T* in, T* vals, I* idx) {
   }
 }
 
-template <class T, class I, bool CL>
-bool reference_unpool_t(const Geometry& g, const T* vals, const I* idx, T* out) {
-  const int64_t ip = g.out_plane(), op = g.in_plane();  // unpool maps pooled -> input extent
-  std::memset(static_cast<void*>(out), 0, sizeof(T) * g.planes * op);
-  if (!CL) {
-    for (int64_t c = 0; c < g.planes; ++c, vals += ip, idx += ip, out += op)
-      for (int64_t i = 0; i < ip; ++i) {
-        const int64_t j = idx[i];
-        if (j < 0 || j >= op) return false;
-        out[j] = vals[i];
-      }
-    return true;
-  }
-  // Per plane (n, c) the elements still come in input order: the latest duplicate wins.
-  const int64_t C = g.c;
-  for (int64_t n = 0; n < g.n; ++n, out += op * C)
-    for (int64_t i = 0; i < ip; ++i, vals += C, idx += C)
-      for (int64_t c = 0; c < C; ++c) {
-        const int64_t j = idx[c];
-        if (j < 0 || j >= op) return false;
-        out[j * C + c] = vals[c];
+// Calls f(p, u) for each pooled element p and the element u of the unpooled extent its index
+// names (offsets into whole buffers), in memory order, which within each (n, c) plane is
+// ascending order. An index outside its plane is skipped (drop_invalid) or ends the walk: false.
+template <bool CL, class I, class F>
+bool for_each_index(const Geometry& g, const I* idx, bool drop_invalid, F&& f) {
+  const int64_t pp = g.out_plane(), up = g.in_plane();
+  const int64_t C = CL ? g.c : 1;
+  const int64_t outer = CL ? g.n : g.planes, inner = CL ? g.c : 1;  // NCHW: a plane at a time
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < pp; ++i)
+      for (int64_t c = 0; c < inner; ++c) {
+        const int64_t p = (o * pp + i) * C + c, j = idx[p];
+        if (j < 0 || j >= up) {
+          if (drop_invalid) continue;
+          return false;
+        }
+        f(p, (o * up + j) * C + c);
       }
   return true;
 }
@@ -114,13 +125,32 @@ void Spec::reference_pool(void* vals, void* idx) const {
   });
 }
 
-bool Spec::reference_unpool(const void* vals, const void* idx, void* out) const {
+bool Spec::reference_by_index(Op op, const void* src, const void* idx, void* dst) const {
   bool ok = false;
   with_types(vt, it, [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
-    ok = (cl ? reference_unpool_t<T, I, true> : reference_unpool_t<T, I, false>)(
-        g, static_cast<const T*>(vals), static_cast<const I*>(idx), static_cast<T*>(out));
+    const T* in = static_cast<const T*>(src);
+    T* out = static_cast<T*>(dst);
+    auto walk = [&](bool drop_invalid, auto&& f) {
+      const I* x = static_cast<const I*>(idx);
+      return cl ? for_each_index<true>(g, x, drop_invalid, f)
+                : for_each_index<false>(g, x, drop_invalid, f);
+    };
+    switch (op) {
+      case Op::unpool:  // zero, then each value at its index: the latest duplicate wins
+        std::memset(static_cast<void*>(out), 0, sizeof(T) * in_elems());
+        ok = walk(false, [&](int64_t p, int64_t u) { out[u] = in[p]; });
+        break;
+      case Op::pool_backward:  // zero, then add in ascending order; invalid indices add nothing
+        std::memset(static_cast<void*>(out), 0, sizeof(T) * in_elems());
+        ok = walk(true, [&](int64_t p, int64_t u) { out[u] = ValueTraits<T>::add(out[u], in[p]); });
+        break;
+      case Op::unpool_backward:  // the gather
+        ok = walk(false, [&](int64_t p, int64_t u) { out[p] = in[u]; });
+        break;
+      case Op::pool: break;  // reference_pool
+    }
   });
   return ok;
 }

@@ -31,10 +31,11 @@ class XnnpackPeer : public Peer {
   const char* name() const override { return "xnnpack"; }
   const char* title() const override { return "XNNPACK"; }
 
-  bool has(const Case& c, bool unpool) const override {
+  bool has(const Case& c, Op op) const override {
     const bool pool = ok_ && c.nd == 2 && c.cl && c.vt == DType::f32 && c.s == c.k && c.p == 0;
     // Its unpooling writes (H/k*k) x (W/k*k) pixels: the same image only when k divides both.
-    return pool && (!unpool || (c.shape[2] % c.k == 0 && c.shape[3] % c.k == 0));
+    const bool whole = c.shape[2] % c.k == 0 && c.shape[3] % c.k == 0;
+    return pool && (op == Op::pool || (op == Op::unpool && whole));  // no backward passes
   }
 
   void setup(Spec& sp) override {
@@ -52,7 +53,7 @@ class XnnpackPeer : public Peer {
       sp.notes.push_back("XNNPACK: " + std::to_string(ties) + " window(s) holding the maximum "
                          "twice, where it picks another tap than PyTorch (it scans a window "
                          "column by column); checked as ties");
-    if (!sp.unpool || !has(sp, true)) return;
+    if (!sp.times(Op::unpool) || !has(sp, Op::unpool)) return;
     output_.assign(sp.in_elems(), 0.0f);
     if (!check(xnn_create_unpooling2d_nhwc_x32(0, 0, 0, 0, k, k, C, C, C, 0, &unpool_op_),
                "create unpooling") ||
@@ -73,14 +74,14 @@ class XnnpackPeer : public Peer {
     ties_.clear();
   }
 
-  void prepare(bool unpool, int threads) override {
+  void prepare(Op op, int threads) override {
     tp_ = threadpool(threads);
-    if (xnn_status st = prepare_status(unpool, tp_); st != xnn_status_success)
+    if (xnn_status st = prepare_status(op == Op::unpool, tp_); st != xnn_status_success)
       std::fprintf(stderr, "poolgen_bench: XNNPACK setup failed (status %d)\n", st);
   }
 
-  bool run(bool unpool) override {
-    return xnn_run_operator(unpool ? unpool_op_ : pool_op_, tp_) == xnn_status_success;
+  bool run(Op op) override {
+    return xnn_run_operator(op == Op::unpool ? unpool_op_ : pool_op_, tp_) == xnn_status_success;
   }
 
  private:

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One command for the comparison against PyTorch ATen and XNNPACK: installs what is missing,
 # builds poolgen_bench with both peers (the default kernel matrix, CPU only), runs the built-in
-# cases and the size sweep, and writes <out-dir>/{benchmark.json,console.txt,comparison.md,
-# max_pool.png,max_unpool.png}.
+# cases and the size sweep (the forward ops and their backward passes), and writes
+# <out-dir>/{benchmark.json,console.txt,comparison.md,max_pool.png,max_unpool.png,
+# max_pool_backward.png,max_unpool_backward.png}.
 #
 #   ./scripts/compare.sh [out-dir]     default: bench/results/<cpu model>
 #

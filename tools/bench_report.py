@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Turns poolgen_bench's JSON into <out-dir>/comparison.md and the sweep plots max_pool.png and
-max_unpool.png.
+"""Turns poolgen_bench's JSON into <out-dir>/comparison.md and a sweep plot per op that ran,
+<op>.png: max_pool, max_unpool, max_pool_backward, max_unpool_backward.
 
     tools/bench_report.py <benchmark.json> <out-dir>
 
@@ -21,16 +21,22 @@ UNIT_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 # What Google Benchmark appends to a registered name: "/min_time:0.100/repeats:5/real_time".
 SUFFIX = re.compile(r"^(min_time:.*|min_warmup_time:.*|repeats:\d+|iterations:\d+|real_time|"
                     r"manual_time|process_time)$")
-OPS = ("max_pool", "max_unpool")
-# (op, name, applies(case), peer impl or "roofline", threshold): a row meets a target when
-# peer time / poolgen time (or roofline time / poolgen time) reaches the threshold.
+OPS = ("max_pool", "max_unpool", "max_pool_backward", "max_unpool_backward")
+FORWARD = ("max_pool", "max_unpool")
+# The peers with a kernel for each op (their columns in its tables): XNNPACK has no backward.
+PEERS = {op: ("aten", "xnnpack") if op in FORWARD else ("aten",) for op in OPS}
+TITLES = {"aten": "ATen", "xnnpack": "XNNPACK"}
+# (ops, name, applies(case), peer impl or "roofline", threshold): a row meets a target when
+# peer time / poolgen time (or roofline time / poolgen time) reaches the threshold. The backward
+# passes have none (yet): their tables report the ratios alone.
 TARGETS = [
-    ("max_pool", ">=10x ATen (contiguous)", lambda c: not c["cl"], "aten", 10.0),
-    ("max_pool", ">=1.5x ATen (channels-last)", lambda c: c["cl"], "aten", 1.5),
-    ("max_pool", ">=1.5x XNNPACK", lambda c: True, "xnnpack", 1.5),
-    ("max_unpool", ">=2x ATen", lambda c: True, "aten", 2.0),
-    ("max_unpool", ">=1.0x XNNPACK", lambda c: True, "xnnpack", 1.0),
-    (None, ">=70% roofline (input > LLC)", lambda c: c["input_bytes"] > c["llc"], "roofline", 0.7),
+    (("max_pool",), ">=10x ATen (contiguous)", lambda c: not c["cl"], "aten", 10.0),
+    (("max_pool",), ">=1.5x ATen (channels-last)", lambda c: c["cl"], "aten", 1.5),
+    (("max_pool",), ">=1.5x XNNPACK", lambda c: True, "xnnpack", 1.5),
+    (("max_unpool",), ">=2x ATen", lambda c: True, "aten", 2.0),
+    (("max_unpool",), ">=1.0x XNNPACK", lambda c: True, "xnnpack", 1.0),
+    (FORWARD, ">=70% roofline (input > LLC)", lambda c: c["input_bytes"] > c["llc"], "roofline",
+     0.7),
 ]
 
 
@@ -40,7 +46,7 @@ def parse_case(text):
     opts = f[3:]
     return {"name": text, "nd": int(f[0][:-1]), "shape": [int(x) for x in f[1].split("x")],
             "window": f[2], "cl": "cl" in opts,
-            "dtype": next((o for o in opts if o not in ("cl", "idx32")), "f32"),
+            "dtype": next((o for o in opts if o not in ("cl", "idx32", "general")), "f32"),
             "idx32": "idx32" in opts}
 
 
@@ -93,8 +99,8 @@ def ratio(row, peer):
 def targets_of(op, row):
     """[(target name, met, ratio)] for the targets that apply to the row."""
     out = []
-    for t_op, name, applies, peer, threshold in TARGETS:
-        if t_op in (None, op) and applies(row["case"]):
+    for t_ops, name, applies, peer, threshold in TARGETS:
+        if op in t_ops and applies(row["case"]):
             r = ratio(row, peer)
             if r is not None:
                 out.append((name, r >= threshold, r))
@@ -126,14 +132,21 @@ def write_markdown(path, ctx, runs, llc):
            "- Date: %s" % ctx.get("date", "?"),
            "- Command: `%s`" % ctx.get("poolgen_command", "?"), "",
            "Times are medians in ms. Roofline: the op's compulsory traffic (pooling: input + values + "
-           "indices; unpooling: values + indices + output, as many bytes) "
-           "at the bandwidth of a memcpy of as many bytes on as many threads; % roofline = roofline "
-           "time / poolgen time. Speed-ups: peer time / poolgen time. ATen runs its NCHW kernels on "
-           "contiguous cases and its channels-last ones on `cl` cases; XNNPACK (NHWC f32, stride = "
-           "window) only runs `cl` f32 2-D cases with s = k. n/a: the peer has no kernel for the case "
-           "(or was not run).", ""]
+           "indices; unpooling: values + indices + output; pooling's backward: grad_output + "
+           "indices + grad_input; unpooling's backward: indices + grad_output + grad_values; as "
+           "many bytes in all four) at the bandwidth of a memcpy of as many bytes on as many "
+           "threads; % roofline = roofline time / poolgen time. Speed-ups: peer time / poolgen "
+           "time. ATen runs its NCHW kernels on contiguous cases and its channels-last ones on `cl` "
+           "cases; its backward rows are the kernels autograd runs "
+           "(max_pool{2,3}d_with_indices_backward; for unpooling, a gather over flattened planes). "
+           "XNNPACK (NHWC f32, stride = window) only runs `cl` f32 2-D cases with s = k, and has "
+           "no backward passes. n/a: the "
+           "peer has no kernel for the case (or was not run).", ""]
     summary = OrderedDict((name, [0, 0]) for _, name, _, _, _ in TARGETS)
+    backward = [op for op in OPS if op not in FORWARD]
     for op in OPS:
+        if op == backward[0]:
+            out += glance("Backward passes at a glance", runs, llc, backward)
         rows = rows_for(op, runs, llc)
         if rows:
             out += ["## %s" % op, ""]
@@ -141,11 +154,8 @@ def write_markdown(path, ctx, runs, llc):
             group = [r for r in rows if r["case"]["sweep"] == sweep]
             if not group:
                 continue
-            out += ["### %s" % ("Size sweep (1x64xHxW f32)" if sweep else "Cases"), "",
-                    "| case | threads | poolgen ms | ATen ms | XNNPACK ms | roofline ms | % roofline "
-                    "| vs ATen | vs XNNPACK | targets |",
-                    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-            out += [table_row(op, row, summary) for row in group] + [""]
+            out += ["### %s" % ("Size sweep (1x64xHxW f32)" if sweep else "Cases"), ""]
+            out += table_head(op) + [table_row(op, row, summary) for row in group] + [""]
     out += ["## Targets", "", "Rows (case x thread count) meeting each target:", "",
             "| target | met | missed |", "|---|---:|---:|"]
     for name, (met, missed) in summary.items():
@@ -154,17 +164,64 @@ def write_markdown(path, ctx, runs, llc):
         f.write("\n".join(out) + "\n")
 
 
+def has_targets(op):
+    return any(op in t_ops for t_ops, _, _, _, _ in TARGETS)
+
+
+def table_head(op):
+    """The header lines of an op's table: its peers' columns, and targets where it has any."""
+    peers = [TITLES[p] for p in PEERS[op]]
+    cols = (["case", "threads", "poolgen ms"] + ["%s ms" % p for p in peers] +
+            ["roofline ms", "% roofline"] + ["vs %s" % p for p in peers])
+    rule = ["---"] + ["---:"] * (len(cols) - 1)
+    if has_targets(op):
+        cols, rule = cols + ["targets"], rule + ["---"]
+    return ["| %s |" % " | ".join(cols), "|%s|" % "|".join(rule)]
+
+
 def table_row(op, row, summary):
     """One Markdown row; counts its targets into summary."""
     tg = targets_of(op, row)
     for name, met, _ in tg:
         summary[name][0 if met else 1] += 1
     pct = ratio(row, "roofline")
-    return "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-        row["case"]["name"], row["threads"], fmt(row["poolgen"]), fmt(row["aten"]),
-        fmt(row["xnnpack"]), fmt(row["roofline"]), fmt(pct and 100 * pct, "%.0f%%"),
-        fmt(ratio(row, "aten"), "%.1fx"), fmt(ratio(row, "xnnpack"), "%.1fx"),
-        "; ".join("%s %s" % (n, "met" if m else "missed") for n, m, _ in tg) or "-")
+    cells = ([row["case"]["name"], "%d" % row["threads"], fmt(row["poolgen"])] +
+             [fmt(row[p]) for p in PEERS[op]] +
+             [fmt(row["roofline"]), fmt(pct and 100 * pct, "%.0f%%")] +
+             [fmt(ratio(row, p), "%.1fx") for p in PEERS[op]])
+    if has_targets(op):
+        cells.append("; ".join("%s %s" % (n, "met" if m else "missed") for n, m, _ in tg) or "-")
+    return "| %s |" % " | ".join(cells)
+
+
+def glance(heading, runs, llc, ops):
+    """The ops side by side, a line per case (sweep cases left out): poolgen ms, vs ATen and %
+    roofline on the fewest and the most threads, as "a / b"."""
+    by_case = OrderedDict()  # case name -> op -> threads -> row
+    for op in ops:
+        for row in rows_for(op, runs, llc):
+            if not row["case"]["sweep"]:
+                by_case.setdefault(row["case"]["name"], {}).setdefault(op, {})[row["threads"]] = row
+    if not by_case:
+        return []
+    threads = sorted({t for per_op in by_case.values() for rows in per_op.values() for t in rows})
+    threads = [threads[0], threads[-1]] if len(threads) > 1 else threads
+    out = ["## " + heading, "",
+           "Threads %s; each cell reads `%s`." % (" and ".join(map(str, threads)),
+                                                 " / ".join("%d thread%s" % (t, "s" * (t > 1))
+                                                            for t in threads)), "",
+           "| case | " + " | ".join("%s ms | vs ATen | %% roofline" % op for op in ops) + " |",
+           "|---|" + "---:|---:|---:|" * len(ops)]
+    for name, per_op in by_case.items():
+        cells = []
+        for op in ops:
+            rows = [per_op.get(op, {}).get(t) for t in threads]
+            for cell in (lambda r: fmt(r["poolgen"]), lambda r: fmt(ratio(r, "aten"), "%.1fx"),
+                         lambda r: fmt(ratio(r, "roofline") and 100 * ratio(r, "roofline"),
+                                       "%.0f%%")):
+                cells.append(" / ".join(cell(r) if r else "-" for r in rows) if any(rows) else "")
+        out.append("| %s | %s |" % (name, " | ".join(cells)))
+    return out + [""]
 
 
 IMPLS = ("poolgen", "aten", "xnnpack", "reference", "memcpy")
@@ -245,8 +302,10 @@ def main(argv):
     written = [md]
     for op in OPS:
         png = os.path.join(argv[2], op + ".png")
-        title = "%s: poolgen, ATen and XNNPACK on %s (%s)" % (
-            op, ctx.get("poolgen_cpu_model", "?"), ctx.get("date", "?")[:10])
+        names = ["poolgen"] + [TITLES[p] for p in PEERS[op]]
+        title = "%s: %s and %s on %s (%s)" % (
+            op, ", ".join(names[:-1]), names[-1], ctx.get("poolgen_cpu_model", "?"),
+            ctx.get("date", "?")[:10])
         if plot(png, op, runs, llc, title):
             written.append(png)
     print("bench_report: wrote " + ", ".join(written))
