@@ -116,10 +116,7 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   }
 }
 
-void CpuScatterSchedule::read(Knobs& knobs) {
-  knobs.take("vector_width", &vector_width);
-  knobs.take("vector_scatter", &vector_scatter);
-}
+void CpuScatterSchedule::read(Knobs& knobs) { knobs.take("vector_width", &vector_width); }
 
 void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) const {
   // Inside a plane the scatter keeps input order: the latest duplicate wins.
@@ -129,8 +126,7 @@ void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) con
     out.vectorize(s.p, lanes, TailStrategy::GuardWithIf);
   } else {
     out.vectorize(s.c, lanes, TailStrategy::GuardWithIf);
-    out.update().reorder(s.c, s.r);
-    if (vector_scatter) out.update().vectorize(s.c, lanes, TailStrategy::GuardWithIf);
+    out.update().reorder(s.c, s.r).vectorize(s.c, lanes, TailStrategy::GuardWithIf);
   }
 }
 

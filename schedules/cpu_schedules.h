@@ -63,9 +63,6 @@ struct ScatterStages {
 // channels-last so is the scatter, across the channels of one element (distinct planes).
 struct CpuScatterSchedule {
   int vector_width = 0;
-  // Channels-last: the scatter's vectors of channels (each lane stores at its own index), or a
-  // plain loop over them.
-  bool vector_scatter = true;
 
   void read(Knobs& knobs);
   void apply(const ScatterStages& s, const Halide::Target& target) const;

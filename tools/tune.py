@@ -53,6 +53,9 @@ GATHER_KNOBS = {"rows_per_task": [8, 16, 32, 64], "vector_width": ["lanes/2", "2
 GATHER_DEFAULTS = {"rows_per_task": 32, "vector_width": 0, "stage_cells": True}
 SCATTER_KNOBS = {"vector_width": ["lanes/2", "2*lanes"]}
 SCATTER_DEFAULTS = {"vector_width": 0}
+INDEX_GATHER_KNOBS = {"vector_width": ["lanes/2", "2*lanes"],
+                      "elements_per_task": [4096, 16384, 65536]}
+INDEX_GATHER_DEFAULTS = {"vector_width": 0, "elements_per_task": 16384}
 AUTOSCHEDULERS = [{"autoscheduler": "Mullapudi2016"},
                   {"autoscheduler": "Adams2019", "beam_size": 1}]
 
@@ -72,17 +75,23 @@ def lanes_of(target):
 
 
 def family_spec(family):
-    """(kind, rank, windows, layout tag) of a family name, or None."""
+    """(kind, rank, windows, layout tag, bench op) of a family name, or None."""
     m = re.fullmatch(r"max_pool([123])d(?:_(k\d+s\d+p\d+))?(_cl)?", family)
     if m:
         nd = int(m.group(1))
-        return "pool", nd, [m.group(2)] if m.group(2) else GENERAL_WINDOWS[nd], m.group(3) or ""
+        windows = [m.group(2)] if m.group(2) else GENERAL_WINDOWS[nd]
+        return "pool", nd, windows, m.group(3) or "", "pool"
     m = re.fullmatch(r"max_unpool([23])d_(k\d+s\d+p\d+)(_cl)?", family)
     if m:
-        return "gather", int(m.group(1)), [m.group(2)], m.group(3) or ""
-    m = re.fullmatch(r"max_unpool_scatter(_cl)?", family)
+        return "gather", int(m.group(1)), [m.group(2)], m.group(3) or "", "unpool"
+    # The scatter serves unpooling and, accumulating, max pooling's gradient.
+    m = re.fullmatch(r"max_(unpool|pool_backward)_scatter(_cl)?", family)
     if m:
-        return "scatter", 2, ["k2s2p0", "k3s2p1"], m.group(1) or ""
+        op = "unpool" if m.group(1) == "unpool" else "pool_backward"
+        return "scatter", 2, ["k2s2p0", "k3s2p1"], m.group(2) or "", op
+    m = re.fullmatch(r"max_unpool_backward(_cl)?", family)
+    if m:
+        return "index_gather", 2, ["k2s2p0", "k3s2p1"], m.group(1) or "", "unpool_backward"
     return None
 
 
@@ -93,19 +102,19 @@ def all_families():
             families.append(f"max_pool{nd}d{cl}")
             if nd > 1:
                 families += [f"max_pool{nd}d_{w}{cl}" for w in ["k2s2p0", "k3s2p1"]]
-        families.append(f"max_unpool_scatter{cl}")
+        families += [f"max_unpool_scatter{cl}", f"max_pool_backward_scatter{cl}",
+                     f"max_unpool_backward{cl}"]
     return families
 
 
 def cases_of(family):
-    kind, nd, windows, cl = family_spec(family)
-    op = "pool" if kind == "pool" else "unpool"
+    kind, nd, windows, cl, op = family_spec(family)
     cases = []
     for shape in SHAPES[nd]:
         for window in windows:
             case = f"{nd}d/{shape}/{window}" + ("/cl" if cl else "") + f"/{op}"
             cases.append(case)
-    return cases[:2] if kind == "scatter" else cases
+    return cases[:2] if kind in ("scatter", "index_gather") else cases
 
 
 def knob_text(knobs):
@@ -117,8 +126,8 @@ def knob_text(knobs):
 def hand_knobs(family):
     """The schedule the build gives `family` without tuning: cpu_knobs.cmake over the defaults."""
     kind = family_spec(family)[0]
-    knobs = dict({"pool": POOL_DEFAULTS, "gather": GATHER_DEFAULTS,
-                  "scatter": SCATTER_DEFAULTS}[kind])
+    knobs = dict({"pool": POOL_DEFAULTS, "gather": GATHER_DEFAULTS, "scatter": SCATTER_DEFAULTS,
+                  "index_gather": INDEX_GATHER_DEFAULTS}[kind])
     text = (ROOT / "schedules" / "cpu_knobs.cmake").read_text()
     m = re.search(rf"^set\(POOLGEN_KNOBS_{family} ([^)]*)\)", text, re.M)
     for item in (m.group(1).split(",") if m else []):
@@ -128,8 +137,9 @@ def hand_knobs(family):
 
 
 def knob_space(family, target):
-    kind, _, _, cl = family_spec(family)
-    space = dict({"pool": POOL_KNOBS, "gather": GATHER_KNOBS, "scatter": SCATTER_KNOBS}[kind])
+    kind, _, _, cl, _ = family_spec(family)
+    space = dict({"pool": POOL_KNOBS, "gather": GATHER_KNOBS, "scatter": SCATTER_KNOBS,
+                  "index_gather": INDEX_GATHER_KNOBS}[kind])
     if kind == "pool" and cl:
         space.pop("stage_rows")  # channels-last pooling never stages (cpu_schedules.cpp)
     lanes = lanes_of(target)
@@ -153,7 +163,7 @@ class Tuner:
         self.gather_layouts = None
 
     def configure(self, family):
-        kind, _, _, cl = family_spec(family)
+        kind, _, _, cl, _ = family_spec(family)
         gather = ("channels_last" if cl else "contiguous") if kind == "gather" else ""
         if gather == self.gather_layouts:
             return
