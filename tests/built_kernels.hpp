@@ -42,4 +42,20 @@ inline bool unpool_kernel_built(DType value, DType index) {
   });
 }
 
+// The backward ops' CPU kernels (listed once the program links a backward op). Pooling's
+// gradient adds in its dtype: one kernel per dtype; unpooling's moves bits: one per width.
+inline bool pool_backward_kernel_built(DType value, DType index) {
+  return any_kernel_built([&](const KernelInfo& k) {
+    return k.op == "pool_backward_scatter" && k.device == Device::cpu && k.value_dtype == value &&
+           k.index_dtype == index;
+  });
+}
+
+inline bool unpool_backward_kernel_built(DType value, DType index) {
+  return any_kernel_built([&](const KernelInfo& k) {
+    return k.op == "unpool_backward" && k.device == Device::cpu &&
+           dtype_size(k.value_dtype) == dtype_size(value) && k.index_dtype == index;
+  });
+}
+
 }  // namespace poolgen::test
