@@ -31,8 +31,8 @@ struct PoolCall {
 Status prepare(int nd, const TensorView& input, DType index_dtype, const PoolOptions& options,
                PoolCall* call) {
   POOLGEN_RETURN_IF_ERROR(plan(nd, input.shape, options, &call->window, &call->output_shape));
-  return check_leading_view("input", input, nd, index_dtype, spatial_elements(nd, input.shape),
-                            &call->input);
+  return check_leading_view("input", input, input.shape, nd, index_dtype,
+                            spatial_elements(nd, input.shape), &call->input);
 }
 
 // The kernel for the input's device, layout and types (after the arguments are known valid, so

@@ -41,7 +41,7 @@ struct UnpoolCall {
 Status prepare(int nd, const TensorView& values, DType index_dtype, const UnpoolOptions& options,
                UnpoolCall* call) {
   POOLGEN_RETURN_IF_ERROR(plan(nd, values.shape, options, &call->window, &call->output_shape));
-  return check_leading_view("values", values, nd, index_dtype,
+  return check_leading_view("values", values, values.shape, nd, index_dtype,
                             spatial_elements(nd, call->output_shape), &call->values);
 }
 

@@ -218,6 +218,10 @@ Status check_view_shape(const char* argument, const TensorView& view, DType dtyp
                 ", got ", format_shape(view.shape));
   }
   const int rank = static_cast<int>(shape.size());
+  if (rank < nd + 1 || rank > nd + 2) {  // callers pass checked shapes: a last line of defence
+    return fail(Code::invalid_argument, argument, ": expected rank ", nd + 1, " or ", nd + 2,
+                ", got rank ", rank);
+  }
   if (!view.strides.empty() && view.strides.size() != shape.size()) {
     return fail(Code::invalid_argument, argument, ": expected ", rank, " strides, got ",
                 view.strides.size(), " (", format_shape(view.strides), ")");
@@ -262,11 +266,11 @@ Status check_view_shape(const char* argument, const TensorView& view, DType dtyp
   return {};
 }
 
-Status check_leading_view(const char* argument, const TensorView& view, int nd, DType index_dtype,
-                          int64_t index_plane, View* out) {
+Status check_leading_view(const char* argument, const TensorView& view, const Ints& shape, int nd,
+                          DType index_dtype, int64_t index_plane, View* out) {
   POOLGEN_RETURN_IF_ERROR(check_dtype(argument, view.dtype));
   POOLGEN_RETURN_IF_ERROR(check_index_dtype("indices", index_dtype, index_plane));
-  return check_view_shape(argument, view, view.dtype, view.shape, nd, out);
+  return check_view_shape(argument, view, view.dtype, shape, nd, out);
 }
 
 Status check_view(const char* argument, const TensorView& view, DType dtype, const Ints& shape,

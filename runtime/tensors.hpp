@@ -57,10 +57,11 @@ Status check_gradient_dtype(const char* argument, DType dtype);
 Status check_index_dtype(const char* argument, DType dtype, int64_t plane);
 
 // The tensor whose dtype and strides choose a call's kernel (pooling's input, unpooling's
-// values), before any data is read: its dtype, the index dtype for planes of `index_plane`
-// elements, and its shape and strides.
-Status check_leading_view(const char* argument, const TensorView& view, int nd, DType index_dtype,
-                          int64_t index_plane, View* out);
+// values, the backward ops' grad_output), before any data is read: its dtype, the index dtype
+// for planes of `index_plane` elements, and its strides, with `shape` (checked already) as its
+// shape.
+Status check_leading_view(const char* argument, const TensorView& view, const Ints& shape, int nd,
+                          DType index_dtype, int64_t index_plane, View* out);
 
 // An output must not reach one element through two positions (a zero or overlapping stride).
 Status check_no_overlap(const char* argument, const View& view);

@@ -49,25 +49,26 @@ inline bool unpool_backward_twin_built() {
   });
 }
 
-// The backward ops' kernels, listed where the program calls a backward op: pooling's
-// accumulating scatter per gradient dtype (POOLGEN_VALUE_TYPES' floats), its window gathers
-// (POOLGEN_BACKWARD_WINDOW_TYPES), unpooling's gather per element width.
-inline bool pool_backward_kernel_built(DType value, DType index) {
-  return any_kernel_built([&](const KernelInfo& k) {
-    return k.op == "pool_backward_scatter" && k.value_dtype == value && k.index_dtype == index;
-  });
-}
-
+// The backward ops' CPU kernels (listed once the program links a backward op). Pooling's
+// gradient adds in its dtype: one kernel per dtype (the scatter; the window gathers of
+// POOLGEN_BACKWARD_WINDOW_TYPES); unpooling's moves bits: one per width.
 inline bool backward_window_built(DType value, DType index) {
   return any_kernel_built([&](const KernelInfo& k) {
     return k.op == "pool_backward_gather" && k.value_dtype == value && k.index_dtype == index;
   });
 }
 
+inline bool pool_backward_kernel_built(DType value, DType index) {
+  return any_kernel_built([&](const KernelInfo& k) {
+    return k.op == "pool_backward_scatter" && k.device == Device::cpu && k.value_dtype == value &&
+           k.index_dtype == index;
+  });
+}
+
 inline bool unpool_backward_kernel_built(DType value, DType index) {
   return any_kernel_built([&](const KernelInfo& k) {
-    return k.op == "unpool_backward" && dtype_size(k.value_dtype) == dtype_size(value) &&
-           k.index_dtype == index;
+    return k.op == "unpool_backward" && k.device == Device::cpu &&
+           dtype_size(k.value_dtype) == dtype_size(value) && k.index_dtype == index;
   });
 }
 

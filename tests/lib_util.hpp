@@ -35,6 +35,17 @@ bool guards_intact(const std::vector<T>& b, T guard) {
   return true;
 }
 
+// True when the guards and every element between them still hold what guarded_buffer put there
+// (a refused call writes nothing).
+template <typename T>
+bool untouched(const std::vector<T>& b, T guard, T fill) {
+  if (!guards_intact(b, guard)) return false;
+  for (size_t i = kGuard; i + kGuard < b.size(); ++i) {
+    if (!test::bits_equal(b[i], fill)) return false;
+  }
+  return true;
+}
+
 template <typename T>
 std::vector<T> inner(const std::vector<T>& b) {
   return std::vector<T>(b.begin() + kGuard, b.end() - kGuard);

@@ -1,7 +1,8 @@
 // What the two fuzz targets share: decoding shapes, strides and window lists from the fuzz input,
 // fencing views in guarded buffers, an overflow-free model of the output-shape rules (the
 // reference computes in int64 and is only asked where that cannot overflow), the checks every
-// Status must pass, and the seed maker.
+// Status must pass, the indices, the checked run of a backward op (each target fuzzes its op's
+// gradient too), and the seed maker.
 #pragma once
 
 #include <algorithm>
@@ -38,6 +39,10 @@ constexpr int64_t kI32Max = std::numeric_limits<int32_t>::max();
 constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
 // Views reaching more elements than this get no memory (null data: the call must fail).
 constexpr int64_t kMaxReach = int64_t(1) << 20;
+// Fill bytes: inputs' before their elements are written, outputs' (they must survive wherever
+// nothing is written).
+constexpr uint8_t kInputFill = 0x5a;
+constexpr uint8_t kSentinel = 0xA5;
 // Calls doing more work than this get no memory either (keeps every input fast).
 constexpr int64_t kMaxElements = int64_t(1) << 16;
 constexpr int64_t kMaxWork = int64_t(1) << 21;
@@ -118,7 +123,8 @@ inline bool valid_dtype(int32_t code) { return code >= 0 && code <= 8; }
 inline constexpr const char* kArguments[] = {
     "input",    "values",  "indices",     "output",      "kernel_size",     "stride",
     "padding",  "dilation", "output_size", "nd",         "options",         "input_shape",
-    "output_size_len", "device", "ceil_mode", "path", "rank"};
+    "output_size_len", "device", "ceil_mode", "path", "rank", "grad_output", "grad_input",
+    "grad_values"};
 
 // The message with every number replaced by '#': one entry per kind of message.
 inline std::string message_template(const std::string& m) {
@@ -801,6 +807,14 @@ inline int32_t decode_index_dtype(FuzzInput& in) {
   return in.pick(kOtherIndex);
 }
 
+// Gradients: the float dtypes (mostly the checked build's f32 and bf16), sometimes any code.
+inline int32_t decode_gradient_dtype(FuzzInput& in) {
+  static constexpr DType kGradients[] = {DType::f32, DType::bf16, DType::f32,
+                                         DType::f16, DType::bf16, DType::f64};
+  if (!in.chance(12)) return static_cast<int32_t>(in.pick(kGradients));
+  return in.pick(kAnyDtype);
+}
+
 inline int32_t decode_device(FuzzInput& in) {
   if (!in.chance(3)) return 0;
   static constexpr int32_t kDevices[] = {1, 1, 2, -1};
@@ -835,6 +849,30 @@ inline ViewSpec decode_view(FuzzInput& in, int nd, const Ints& shape, int32_t dt
   v.device = decode_device(in);
   v.null_data = in.chance(2);
   return v;
+}
+
+// grad_output's shape, which no op shape fixes (a backward op's leading view): sometimes another
+// rank, the batch dropped or leading 1s added up to rank 8 (strides then contiguous).
+// POOLGEN_FUZZ_AVOID=grad_shape keeps it within rank nd + 2 and extents 0..2^20: the library
+// read grad_output's own shape before comparing it with the expected one, and indexed outside
+// its shape arrays above rank nd + 2, overflowed on huge extents, and refused negative ones as
+// negative strides, unsupported (fixed; tests/fuzz/regressions).
+inline void decode_grad_output_shape(FuzzInput& in, int nd, ViewSpec* v) {
+  const bool steer = avoided("grad_shape");
+  if (in.chance(4)) {
+    static constexpr int kDeltas[] = {-1, 1, 2, 4, -2};
+    int64_t rank = static_cast<int64_t>(v->shape.size()) + in.pick(kDeltas);
+    rank = std::clamp<int64_t>(rank, 0, steer ? nd + 2 : 8);
+    while (static_cast<int64_t>(v->shape.size()) > rank) v->shape.erase(v->shape.begin());
+    while (static_cast<int64_t>(v->shape.size()) < rank) v->shape.insert(v->shape.begin(), 1);
+    v->strides.clear();
+    v->kind = StrideKind::unset;
+    feature("grad_rank:" + std::to_string(rank - nd));
+  }
+  if (!steer) return;
+  for (int64_t& e : v->shape) {
+    if (e > kEmptyHugeExtent || e < 0) e = 1;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1037,6 +1075,170 @@ inline Status ref_unpool(int nd, DType t, const Ints& shape, const std::vector<u
     *output = bytes_of(out);
     return st;
   });
+}
+
+// The backward references: gradients are floats (other dtypes: refused, never asked).
+inline Status ref_pool_backward(int nd, DType t, const Ints& input_shape,
+                                const std::vector<uint8_t>& grad,
+                                const std::vector<int64_t>& indices, const PoolOptions& o,
+                                std::vector<uint8_t>* grad_input) {
+  return test::visit_dtype(t, [&](auto zero) {
+    using T = decltype(zero);
+    if constexpr (test::is_float_type<T>()) {
+      std::vector<T> out;
+      const Status st =
+          ref::max_pool_backward<T>(nd, input_shape, typed<T>(grad), indices, o, &out);
+      *grad_input = bytes_of(out);
+      return st;
+    } else {
+      return Status(Code::invalid_argument, "grad_output: expected a float dtype, got another");
+    }
+  });
+}
+
+inline Status ref_unpool_backward(int nd, DType t, const Ints& values_shape,
+                                  const std::vector<uint8_t>& grad,
+                                  const std::vector<int64_t>& indices, const UnpoolOptions& o,
+                                  std::vector<uint8_t>* grad_values) {
+  return test::visit_dtype(t, [&](auto zero) {
+    using T = decltype(zero);
+    if constexpr (test::is_float_type<T>()) {
+      std::vector<T> out;
+      const Status st =
+          ref::max_unpool_backward<T>(nd, values_shape, typed<T>(grad), indices, o, &out);
+      *grad_values = bytes_of(out);
+      return st;
+    } else {
+      return Status(Code::invalid_argument, "grad_output: expected a float dtype, got another");
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Indices (unpooling's, and both backward ops').
+
+// From positions inside each element's window (what pooling gives: the gather fast paths),
+// anywhere in the plane, from a few slots (many duplicates); then some set to chosen values.
+enum class IndexStyle : uint8_t { window, uniform, duplicates };
+
+struct IndexRecipe {
+  IndexStyle style = IndexStyle::window;
+  uint64_t seed = 0;
+  std::vector<std::pair<uint64_t, int64_t>> overrides;  // (position, value)
+};
+
+inline IndexRecipe decode_index_recipe(FuzzInput& in) {
+  IndexRecipe r;
+  r.style = static_cast<IndexStyle>(in.byte() % 3);
+  r.seed = in.range(0, 255);
+  const int overrides = static_cast<int>(in.range(0, 3));
+  for (int i = 0; i < overrides; ++i) {
+    // Relative to the plane P: -1, P, P + 1, P - 1, 0, or an edge value (INT32_MAX/MIN...).
+    static constexpr int64_t kRelative[] = {-1, 0, 1, -2, -1000};
+    const uint64_t pos = in.range(0, 255);
+    const int64_t v = in.chance(30) ? edge_int(in) : kRelative[in.byte() % 5];
+    r.overrides.emplace_back(pos, v);
+  }
+  return r;
+}
+
+// The windows the window style draws from: element e at spatial position o of `from` (the shape
+// whose elements the indices belong to) takes a tap o*s - p + t*d (t < k) in every dimension.
+struct IndexWindows {
+  const Ints* kernel;
+  const Ints* stride;    // empty: the kernel
+  const Ints* padding;
+  const Ints* dilation;  // null: 1
+};
+
+// Index values (int64, logical order) for `count` elements, addressing planes of the spatial
+// extents of `to` (null: unknown, a plane of 1), window taps clamped into them.
+inline std::vector<int64_t> make_indices(const IndexRecipe& r, int nd, const Ints& from,
+                                         const Ints* to, const IndexWindows& w, size_t count) {
+  std::vector<int64_t> idx(count, 0);
+  SplitMix rng(r.seed * 0x9e3779b97f4a7c15ull + static_cast<uint8_t>(r.style));
+  const i128 plane = to ? plane_of(nd, *to) : 1;
+  const int64_t p = plane > kI64Max ? kI64Max : static_cast<int64_t>(plane);
+  IndexStyle style = r.style;
+  if (!to || plane > (i128(1) << 40) || from.size() < size_t(nd)) style = IndexStyle::uniform;
+  for (size_t e = 0; e < count; ++e) {
+    switch (style) {
+      case IndexStyle::window: {
+        // Element e's spatial position o, then a tap of its window, clamped into the plane.
+        int64_t rest = static_cast<int64_t>(e), flat = 0, scale = 1;
+        int64_t pos[3] = {0, 0, 0};
+        for (int i = nd - 1; i >= 0; --i) {
+          const int64_t ext = std::max<int64_t>(from[from.size() - nd + i], 1);
+          pos[i] = rest % ext;
+          rest /= ext;
+        }
+        for (int i = nd - 1; i >= 0; --i) {
+          const i128 k = entry(*w.kernel, i, 1);
+          const i128 s = w.stride->empty() ? k : entry(*w.stride, i, 1);
+          const i128 pad = entry(*w.padding, i, 0);
+          const i128 d = w.dilation ? entry(*w.dilation, i, 1) : 1;
+          const int64_t oe = (*to)[to->size() - nd + i];
+          const i128 q =
+              std::clamp<i128>(pos[i] * s - pad + rng.below(saturate(k)) * d, 0, oe - 1);
+          flat += static_cast<int64_t>(q) * scale;
+          scale *= oe;
+        }
+        idx[e] = flat;
+        break;
+      }
+      case IndexStyle::uniform: idx[e] = rng.below(p); break;
+      case IndexStyle::duplicates: idx[e] = rng.below(std::min<int64_t>(p, 3)); break;
+    }
+  }
+  for (const auto& [pos, v] : r.overrides) {
+    if (!count) break;
+    // Small values are relative to the plane size (P - 1, P, P + 1, -1...), others absolute.
+    const bool relative = v >= -1000 && v <= 1;
+    idx[pos % count] = relative ? (v == -1000 ? -1000 : saturate(i128(p) + v)) : v;
+  }
+  return idx;
+}
+
+// Writes index values into an index view's memory (as i32, i64, or another dtype's raw bytes:
+// such calls are refused) and returns what the call reads there, as int64 (other dtypes: 0).
+inline std::vector<int64_t> write_indices(Memory& m, int32_t dtype,
+                                          const std::vector<int64_t>& idx) {
+  const bool i32 = dtype == 8;
+  std::vector<uint8_t> bytes(idx.size() * m.elem);
+  for (size_t k = 0; k < idx.size(); ++k) {
+    if (i32) {
+      const int32_t v = static_cast<int32_t>(idx[k]);
+      std::memcpy(&bytes[k * 4], &v, 4);
+    } else if (m.elem == 8) {
+      std::memcpy(&bytes[k * 8], &idx[k], 8);
+    } else {
+      std::memcpy(&bytes[k * m.elem], &idx[k], m.elem);  // another dtype: any bits
+    }
+  }
+  scatter_into(m, bytes);
+  const std::vector<uint8_t> back = gather(m);  // repeated offsets: what is really there
+  std::vector<int64_t> packed(idx.size());
+  for (size_t k = 0; k < idx.size(); ++k) {
+    if (i32) {
+      int32_t v;
+      std::memcpy(&v, &back[k * 4], 4);
+      packed[k] = v;
+    } else if (m.elem == 8) {
+      std::memcpy(&packed[k], &back[k * 8], 8);
+    }
+  }
+  return packed;
+}
+
+// The first index outside [0, plane) in input order, if any.
+inline bool first_invalid_index(const std::vector<int64_t>& idx, int64_t plane, int64_t* value) {
+  for (int64_t v : idx) {
+    if (v < 0 || v >= plane) {
+      *value = v;
+      return true;
+    }
+  }
+  return false;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1255,6 +1457,142 @@ inline void expect_apart(const ViewSpec* const views[], const char* const names[
       }
     }
   }
+}
+
+// Memory for a call's `count` views (the last `outputs` are outputs): exactly what each reaches
+// when every view can have it (`materialise`), else a tiny stand-in for a call that must fail
+// (the input picks), else none (null data, which the call must then refuse). Inputs are filled
+// with kInputFill, outputs with kSentinel; `underrun` picks which end of each buffer touches a
+// guard page.
+inline void allocate_views(const ViewSpec* const views[], const char* const names[], int count,
+                           int outputs, bool materialise, uint8_t underrun, Expect& e,
+                           Memory mem[]) {
+  for (int i = 0; i < count; ++i) {
+    const bool flush_before = (underrun >> i) & 1;
+    const Geometry g = geometry(*views[i]);
+    if (views[i]->null_data) continue;
+    if (materialise) {
+      mem[i] = allocate(*views[i], flush_before, i < count - outputs ? kInputFill : kSentinel);
+    } else if (e.must_fail() && ((underrun >> (3 + i)) & 1)) {
+      mem[i] = tiny(flush_before);  // must fail before reading anything
+    } else if (g.sane && g.elements > 0) {
+      e.add(&e.invalid, std::string(names[i]) + " too large for the fuzzer: null data");
+    } else if (g.sane) {
+      mem[i] = allocate(*views[i], flush_before, kSentinel);  // no elements: a zero-size buffer
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A backward op's call (max_pool_backward, max_unpool_backward), as both targets check it: views
+// in argument order (grad_output, indices, then the output: grad_input or grad_values), the
+// output fenced and sentinel-filled, the inputs read-only during the call. It must succeed with
+// the reference's gradient, or fail as `expect` allows, writing nothing (index_out_of_range:
+// nothing outside the output).
+
+struct BackwardCall {
+  const char* op = "";  // for features: "pool_backward", "unpool_backward"
+  const ViewSpec* views[3] = {};
+  const char* names[3] = {};
+  Expect expect;
+  bool materialise = false;
+  uint8_t underrun = 0;
+  Alias alias;
+  DataRecipe data;  // grad_output's elements
+  // Unpooling's gradient: indices outside [0, index_plane) are index_out_of_range (0: none are;
+  // pooling's drops them).
+  int64_t index_plane = 0;
+  bool nan_equal = false;  // compare any NaN equal (sums), else exact bits (gathers)
+  bool unknown_option_device = false;
+  std::string description;
+  std::function<std::vector<int64_t>(size_t count)> indices;
+  // The call on the views at `data`; *known: the whole message came back.
+  std::function<Status(void* const data[3], bool* known)> call;
+  std::function<Status(std::string* name)> kernel_name;
+  std::function<Status(const std::vector<uint8_t>& grad, const std::vector<int64_t>& indices,
+                       std::vector<uint8_t>* want)>
+      reference;
+};
+
+inline void check_backward_call(const BackwardCall& b) {
+  Expect e = b.expect;
+  Memory mem[3];
+  allocate_views(b.views, b.names, 3, 1, b.materialise, b.underrun, e, mem);
+  apply_alias(b.alias, b.views, mem);
+  expect_apart(b.views, b.names, mem, 3, 1, e);
+  const DType gt = static_cast<DType>(b.views[0]->dtype);
+  std::vector<uint8_t> packed_grad;
+  if (mem[0].buffer && !mem[0].offsets.empty()) {
+    scatter_into(mem[0], make_values(gt, mem[0].elem, mem[0].offsets.size(), b.data));
+    packed_grad = gather(mem[0]);
+  }
+  std::vector<int64_t> packed_indices;
+  if (mem[1].buffer && !mem[1].offsets.empty()) {
+    packed_indices = write_indices(mem[1], b.views[1]->dtype, b.indices(mem[1].offsets.size()));
+  }
+  // The first invalid index in input order, where the call is otherwise valid and has memory.
+  int64_t first_bad = 0;
+  const bool index_error = b.materialise && !e.must_fail() && b.index_plane > 0 &&
+                           first_invalid_index(packed_indices, b.index_plane, &first_bad);
+  if (index_error) feature(std::string(b.op) + ":index_error");
+  context() = b.description + "; expect " + (e.reasons.empty() ? "success" : e.reasons) +
+              (index_error ? "; invalid index " + std::to_string(first_bad) : "");
+
+  for (int i : {0, 1}) {
+    if (mem[i].buffer) mem[i].buffer->protect();  // any write to an input faults
+  }
+  void* const data[3] = {mem[0].data, mem[1].data, mem[2].data};
+  bool known = true;
+  const Status st = b.call(data, &known);
+  for (int i : {0, 1}) {
+    if (mem[i].buffer) mem[i].buffer->unprotect();
+  }
+  for (int i = 0; i < 3; ++i) check_canary(mem[i], b.names[i], st);
+  check_message(st, known);
+  check_outcome(st, e, index_error);
+  feature(std::string("outcome:") + b.op + ":" + code_name(st.code()));
+  if (st.code() == Code::index_out_of_range) {
+    // docs/semantics.md: the message names the first invalid index and the plane size.
+    if (known && (st.message().find("got " + std::to_string(first_bad) + " at element") ==
+                      std::string::npos ||
+                  st.message().find(std::to_string(b.index_plane)) == std::string::npos)) {
+      violation("index_out_of_range does not name the first invalid index " +
+                std::to_string(first_bad) + " and the plane size " +
+                std::to_string(b.index_plane) + ": " + st.message());
+    }
+    check_outside_view(mem[2], kSentinel, b.names[2]);  // the view itself may be written
+    return;
+  }
+  if (!st.ok()) {
+    check_untouched(mem[2], kSentinel, b.names[2], st);
+    return;
+  }
+  std::string name;
+  const Status kn = b.kernel_name(&name);
+  if (!kn.ok()) {
+    violation(std::string(b.op) + " succeeded but its kernel-name query refuses: " +
+              kn.message());
+  }
+  if (b.unknown_option_device) {
+    note("options.device code accepted", "an unknown options.device code runs on the CPU");
+  }
+  feature("ok:" + name);
+  if (!b.materialise || geometry(*b.views[2]).elements == 0) return;
+
+  std::vector<uint8_t> want;
+  const Status rs = b.reference(packed_grad, packed_indices, &want);
+  if (!rs.ok()) violation("library succeeded, reference refuses: " + rs.message());
+  const std::vector<uint8_t> got = gather(mem[2]);
+  const size_t es = dtype_size(gt), n = want.size() / es;
+  if (got.size() != want.size()) violation(std::string(b.names[2]) + " element count");
+  for (size_t i = 0; i < n; ++i) {
+    if (!same_element(gt, &got[i * es], &want[i * es], b.nan_equal)) {
+      violation(std::string(b.names[2]) + " element " + std::to_string(i) + " (of " +
+                std::to_string(n) + ") is " + element_str(gt, &got[i * es]) + ", reference " +
+                element_str(gt, &want[i * es]) + " (kernel " + name + ")");
+    }
+  }
+  check_outside_view(mem[2], kSentinel, b.names[2]);
 }
 
 // The C API's tensor-level oddities: a rank field out of 2..5 for one tensor, a NULL tensor.

@@ -1,14 +1,15 @@
 // libFuzzer target: max pooling with indices through the C++ and C APIs, its output-shape and
-// kernel-name queries. Every call must either succeed with the reference's values and indices,
-// bit for bit, or fail with a well-formed error of a class the call deserves; no write may leave
-// the outputs (guard pages, canaries, sentinels) and inputs are read-only during the call.
+// kernel-name queries, and its gradient (max_pool_backward, poolgen_max_pool_backward). Every
+// call must either succeed with the reference's values and indices (gradients), bit for bit, or
+// fail with a well-formed error of a class the call deserves; no write may leave the outputs
+// (guard pages, canaries, sentinels) and inputs are read-only during the call.
 #include "fuzz_common.hpp"
 
 namespace poolgen::fuzz {
 namespace {
 
-constexpr uint8_t kSentinel = 0xA5;
-
+// A backward call reuses the forward call's views: the input's becomes grad_input, the values'
+// grad_output (both then take gradient dtypes), the indices' stay.
 struct PoolCase {
   bool c_api = false;
   int nd = 2;
@@ -21,6 +22,8 @@ struct PoolCase {
   CMessage message;
   ShapeModel model;
   Alias alias;  // an output placed on another argument's memory
+  bool backward = false;  // max_pool_backward(grad_output = values, indices, grad_input = input)
+  IndexRecipe index_recipe;  // the backward call's indices (an input there)
 };
 
 // poolgen.h's meaning of the C options, as C++ options.
@@ -117,14 +120,31 @@ PoolCase decode(FuzzInput& in) {
     c.message = decode_message_buffer(in);
   }
   c.alias = decode_alias(in, 3, 2);
+  // The backward op, decoded last: older corpus inputs, nearly all exhausted by then, keep
+  // their meaning (forward calls).
+  c.backward = in.chance(50);
+  if (c.backward) {
+    c.values.dtype = decode_gradient_dtype(in);                          // grad_output
+    c.input.dtype = in.chance(3) ? in.pick(kAnyDtype) : c.values.dtype;  // grad_input
+    c.index_recipe = decode_index_recipe(in);
+    decode_grad_output_shape(in, snd, &c.values);
+    c.alias = decode_alias(in, 3, 1);  // in the backward call's argument order
+  }
   return c;
 }
 
 std::string describe(const PoolCase& c) {
   std::ostringstream os;
-  os << (c.c_api ? "C API" : "C++ API") << " max_pool nd " << c.nd << "; "
-     << describe("input", c.input) << "; " << describe("values", c.values) << "; "
-     << describe("indices", c.indices) << "; kernel_size " << str(c.o.kernel_size) << " stride "
+  os << (c.c_api ? "C API" : "C++ API");
+  if (c.backward) {
+    os << " max_pool_backward nd " << c.nd << "; " << describe("grad_output", c.values) << "; "
+       << describe("indices", c.indices) << "; " << describe("grad_input", c.input)
+       << "; indices style " << static_cast<int>(c.index_recipe.style);
+  } else {
+    os << " max_pool nd " << c.nd << "; " << describe("input", c.input) << "; "
+       << describe("values", c.values) << "; " << describe("indices", c.indices);
+  }
+  os << "; kernel_size " << str(c.o.kernel_size) << " stride "
      << str(c.o.stride) << " padding " << str(c.o.padding) << " dilation " << str(c.o.dilation)
      << " ceil_mode " << c.o.ceil_mode << " path " << static_cast<int>(c.o.path) << " device "
      << static_cast<int>(c.o.device);
@@ -179,6 +199,17 @@ void check_queries(const PoolCase& c) {
   // Kernel names: never a crash; a refused shape is refused here too.
   if (avoided("empty_huge") && m.valid && empty_huge(m.out)) return;
   std::string name;
+  if (c.backward) {
+    const Status st =
+        max_pool_backward_kernel_name(c.nd, to_cpp(c.values, nullptr),
+                                      static_cast<DType>(c.indices.dtype), c.input.shape, c.o,
+                                      &name);
+    check_message(st);
+    if (st.ok() && (name.empty() || !m.valid)) {
+      violation("max_pool_backward_kernel_name accepted: " + name);
+    }
+    return;
+  }
   Status st = max_pool_kernel_name(c.nd, to_cpp(c.input, nullptr), static_cast<DType>(c.indices.dtype),
                                    c.o, &name);
   check_message(st);
@@ -189,7 +220,8 @@ void check_queries(const PoolCase& c) {
   if (st.ok() && (name.empty() || !m.valid)) violation("max_pool_kernel_name(shape) accepted: " + name);
 }
 
-Expect expectations(const PoolCase& c) {
+// What the shapes, the options and the C API's faults alone say (either op).
+Expect shape_expectations(const PoolCase& c) {
   Expect e;
   const ShapeModel& m = c.model;
   if (!m.valid) e.add(&e.invalid, "shape rules: " + m.why);
@@ -200,6 +232,13 @@ Expect expectations(const PoolCase& c) {
   if (m.valid && !m.representable) e.add(&e.fail, "output extent beyond int64");
   if (c.faults.rank_view >= 0) e.add(&e.invalid, "C rank " + std::to_string(c.faults.rank));
   if (c.faults.null_view >= 0) e.add(&e.invalid, "C tensor NULL");
+  if (c.o.device == Device::cuda) e.add(&e.fail, "options.device cuda (no CUDA here)");
+  return e;
+}
+
+Expect expectations(const PoolCase& c) {
+  Expect e = shape_expectations(c);
+  const ShapeModel& m = c.model;
   const bool i64_or_i32 = c.indices.dtype == 1 || c.indices.dtype == 8;
   if (!valid_dtype(c.input.dtype)) e.add(&e.invalid, "input dtype code");
   if (!i64_or_i32) e.add(&e.invalid, "index dtype");
@@ -207,13 +246,38 @@ Expect expectations(const PoolCase& c) {
   expect_view(e, "input", c.input, c.input.dtype, nullptr, false);
   expect_view(e, "values", c.values, c.input.dtype, out, true);
   expect_view(e, "indices", c.indices, c.indices.dtype, out, true);
-  if (c.o.device == Device::cuda) e.add(&e.fail, "options.device cuda (no CUDA here)");
   if (m.valid && c.indices.dtype == 8 && plane_of(shape_nd(c.nd), c.input.shape) > kI32Max) {
     e.add(&e.invalid, "i32 indices for a plane of 2^31 or more");
   }
   if (valid_dtype(c.input.dtype) && i64_or_i32 &&
       !test::pool_kernel_built(static_cast<DType>(c.input.dtype),
                                static_cast<DType>(c.indices.dtype))) {
+    e.add(&e.needs_unsupported, "no kernel built for this dtype");
+  }
+  return e;
+}
+
+// The backward call: grad_output (the values' view) a float, the indices of the pooled shape,
+// grad_input (the input's view) in grad_output's dtype.
+Expect backward_expectations(const PoolCase& c) {
+  Expect e = shape_expectations(c);
+  const ShapeModel& m = c.model;
+  const ViewSpec &grad = c.values, &grad_input = c.input;
+  const bool i64_or_i32 = c.indices.dtype == 1 || c.indices.dtype == 8;
+  const bool float_grad = valid_dtype(grad.dtype) && is_float_dtype(static_cast<DType>(grad.dtype));
+  if (!valid_dtype(grad.dtype)) e.add(&e.invalid, "grad_output dtype code");
+  if (valid_dtype(grad.dtype) && !float_grad) e.add(&e.invalid, "grad_output not a float");
+  if (!i64_or_i32) e.add(&e.invalid, "index dtype");
+  const Ints* out = m.valid && m.representable ? &m.out : nullptr;
+  expect_view(e, "grad_output", grad, grad.dtype, out, false);
+  expect_view(e, "indices", c.indices, c.indices.dtype, out, false);
+  expect_view(e, "grad_input", grad_input, grad.dtype, nullptr, true);
+  if (m.valid && c.indices.dtype == 8 && plane_of(shape_nd(c.nd), grad_input.shape) > kI32Max) {
+    e.add(&e.invalid, "i32 indices for a plane of 2^31 or more");
+  }
+  if (float_grad && i64_or_i32 &&
+      !test::pool_backward_kernel_built(static_cast<DType>(grad.dtype),
+                                        static_cast<DType>(c.indices.dtype))) {
     e.add(&e.needs_unsupported, "no kernel built for this dtype");
   }
   return e;
@@ -255,20 +319,7 @@ void check_call(const PoolCase& c) {
     materialise = sat_mul(geometry(c.values).elements, window_taps(c)) <= kMaxWork;
   }
   Memory mem[3];
-  for (int i = 0; i < 3; ++i) {
-    const bool underrun = (c.underrun >> i) & 1;
-    const Geometry g = geometry(*views[i]);
-    if (views[i]->null_data) continue;
-    if (materialise) {
-      mem[i] = allocate(*views[i], underrun, i == 0 ? 0x5a : kSentinel);
-    } else if (e.must_fail() && ((c.underrun >> (3 + i)) & 1)) {
-      mem[i] = tiny(underrun);  // must fail before reading anything
-    } else if (g.sane && g.elements > 0) {
-      e.add(&e.invalid, std::string(names[i]) + " too large for the fuzzer: null data");
-    } else if (g.sane) {
-      mem[i] = allocate(*views[i], underrun, kSentinel);  // no elements: a zero-size buffer
-    }
-  }
+  allocate_views(views, names, 3, 2, materialise, c.underrun, e, mem);
   apply_alias(c.alias, views, mem);
   expect_apart(views, names, mem, 3, 2, e);
   context() = describe(c) + "; expect " + (e.reasons.empty() ? "success" : e.reasons);
@@ -349,22 +400,84 @@ void check_call(const PoolCase& c) {
   check_outside_view(mem[2], kSentinel, "indices");
 }
 
+// max_pool_backward (poolgen_max_pool_backward): grad_input against the reference's sums, in
+// its order and precision (NaN equal to NaN: payloads of sums may differ), indices outside the
+// plane dropped.
+void check_backward(const PoolCase& c) {
+  if (avoided("big_window") && c.model.valid && window_volume(c) > (i128(1) << 24)) return;
+  BackwardCall b;
+  b.op = "pool_backward";
+  const ViewSpec* views[] = {&c.values, &c.indices, &c.input};
+  const char* names[] = {"grad_output", "indices", "grad_input"};
+  std::copy(views, views + 3, b.views);
+  std::copy(names, names + 3, b.names);
+  b.expect = backward_expectations(c);
+  b.materialise =
+      std::all_of(views, views + 3, [](const ViewSpec* v) { return materialisable(*v); });
+  b.underrun = c.underrun;
+  b.alias = c.alias;
+  b.data = c.data;
+  b.nan_equal = true;
+  b.unknown_option_device = unknown_device(c.o.device);
+  b.description = describe(c);
+  const int nd = shape_nd(c.nd);
+  const bool known = c.model.valid && c.model.representable;
+  b.indices = [&](size_t count) {
+    return make_indices(c.index_recipe, nd, known ? c.model.out : c.values.shape,
+                        known ? &c.input.shape : nullptr,
+                        {&c.o.kernel_size, &c.o.stride, &c.o.padding, &c.o.dilation}, count);
+  };
+  b.call = [&](void* const data[3], bool* known_message) -> Status {
+    if (c.c_api) {
+      poolgen_tensor t[3];
+      for (int i = 0; i < 3; ++i) {
+        t[i] = to_c(*views[i], data[i]);
+        if (c.faults.rank_view == i) t[i].rank = c.faults.rank;
+      }
+      auto ptr = [&](int i) { return c.faults.null_view == i ? nullptr : &t[i]; };
+      const int32_t rc = poolgen_max_pool_backward(c.nd, ptr(0), ptr(1), ptr(2), &c.co,
+                                                   c.message.ptr(), c.message.size);
+      return c_status(rc, c.message, known_message);
+    }
+    return max_pool_backward(c.nd, to_cpp(c.values, data[0]), to_cpp(c.indices, data[1]),
+                             to_cpp(c.input, data[2]), c.o);
+  };
+  b.kernel_name = [&](std::string* name) {
+    return max_pool_backward_kernel_name(c.nd, to_cpp(c.values, nullptr),
+                                         static_cast<DType>(c.indices.dtype), c.input.shape, c.o,
+                                         name);
+  };
+  b.reference = [&](const std::vector<uint8_t>& grad, const std::vector<int64_t>& indices,
+                    std::vector<uint8_t>* want) {
+    return ref_pool_backward(c.nd, static_cast<DType>(c.values.dtype), c.input.shape, grad,
+                             indices, c.o, want);
+  };
+  check_backward_call(b);
+}
+
 int run(const uint8_t* data, size_t size) {
   FuzzInput in(data, size);
   const PoolCase c = decode(in);
   context() = describe(c);
   // Sanitizer reports stop the process before a violation message: say what is being called.
   if (verbose()) std::fprintf(stderr, "poolgen-fuzz: %s\n", context().c_str());
-  feature(std::string("api:") + (c.c_api ? "c" : "cpp") + ":nd" + (c.nd >= 1 && c.nd <= 3 ? std::to_string(c.nd) : "X") + ":rank" +
+  const std::string op = c.backward ? "backward:" : "";
+  const std::string nd = c.nd >= 1 && c.nd <= 3 ? std::to_string(c.nd) : "X";
+  feature(op + "api:" + (c.c_api ? "c" : "cpp") + ":nd" + nd + ":rank" +
           std::to_string(c.input.shape.size()));
-  feature(std::string("layout:") + stride_kind_name(c.input.kind) + "/" +
+  feature(op + "layout:" + stride_kind_name(c.input.kind) + "/" +
           stride_kind_name(c.values.kind));
-  feature("dtype:" + dtype_str(c.input.dtype) + "/" + dtype_str(c.indices.dtype));
+  feature(op + "dtype:" + dtype_str(c.backward ? c.values.dtype : c.input.dtype) + "/" +
+          dtype_str(c.indices.dtype));
   feature("model:" + (c.model.valid ? std::string("valid") : c.model.why) +
           (c.model.huge ? ":huge" : ""));
   check_queries(c);
   if (avoided("empty_huge") && c.model.valid && empty_huge(c.model.out)) return 0;
-  check_call(c);
+  if (c.backward) {
+    check_backward(c);
+  } else {
+    check_call(c);
+  }
   return 0;
 }
 

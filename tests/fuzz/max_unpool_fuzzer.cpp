@@ -1,21 +1,17 @@
 // libFuzzer target: max unpooling through the C++ and C APIs, its output-shape and kernel-name
-// queries. Every call must either succeed with the reference's output, bit for bit (zeros where
-// nothing is scattered, the latest of duplicate indices winning), or fail with a well-formed error
-// of a class the call deserves: index_out_of_range naming the first invalid index and the plane
-// size when one is invalid. No write may leave the output view (guard pages, canaries, sentinels)
-// and values and indices are read-only during the call.
+// queries, and its gradient (max_unpool_backward, poolgen_max_unpool_backward). Every call must
+// either succeed with the reference's output, bit for bit (zeros where nothing is scattered, the
+// latest of duplicate indices winning; the gradient gathered from every index's slot), or fail
+// with a well-formed error of a class the call deserves: index_out_of_range naming the first
+// invalid index and the plane size when one is invalid. No write may leave the output view
+// (guard pages, canaries, sentinels) and the inputs are read-only during the call.
 #include "fuzz_common.hpp"
 
 namespace poolgen::fuzz {
 namespace {
 
-constexpr uint8_t kSentinel = 0xA5;
-
-// How the indices are made: from positions inside each element's window (what pooling gives,
-// the gather fast path), anywhere in the plane, from a few slots (many duplicates); then some
-// set to invalid or chosen values.
-enum class IndexStyle : uint8_t { window, uniform, duplicates };
-
+// A backward call reuses the forward call's views: the values' becomes grad_values, the
+// output's grad_output (both then take gradient dtypes), the indices' stay.
 struct UnpoolCase {
   bool c_api = false;
   int nd = 2;
@@ -23,14 +19,14 @@ struct UnpoolCase {
   poolgen_unpool_options co{};
   ViewSpec values, indices, output;
   DataRecipe data;
-  IndexStyle index_style = IndexStyle::window;
-  uint64_t index_seed = 0;
-  std::vector<std::pair<uint64_t, int64_t>> index_overrides;  // (position, value)
+  IndexRecipe index_recipe;
   uint8_t underrun = 0;
   CTensorFaults faults;
   CMessage message;
   ShapeModel model;
   Alias alias;  // an output placed on another argument's memory
+  // max_unpool_backward(grad_output = output, indices, grad_values = values).
+  bool backward = false;
 };
 
 // Winner kernels (Path::winner) built for this width and index type: in how many layouts.
@@ -158,33 +154,40 @@ UnpoolCase decode(FuzzInput& in) {
   c.indices = decode_view(in, snd, c.values.shape, decode_index_dtype(in), c.c_api);
   c.output = decode_view(in, snd, out, in.chance(3) ? in.pick(kAnyDtype) : c.values.dtype, c.c_api);
   c.data = decode_recipe(in);
-  c.index_style = static_cast<IndexStyle>(in.byte() % 3);
-  c.index_seed = in.range(0, 255);
-  const int overrides = static_cast<int>(in.range(0, 3));
-  for (int i = 0; i < overrides; ++i) {
-    // Relative to the plane P: -1, P, P + 1, P - 1, 0, or an edge value (INT32_MAX/MIN...).
-    static constexpr int64_t kRelative[] = {-1, 0, 1, -2, -1000};
-    const uint64_t pos = in.range(0, 255);
-    int64_t v = in.chance(30) ? edge_int(in) : kRelative[in.byte() % 5];
-    c.index_overrides.emplace_back(pos, v);
-  }
+  c.index_recipe = decode_index_recipe(in);
   c.underrun = in.byte();
   if (c.c_api) {
     c.faults = decode_c_faults(in);
     c.message = decode_message_buffer(in);
   }
   c.alias = decode_alias(in, 3, 1);
+  // The backward op, decoded last: older corpus inputs, nearly all exhausted by then, keep
+  // their meaning (forward calls).
+  c.backward = in.chance(50);
+  if (c.backward) {
+    c.output.dtype = decode_gradient_dtype(in);                            // grad_output
+    c.values.dtype = in.chance(3) ? in.pick(kAnyDtype) : c.output.dtype;  // grad_values
+    decode_grad_output_shape(in, snd, &c.output);
+    c.alias = decode_alias(in, 3, 1);  // in the backward call's argument order
+  }
   return c;
 }
 
 std::string describe(const UnpoolCase& c) {
   std::ostringstream os;
-  os << (c.c_api ? "C API" : "C++ API") << " max_unpool nd " << c.nd << "; "
-     << describe("values", c.values) << "; " << describe("indices", c.indices) << "; "
-     << describe("output", c.output) << "; kernel_size " << str(c.o.kernel_size) << " stride "
+  os << (c.c_api ? "C API" : "C++ API");
+  if (c.backward) {
+    os << " max_unpool_backward nd " << c.nd << "; " << describe("grad_output", c.output) << "; "
+       << describe("indices", c.indices) << "; " << describe("grad_values", c.values);
+  } else {
+    os << " max_unpool nd " << c.nd << "; " << describe("values", c.values) << "; "
+       << describe("indices", c.indices) << "; " << describe("output", c.output);
+  }
+  os << "; kernel_size " << str(c.o.kernel_size) << " stride "
      << str(c.o.stride) << " padding " << str(c.o.padding) << " output_size "
      << str(c.o.output_size) << " path " << static_cast<int>(c.o.path) << " device "
-     << static_cast<int>(c.o.device) << "; indices style " << static_cast<int>(c.index_style);
+     << static_cast<int>(c.o.device) << "; indices style "
+     << static_cast<int>(c.index_recipe.style);
   if (c.c_api) os << " output_size_len " << c.co.output_size_len;
   if (c.faults.rank_view >= 0) os << "; C rank of tensor " << c.faults.rank_view << " = " << c.faults.rank;
   if (c.faults.null_view >= 0) os << "; C tensor " << c.faults.null_view << " is NULL";
@@ -242,6 +245,17 @@ void check_queries(const UnpoolCase& c) {
   }
   if (avoided("empty_huge") && c.model.valid && empty_huge(c.model.out)) return;
   std::string name;
+  if (c.backward) {
+    const Status st =
+        max_unpool_backward_kernel_name(c.nd, to_cpp(c.output, nullptr),
+                                        static_cast<DType>(c.indices.dtype), c.values.shape,
+                                        c.o, &name);
+    check_message(st);
+    if (st.ok() && (name.empty() || !c.model.valid)) {
+      violation("max_unpool_backward_kernel_name accepted: " + name);
+    }
+    return;
+  }
   Status st = max_unpool_kernel_name(c.nd, to_cpp(c.values, nullptr),
                                      static_cast<DType>(c.indices.dtype), c.o, &name);
   check_message(st);
@@ -254,7 +268,8 @@ void check_queries(const UnpoolCase& c) {
   }
 }
 
-Expect expectations(const UnpoolCase& c) {
+// What the shapes, the options and the C API's faults alone say (either op).
+Expect shape_expectations(const UnpoolCase& c) {
   Expect e;
   const ShapeModel& m = c.model;
   if (!m.valid) e.add(&e.invalid, "shape rules: " + m.why);
@@ -266,6 +281,13 @@ Expect expectations(const UnpoolCase& c) {
   if (bad_output_size_len(c)) e.add(&e.invalid, "C output_size_len");
   if (c.faults.rank_view >= 0) e.add(&e.invalid, "C rank " + std::to_string(c.faults.rank));
   if (c.faults.null_view >= 0) e.add(&e.invalid, "C tensor NULL");
+  if (c.o.device == Device::cuda) e.add(&e.fail, "options.device cuda (no CUDA here)");
+  return e;
+}
+
+Expect expectations(const UnpoolCase& c) {
+  Expect e = shape_expectations(c);
+  const ShapeModel& m = c.model;
   const bool i64_or_i32 = c.indices.dtype == 1 || c.indices.dtype == 8;
   if (!valid_dtype(c.values.dtype)) e.add(&e.invalid, "values dtype code");
   if (!i64_or_i32) e.add(&e.invalid, "index dtype");
@@ -273,7 +295,6 @@ Expect expectations(const UnpoolCase& c) {
   expect_view(e, "values", c.values, c.values.dtype, nullptr, false);
   expect_view(e, "indices", c.indices, c.indices.dtype, &c.values.shape, false);
   expect_view(e, "output", c.output, c.values.dtype, out, true);
-  if (c.o.device == Device::cuda) e.add(&e.fail, "options.device cuda (no CUDA here)");
   if (m.valid && c.indices.dtype == 8 && plane_of(shape_nd(c.nd), m.out) > kI32Max) {
     e.add(&e.invalid, "i32 indices for a plane of 2^31 or more");
   }
@@ -289,52 +310,40 @@ Expect expectations(const UnpoolCase& c) {
   return e;
 }
 
+// The backward call: grad_output (the output's view) a float of the unpooled shape, the
+// indices of grad_values' shape (the values' view), grad_values in grad_output's dtype. Any
+// path is accepted (the gradient has one kernel).
+Expect backward_expectations(const UnpoolCase& c) {
+  Expect e = shape_expectations(c);
+  const ShapeModel& m = c.model;
+  const ViewSpec &grad = c.output, &grad_values = c.values;
+  const bool i64_or_i32 = c.indices.dtype == 1 || c.indices.dtype == 8;
+  const bool float_grad = valid_dtype(grad.dtype) && is_float_dtype(static_cast<DType>(grad.dtype));
+  if (!valid_dtype(grad.dtype)) e.add(&e.invalid, "grad_output dtype code");
+  if (valid_dtype(grad.dtype) && !float_grad) e.add(&e.invalid, "grad_output not a float");
+  if (!i64_or_i32) e.add(&e.invalid, "index dtype");
+  const Ints* out = m.valid && m.representable ? &m.out : nullptr;
+  expect_view(e, "grad_output", grad, grad.dtype, out, false);
+  expect_view(e, "indices", c.indices, c.indices.dtype, &grad_values.shape, false);
+  expect_view(e, "grad_values", grad_values, grad.dtype, nullptr, true);
+  if (m.valid && c.indices.dtype == 8 && plane_of(shape_nd(c.nd), m.out) > kI32Max) {
+    e.add(&e.invalid, "i32 indices for a plane of 2^31 or more");
+  }
+  if (float_grad && i64_or_i32 &&
+      !test::unpool_backward_kernel_built(static_cast<DType>(grad.dtype),
+                                          static_cast<DType>(c.indices.dtype))) {
+    e.add(&e.needs_unsupported, "no kernel built for this width");
+  }
+  return e;
+}
+
 // The index values (int64, logical order of the values) for `count` elements of values of
-// `shape`, unpooled into planes of `out` (spatial extents, as the model gives them).
+// their shape, unpooled into planes of the model's output (a window of the unpooling's each).
 std::vector<int64_t> make_indices(const UnpoolCase& c, size_t count) {
-  const int nd = shape_nd(c.nd);
-  std::vector<int64_t> idx(count, 0);
-  SplitMix rng(c.index_seed * 0x9e3779b97f4a7c15ull + static_cast<uint8_t>(c.index_style));
   const bool known = c.model.valid && c.model.representable;
-  const i128 plane = known ? plane_of(nd, c.model.out) : 1;
-  const int64_t p = plane > kI64Max ? kI64Max : static_cast<int64_t>(plane);
-  IndexStyle style = c.index_style;
-  if (!known || plane > (i128(1) << 40)) style = IndexStyle::uniform;
-  const Ints& vs = c.values.shape;
-  for (size_t e = 0; e < count; ++e) {
-    switch (style) {
-      case IndexStyle::window: {
-        // Element e's spatial position o, then a slot of its window, clamped into the plane.
-        int64_t rest = static_cast<int64_t>(e), flat = 0, scale = 1;
-        int64_t pos[3] = {0, 0, 0};
-        for (int i = nd - 1; i >= 0; --i) {
-          const int64_t ext = vs[vs.size() - nd + i];
-          pos[i] = rest % ext;
-          rest /= ext;
-        }
-        for (int i = nd - 1; i >= 0; --i) {
-          const i128 k = entry(c.o.kernel_size, i, 1);
-          const i128 s = c.o.stride.empty() ? k : entry(c.o.stride, i, 1);
-          const i128 pad = entry(c.o.padding, i, 0);
-          const int64_t oe = c.model.out[c.model.out.size() - nd + i];
-          const i128 q = std::clamp<i128>(pos[i] * s - pad + rng.below(saturate(k)), 0, oe - 1);
-          flat += static_cast<int64_t>(q) * scale;
-          scale *= oe;
-        }
-        idx[e] = flat;
-        break;
-      }
-      case IndexStyle::uniform: idx[e] = rng.below(p); break;
-      case IndexStyle::duplicates: idx[e] = rng.below(std::min<int64_t>(p, 3)); break;
-    }
-  }
-  for (const auto& [pos, v] : c.index_overrides) {
-    if (!count) break;
-    // Small values are relative to the plane size (P - 1, P, P + 1, -1...), others absolute.
-    const bool relative = v >= -1000 && v <= 1;
-    idx[pos % count] = relative ? (v == -1000 ? -1000 : saturate(i128(p) + v)) : v;
-  }
-  return idx;
+  return fuzz::make_indices(c.index_recipe, shape_nd(c.nd), c.values.shape,
+                            known ? &c.model.out : nullptr,
+                            {&c.o.kernel_size, &c.o.stride, &c.o.padding, nullptr}, count);
 }
 
 void check_call(const UnpoolCase& c) {
@@ -344,20 +353,7 @@ void check_call(const UnpoolCase& c) {
   const bool materialise =
       std::all_of(views, views + 3, [](const ViewSpec* v) { return materialisable(*v); });
   Memory mem[3];
-  for (int i = 0; i < 3; ++i) {
-    const bool underrun = (c.underrun >> i) & 1;
-    const Geometry g = geometry(*views[i]);
-    if (views[i]->null_data) continue;
-    if (materialise) {
-      mem[i] = allocate(*views[i], underrun, i < 2 ? 0x5a : kSentinel);
-    } else if (e.must_fail() && ((c.underrun >> (3 + i)) & 1)) {
-      mem[i] = tiny(underrun);  // must fail before reading anything
-    } else if (g.sane && g.elements > 0) {
-      e.add(&e.invalid, std::string(names[i]) + " too large for the fuzzer: null data");
-    } else if (g.sane) {
-      mem[i] = allocate(*views[i], underrun, kSentinel);  // no elements: a zero-size buffer
-    }
-  }
+  allocate_views(views, names, 3, 1, materialise, c.underrun, e, mem);
 
   apply_alias(c.alias, views, mem);
   expect_apart(views, names, mem, 3, 1, e);
@@ -369,45 +365,16 @@ void check_call(const UnpoolCase& c) {
     scatter_into(mem[0], make_values(vt, mem[0].elem, mem[0].offsets.size(), c.data));
     packed_values = gather(mem[0]);
   }
-  const bool i32 = c.indices.dtype == 8;
   if (mem[1].buffer && !mem[1].offsets.empty()) {
-    const std::vector<int64_t> idx = make_indices(c, mem[1].offsets.size());
-    std::vector<uint8_t> bytes(idx.size() * mem[1].elem);
-    for (size_t k = 0; k < idx.size(); ++k) {
-      if (i32) {
-        const int32_t v = static_cast<int32_t>(idx[k]);
-        std::memcpy(&bytes[k * 4], &v, 4);
-      } else if (mem[1].elem == 8) {
-        std::memcpy(&bytes[k * 8], &idx[k], 8);
-      } else {
-        std::memcpy(&bytes[k * mem[1].elem], &idx[k], mem[1].elem);  // another dtype: any bits
-      }
-    }
-    scatter_into(mem[1], bytes);
-    const std::vector<uint8_t> back = gather(mem[1]);
-    packed_indices.resize(idx.size());
-    for (size_t k = 0; k < idx.size(); ++k) {
-      if (i32) {
-        int32_t v;
-        std::memcpy(&v, &back[k * 4], 4);
-        packed_indices[k] = v;
-      } else if (mem[1].elem == 8) {
-        std::memcpy(&packed_indices[k], &back[k * 8], 8);
-      }
-    }
+    packed_indices =
+        write_indices(mem[1], c.indices.dtype, make_indices(c, mem[1].offsets.size()));
   }
   // The first invalid index in input order, where the call is otherwise valid and has memory.
   bool index_error = false;
   int64_t first_bad = 0, plane = 0;
   if (materialise && !e.must_fail() && c.model.valid && !mem[1].offsets.empty()) {
     plane = static_cast<int64_t>(plane_of(shape_nd(c.nd), c.model.out));
-    for (int64_t v : packed_indices) {
-      if (v < 0 || v >= plane) {
-        index_error = true;
-        first_bad = v;
-        break;
-      }
-    }
+    index_error = first_invalid_index(packed_indices, plane, &first_bad);
   }
   if (index_error) feature("index_error");
   context() = describe(c) + "; expect " + (e.reasons.empty() ? "success" : e.reasons) +
@@ -463,7 +430,7 @@ void check_call(const UnpoolCase& c) {
          "an unknown options.device code " + std::to_string(static_cast<int>(c.o.device)) +
              " runs on the CPU");
   }
-  feature("ok:" + name + (c.index_style == IndexStyle::window ? ":window" : ""));
+  feature("ok:" + name + (c.index_recipe.style == IndexStyle::window ? ":window" : ""));
   if (!materialise || geometry(c.output).elements == 0) return;
 
   std::vector<uint8_t> want;
@@ -483,21 +450,77 @@ void check_call(const UnpoolCase& c) {
   check_outside_view(mem[2], kSentinel, "output");
 }
 
+// max_unpool_backward (poolgen_max_unpool_backward): grad_values gathered from grad_output, exact
+// bits; an index outside grad_output's plane is index_out_of_range naming the first.
+void check_backward(const UnpoolCase& c) {
+  BackwardCall b;
+  b.op = "unpool_backward";
+  const ViewSpec* views[] = {&c.output, &c.indices, &c.values};
+  const char* names[] = {"grad_output", "indices", "grad_values"};
+  std::copy(views, views + 3, b.views);
+  std::copy(names, names + 3, b.names);
+  b.expect = backward_expectations(c);
+  b.materialise =
+      std::all_of(views, views + 3, [](const ViewSpec* v) { return materialisable(*v); });
+  b.underrun = c.underrun;
+  b.alias = c.alias;
+  b.data = c.data;
+  if (c.model.valid && c.model.representable) {
+    b.index_plane = saturate(plane_of(shape_nd(c.nd), c.model.out));
+  }
+  b.unknown_option_device = unknown_device(c.o.device);
+  b.description = describe(c);
+  b.indices = [&](size_t count) { return make_indices(c, count); };
+  b.call = [&](void* const data[3], bool* known) -> Status {
+    if (c.c_api) {
+      poolgen_tensor t[3];
+      for (int i = 0; i < 3; ++i) {
+        t[i] = to_c(*views[i], data[i]);
+        if (c.faults.rank_view == i) t[i].rank = c.faults.rank;
+      }
+      auto ptr = [&](int i) { return c.faults.null_view == i ? nullptr : &t[i]; };
+      const int32_t rc = poolgen_max_unpool_backward(c.nd, ptr(0), ptr(1), ptr(2), &c.co,
+                                                     c.message.ptr(), c.message.size);
+      return c_status(rc, c.message, known);
+    }
+    return max_unpool_backward(c.nd, to_cpp(c.output, data[0]), to_cpp(c.indices, data[1]),
+                               to_cpp(c.values, data[2]), c.o);
+  };
+  b.kernel_name = [&](std::string* name) {
+    return max_unpool_backward_kernel_name(c.nd, to_cpp(c.output, nullptr),
+                                           static_cast<DType>(c.indices.dtype), c.values.shape,
+                                           c.o, name);
+  };
+  b.reference = [&](const std::vector<uint8_t>& grad, const std::vector<int64_t>& indices,
+                    std::vector<uint8_t>* want) {
+    return ref_unpool_backward(c.nd, static_cast<DType>(c.output.dtype), c.values.shape, grad,
+                               indices, c.o, want);
+  };
+  check_backward_call(b);
+}
+
 int run(const uint8_t* data, size_t size) {
   FuzzInput in(data, size);
   const UnpoolCase c = decode(in);
   context() = describe(c);
   if (verbose()) std::fprintf(stderr, "poolgen-fuzz: %s\n", context().c_str());
-  feature(std::string("api:") + (c.c_api ? "c" : "cpp") + ":nd" + (c.nd >= 1 && c.nd <= 3 ? std::to_string(c.nd) : "X") + ":rank" +
+  const std::string op = c.backward ? "backward:" : "";
+  const std::string nd = c.nd >= 1 && c.nd <= 3 ? std::to_string(c.nd) : "X";
+  feature(op + "api:" + (c.c_api ? "c" : "cpp") + ":nd" + nd + ":rank" +
           std::to_string(c.values.shape.size()));
-  feature(std::string("layout:") + stride_kind_name(c.values.kind) + "/" +
+  feature(op + "layout:" + stride_kind_name(c.values.kind) + "/" +
           stride_kind_name(c.output.kind));
-  feature("dtype:" + dtype_str(c.values.dtype) + "/" + dtype_str(c.indices.dtype));
+  feature(op + "dtype:" + dtype_str(c.backward ? c.output.dtype : c.values.dtype) + "/" +
+          dtype_str(c.indices.dtype));
   feature("model:" + (c.model.valid ? std::string("valid") : c.model.why) +
           (c.model.huge ? ":huge" : "") + ":os" + std::to_string(c.o.output_size.size()));
   check_queries(c);
   if (avoided("empty_huge") && c.model.valid && empty_huge(c.model.out)) return 0;
-  check_call(c);
+  if (c.backward) {
+    check_backward(c);
+  } else {
+    check_call(c);
+  }
   return 0;
 }
 
