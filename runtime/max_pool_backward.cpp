@@ -28,7 +28,8 @@ Status prepare(int nd, const TensorView& grad_output, DType index_dtype, const I
                const PoolOptions& options, PoolBackwardCall* call) {
   POOLGEN_RETURN_IF_ERROR(pool_window(nd, options, &call->window));
   POOLGEN_RETURN_IF_ERROR(check_input_shape("max_pool_backward", nd, "grad_input", input_shape));
-  POOLGEN_RETURN_IF_ERROR(pool_output_shape(&call->window, input_shape, &call->output_shape));
+  POOLGEN_RETURN_IF_ERROR(
+      pool_output_shape(&call->window, input_shape, &call->output_shape, "grad_input"));
   POOLGEN_RETURN_IF_ERROR(check_gradient_dtype("grad_output", grad_output.dtype));
   return check_leading_view("grad_output", grad_output, call->output_shape, nd, index_dtype,
                             spatial_elements(nd, input_shape), &call->grad_output);

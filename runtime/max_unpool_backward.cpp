@@ -28,7 +28,8 @@ Status prepare(int nd, const TensorView& grad_output, DType index_dtype, const I
   POOLGEN_RETURN_IF_ERROR(
       check_input_shape("max_unpool_backward", nd, "grad_values", values_shape));
   POOLGEN_RETURN_IF_ERROR(
-      unpool_output_shape(call->window, values_shape, options.output_size, &call->output_shape));
+      unpool_output_shape(call->window, values_shape, options.output_size, &call->output_shape,
+                          "grad_output"));
   POOLGEN_RETURN_IF_ERROR(check_gradient_dtype("grad_output", grad_output.dtype));
   return check_leading_view("grad_output", grad_output, call->output_shape, nd, index_dtype,
                             spatial_elements(nd, call->output_shape), &call->grad_output);

@@ -167,7 +167,7 @@ Status check_input_shape(const char* op, int nd, const char* argument, const Int
   return check_elements(argument, shape);
 }
 
-Status pool_output_shape(Window* window, const Ints& in, Ints* out) {
+Status pool_output_shape(Window* window, const Ints& in, Ints* out, const char* input) {
   Window& w = *window;
   const size_t first = in.size() - w.nd;
   *out = in;
@@ -178,7 +178,7 @@ Status pool_output_shape(Window* window, const Ints& in, Ints* out) {
     // The last window must start inside the input or its left padding.
     if (w.ceil_mode && (o - 1) * s >= extent + w.padding[i]) --o;
     if (o < 1) {
-      return fail(Code::invalid_argument, "input: expected spatial dimension ", i,
+      return fail(Code::invalid_argument, input, ": expected spatial dimension ", i,
                   " to hold a window of kernel_size ", w.kernel[i], ", dilation ", w.dilation[i],
                   ", padding ", w.padding[i], ", got extent ", extent, " (output extent would be ",
                   o, ")");
@@ -189,7 +189,8 @@ Status pool_output_shape(Window* window, const Ints& in, Ints* out) {
   return {};
 }
 
-Status unpool_output_shape(const Window& w, const Ints& in, const Ints& output_size, Ints* out) {
+Status unpool_output_shape(const Window& w, const Ints& in, const Ints& output_size, Ints* out,
+                           const char* output) {
   const size_t first = in.size() - w.nd;
   const size_t given = output_size.size();
   if (given != 0 && given != static_cast<size_t>(w.nd) && given != static_cast<size_t>(w.nd) + 2) {
@@ -202,7 +203,7 @@ Status unpool_output_shape(const Window& w, const Ints& in, const Ints& output_s
     // Window parameters are below 2^31 and extents below 2^59: only the product can overflow.
     int64_t span = 0;
     if (!multiply_within(in[first + i] - 1, s, kMaxElements, &span)) {
-      return fail(Code::invalid_argument, "output: expected an unpooled extent of at most 2^59, ",
+      return fail(Code::invalid_argument, output, ": expected an unpooled extent of at most 2^59, ",
                   "got (", in[first + i], " - 1) * stride ", s, " in spatial dimension ", i);
     }
     const int64_t natural = span - 2 * w.padding[i] + w.kernel[i];
@@ -222,7 +223,7 @@ Status unpool_output_shape(const Window& w, const Ints& in, const Ints& output_s
     }
     (*out)[first + i] = extent;
   }
-  return check_elements("output", *out);
+  return check_elements(output, *out);
 }
 
 }  // namespace poolgen::detail

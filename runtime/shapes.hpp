@@ -76,9 +76,12 @@ Status check_input_shape(const char* op, int nd, const char* argument, const Int
 // check_input_shape passed, or one derived from it).
 int64_t spatial_elements(int nd, const Ints& shape);
 
-// Also sets window->overhangs.
-Status pool_output_shape(Window* window, const Ints& input_shape, Ints* output_shape);
+// The pooled and unpooled shapes; `input` and `output` name the pooling input and the unpooled
+// output in messages (the backward ops' grad_input and grad_output). pool_output_shape also sets
+// window->overhangs.
+Status pool_output_shape(Window* window, const Ints& input_shape, Ints* output_shape,
+                         const char* input = "input");
 Status unpool_output_shape(const Window& window, const Ints& input_shape, const Ints& output_size,
-                           Ints* output_shape);
+                           Ints* output_shape, const char* output = "output");
 
 }  // namespace poolgen::detail

@@ -1955,16 +1955,15 @@ TEST(BackwardErrors, OpShapes) {
   }
 }
 
-// A grad_input too small for a window. The message names "input" (the pooling input, whose
-// shape grad_input has), not grad_input.
+// A grad_input too small for a window: the message names grad_input.
 TEST(BackwardErrors, PooledExtentBelowOne) {
   EXPECT_TRUE(FailsEarlyWhen<PoolBackwardCall>(
       [](auto& c) { c.grad_input.shape = {1, 2, 1, 6}; }, Code::invalid_argument,
-      {"input: expected spatial dimension 0 to hold a window of kernel_size 2",
+      {"grad_input: expected spatial dimension 0 to hold a window of kernel_size 2",
        "got extent 1 (output extent would be 0)"}));
   EXPECT_TRUE(FailsEarlyWhen<PoolBackwardCall>(
       [](auto& c) { c.o.dilation = {1, 7}; }, Code::invalid_argument,
-      {"input: expected spatial dimension 1 to hold a window of kernel_size 2, dilation 7",
+      {"grad_input: expected spatial dimension 1 to hold a window of kernel_size 2, dilation 7",
        "got extent 6"}));
 }
 
@@ -1997,8 +1996,7 @@ TEST(BackwardErrors, UnpoolOutputSizeRules) {
       },
       Code::invalid_argument,
       {"output_size: expected spatial dimension 0 to be >= 1", "got extent 0"}));
-  // Unpooled shapes beyond the library's size limit. The messages name "output" (the unpooled
-  // tensor, grad_output here).
+  // Unpooled shapes beyond the library's size limit: the messages name grad_output.
   EXPECT_TRUE(FailsEarlyWhen<UnpoolBackwardCall>(
       [](auto& c) {
         c.grad_values.shape = {1, 1, int64_t{1} << 30, 1};
@@ -2006,14 +2004,15 @@ TEST(BackwardErrors, UnpoolOutputSizeRules) {
         c.o.stride = {int64_t{1} << 30, 1};
       },
       Code::invalid_argument,
-      {"output: expected an unpooled extent of at most 2^59",
+      {"grad_output: expected an unpooled extent of at most 2^59",
        "got (1073741824 - 1) * stride 1073741824 in spatial dimension 0"}));
   EXPECT_TRUE(FailsEarlyWhen<UnpoolBackwardCall>(
       [](auto& c) {
         c.grad_values.shape = {1, 1, int64_t{1} << 20, int64_t{1} << 20};
         c.o.kernel_size = {1 << 10};
       },
-      Code::invalid_argument, {"output: expected at most 2^59 elements", "got shape [1, 1, "}));
+      Code::invalid_argument,
+      {"grad_output: expected at most 2^59 elements", "got shape [1, 1, "}));
   // An output_size shapes grad_output: 7x7 is allowed, and then expected.
   UnpoolBackwardCall c;
   c.o.output_size = {7, 7};
@@ -2572,7 +2571,7 @@ TEST(BackwardErrors, PoolChecksInOrder) {
       {"grad_input's shape", [](C& c) { c.grad_input.shape = {1, 1, 2, 6, 6}; },
        Code::invalid_argument, {"grad_input: expected rank 3 or 4"}},
       {"pooled shape", [](C& c) { c.o.dilation = {1, 7}; }, Code::invalid_argument,
-       {"input: expected spatial dimension 1 to hold a window"}},
+       {"grad_input: expected spatial dimension 1 to hold a window"}},
       {"gradient dtype", [](C& c) { c.grad_output.dtype = DType::i32; }, Code::invalid_argument,
        {"grad_output: expected a floating dtype"}},
       {"index dtype", [](C& c) { c.indices.dtype = DType::f32; }, Code::invalid_argument,
