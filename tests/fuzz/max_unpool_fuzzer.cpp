@@ -29,11 +29,13 @@ struct UnpoolCase {
   bool backward = false;
 };
 
-// Winner kernels (Path::winner) built for this width and index type: in how many layouts.
-int winner_layouts(DType value, DType index) {
+// The CPU kernels Path::winner runs (op "unpool_winner", or "unpool_backward_reporting" for
+// the gradient: the GPU algorithms' twins) built for this width and index type: in how many
+// layouts.
+int winner_layouts(DType value, DType index, const char* op = "unpool_winner") {
   std::set<Layout> layouts;
   for (const KernelInfo& k : compiled_kernels()) {
-    if (k.op == "unpool_winner" && k.device == Device::cpu &&
+    if (k.op == op && k.device == Device::cpu &&
         dtype_size(k.value_dtype) == dtype_size(value) && k.index_dtype == index) {
       layouts.insert(k.layout);
     }
@@ -311,8 +313,9 @@ Expect expectations(const UnpoolCase& c) {
 }
 
 // The backward call: grad_output (the output's view) a float of the unpooled shape, the
-// indices of grad_values' shape (the values' view), grad_values in grad_output's dtype. Any
-// path is accepted (the gradient has one kernel).
+// indices of grad_values' shape (the values' view), grad_values in grad_output's dtype.
+// Path::winner runs the reporting kernel's CPU twin where the build has one (-DPOOLGEN_GPU_TWINS:
+// 32-bit, contiguous), and is unsupported elsewhere; other paths take the one CPU kernel.
 Expect backward_expectations(const UnpoolCase& c) {
   Expect e = shape_expectations(c);
   const ShapeModel& m = c.model;
@@ -329,10 +332,16 @@ Expect backward_expectations(const UnpoolCase& c) {
   if (m.valid && c.indices.dtype == 8 && plane_of(shape_nd(c.nd), m.out) > kI32Max) {
     e.add(&e.invalid, "i32 indices for a plane of 2^31 or more");
   }
-  if (float_grad && i64_or_i32 &&
-      !test::unpool_backward_kernel_built(static_cast<DType>(grad.dtype),
-                                          static_cast<DType>(c.indices.dtype))) {
-    e.add(&e.needs_unsupported, "no kernel built for this width");
+  if (float_grad && i64_or_i32) {
+    const DType v = static_cast<DType>(grad.dtype), i = static_cast<DType>(c.indices.dtype);
+    if (!test::unpool_backward_kernel_built(v, i)) {
+      e.add(&e.needs_unsupported, "no kernel built for this width");
+    }
+    if (!c.c_api && c.o.path == Path::winner) {  // the C API has no path
+      const int layouts = winner_layouts(v, i, "unpool_backward_reporting");
+      if (layouts == 0) e.add(&e.needs_unsupported, "no CPU twin of the reporting kernel");
+      if (layouts == 1) e.add(&e.unsupported_ok, "CPU twin built in one layout only");
+    }
   }
   return e;
 }
