@@ -100,9 +100,12 @@ POOLGEN_TYPED_VIEWS(int64_t)
 
 // Which compiled kernels a call may use. `automatic` takes a window-specialized kernel when the
 // call matches one; `general` always takes the general kernel (results are identical).
-// `winner` takes the deterministic two-pass unpooling the GPUs run (an atomic max of input
-// positions per slot, then a gather) on the CPU too, where the build has it (a check of the GPU
-// algorithm; CUDA calls always take it). An unsupported error where it is not built.
+// `winner` runs the GPUs' algorithms on the CPU, where the build has their CPU twins
+// (-DPOOLGEN_GPU_TWINS=ON; 32-bit values, contiguous): for max_unpool the deterministic two-pass
+// unpooling (an atomic max of input positions per slot, then a gather), for max_unpool_backward
+// the gather that reports invalid indices instead of stopping (checks of the GPU algorithms;
+// CUDA calls always take them). An unsupported error where they are not built; pooling and its
+// gradient have one CPU algorithm, which `winner` takes.
 enum class Path : int32_t { automatic = 0, general = 1, winner = 2 };
 
 // Mirrors torch.nn.functional.max_pool{1,2,3}d(..., return_indices=True). Each list holds one
