@@ -1713,6 +1713,7 @@ struct PoolBackwardCall {
 struct UnpoolBackwardCall {
   int nd = 2;
   std::vector<float> grad = std::vector<float>(72);
+  std::vector<double> grad64 = std::vector<double>(72), gvals64 = std::vector<double>(18);  // f64
   std::vector<int64_t> idx = std::vector<int64_t>(18);
   std::vector<int32_t> idx32 = std::vector<int32_t>(18);
   std::vector<float> gvals = test::guarded_buffer<float>(18, test::kGuardF, test::kSentinelF);
@@ -2630,8 +2631,14 @@ TEST(BackwardErrors, UnpoolChecksInOrder) {
       {"memory apart", [](C& c) { c.grad_values.data = c.indices.data; }, Code::invalid_argument,
        {"grad_values: expected memory apart from indices'"}}};
   if (!test::unpool_backward_kernel_built(DType::f64, DType::i64)) {
+    // The f64 tensors need memory of their own, or they would overlap whatever follows the f32
+    // buffers (indices, say) and fail the memory check instead.
     faults.push_back({"kernel",
-                      [](C& c) { c.grad_output.dtype = c.grad_values.dtype = DType::f64; },
+                      [](C& c) {
+                        c.grad_output.dtype = c.grad_values.dtype = DType::f64;
+                        c.grad_output.data = c.grad64.data();
+                        c.grad_values.data = c.gvals64.data();
+                      },
                       Code::unsupported, {"grad_output: expected a combination", "got dtype f64"}});
   }
   ExpectChecksInOrder(faults);
