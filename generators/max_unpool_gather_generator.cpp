@@ -52,11 +52,32 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
       out_extent[i] = output_->dim(spatial_dim(i, l)).extent();
     }
 
-    // in_window(cell): the cell's index names a slot inside the cell's own window (or, when
-    // accumulating, no slot at all).
+    // Cells are compared in 32 bits, by offsets inside their windows: `local` is a cell's index
+    // minus its window's start in the plane (whose taps lie at 0..span), clamped to -1..span+1 so
+    // that any other index lands on a value no tap has. 32-bit lanes compare and select 32-bit
+    // values without the mask narrowing that 64-bit indices need.
     std::vector<Var> cell_vars(nd);
-    std::vector<Expr> cell(cell_vars.begin(), cell_vars.end());
-    Expr index = (*indices_)(tensor_args(cell, c_, n_, l));
+    std::vector<Expr> cell(cell_vars.begin(), cell_vars.end()), window_start(nd), last_tap(nd, k - 1);
+    Expr cell_inside = Internal::const_true();
+    for (int i = 0; i < nd; ++i) {
+      window_start[i] = cell[i] * s - p;
+      cell_inside = cell_inside && cell[i] >= 0 && cell[i] < in_extent[i];
+    }
+    Region cells;
+    for (int i = 0; i < nd; ++i) cells.push_back({0, in_extent[i]});
+    cells = tensor_args(cells, Range(), Range(), l);
+    // Beyond the input the index is any cell's (cell_inside decides); the value any cell's too,
+    // since no slot takes it.
+    Func indices = BoundaryConditions::repeat_edge(*indices_, cells);
+    Func value = BoundaryConditions::repeat_edge(*values_, cells);
+    Expr index = indices(tensor_args(cell, c_, n_, l));
+    const Expr span = flat_offset(last_tap, out_extent, Int(32));
+    Expr local = cast<int32_t>(clamp(index - flat_offset(window_start, out_extent, index_type),
+                                     cast(index_type, -1), cast(index_type, span + 1)));
+
+    // in_window: the cell's index names a slot inside the cell's own window (or, when
+    // accumulating, no slot at all). A tap outside the plane is compared as -2, which no cell
+    // holds.
     Expr in_window = Internal::const_false();
     if (accumulate) {
       Expr plane = cast(index_type, 1);
@@ -64,20 +85,23 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
       in_window = index < 0 || index >= plane;
     }
     for_each_offset(nd, k, [&](const std::vector<int>& tap) {
-      std::vector<Expr> slot(nd);
       Expr inside = Internal::const_true();
+      std::vector<Expr> tap_offset(nd);
       for (int i = 0; i < nd; ++i) {
-        slot[i] = cell[i] * s - p + tap[i];
-        inside = inside && slot[i] >= 0 && slot[i] < out_extent[i];
+        const Expr slot = window_start[i] + tap[i];
+        inside = inside && slot >= 0 && slot < out_extent[i];
+        tap_offset[i] = tap[i];
       }
-      in_window = in_window || (inside && index == flat_offset(slot, out_extent, index_type));
+      in_window = in_window || local == select(inside, flat_offset(tap_offset, out_extent, Int(32)), -2);
     });
-    // A row of cells is checked as a whole (a vectorizable reduction, then one scalar require):
-    // a cell outside its window anywhere in the row stops the kernel. A row runs along the
+    // marked(cell): the cell's local offset, -1 beyond the input (no slot), -3 where the index
+    // breaks its window. A row of cells is checked as a whole (a vectorizable reduction, then one
+    // scalar require): such a cell anywhere in the row stops the kernel. A row runs along the
     // innermost spatial dimension, and across the channels too in channels-last, where they are
     // the vectors.
     const bool channels_last = l == Layout::channels_last;
-    marked_(tensor_args(cell, c_, n_, l)) = select(in_window, index, cast(index_type, -1));
+    const Expr broken = -3;
+    marked_(tensor_args(cell, c_, n_, l)) = select(!cell_inside, -1, in_window, local, broken);
     const Expr channels = values_->dim(channels_last ? 0 : nd).extent();
     RDom along = channels_last ? RDom(0, channels, 0, in_extent[0], "along_row")
                                : RDom(0, in_extent[0], "along_row");
@@ -92,28 +116,29 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
                                        : tensor_args<Expr>({along[0]}, c_, n_, l);
     along_cell.insert(along_cell.begin() + (channels_last ? 2 : 1), row.begin(), row.end());
     const std::vector<Expr> row_at(row_vars.begin(), row_vars.end());
-    row_min_(row_at) = Type(index_type).max();
+    row_min_(row_at) = 0;
     row_min_(row_at) = min(row_min_(row_at), marked_(along_cell));
-    row_checked_(row_at) = require(row_min_(row_at) >= 0, cast(index_type, 0),
+    row_checked_(row_at) = require(row_min_(row_at) > broken, 0,
                                    "max_unpool: an index lies outside its pooling window");
-    checked_(tensor_args(cell, c_, n_, l)) = index + row_checked_(row_of_cell);
+    claimed_(tensor_args(cell, c_, n_, l)) =
+        marked_(tensor_args(cell, c_, n_, l)) + row_checked_(row_of_cell);
 
-    // Each slot takes the latest candidate cell (row-major order) whose index names it. Cells
-    // outside the input claim nothing (index -1), which keeps bounds checks out of the interior.
-    Region cells;
-    for (int i = 0; i < nd; ++i) cells.push_back({0, in_extent[i]});
-    cells = tensor_args(cells, Range(), Range(), l);
-    Func claimed = BoundaryConditions::constant_exterior(checked_, cast(index_type, -1), cells);
-    Func value = BoundaryConditions::constant_exterior(*values_, cast(value_type, 0), cells);
+    // Each slot takes the latest candidate cell (row-major order) that claims it; a candidate
+    // whose window misses the slot is compared as -2.
     std::vector<Var> out_vars(nd);
     std::vector<Expr> x(out_vars.begin(), out_vars.end());
-    Expr here = flat_offset(x, out_extent, index_type);
     Expr result = cast(value_type, 0);
     for_each_offset(nd, candidates, [&](const std::vector<int>& j) {
-      std::vector<Expr> candidate(nd);
-      for (int i = 0; i < nd; ++i) candidate[i] = (x[i] + p) / s - (candidates - 1) + j[i];
+      std::vector<Expr> candidate(nd), tap(nd);
+      Expr covers = Internal::const_true();
+      for (int i = 0; i < nd; ++i) {
+        candidate[i] = (x[i] + p) / s - (candidates - 1) + j[i];
+        tap[i] = x[i] - (candidate[i] * s - p);
+        covers = covers && tap[i] >= 0 && tap[i] < k;
+      }
+      const Expr here = select(covers, flat_offset(tap, out_extent, Int(32)), -2);
       const std::vector<Expr> at = tensor_args(candidate, c_, n_, l);
-      result = select(claimed(at) == here, accumulate ? add_in_type(result, value(at)) : value(at),
+      result = select(claimed_(at) == here, accumulate ? add_in_type(result, value(at)) : value(at),
                       result);
     });
     (*output_)(tensor_args(x, c_, n_, l)) = result;
@@ -123,7 +148,7 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
     output_->set_estimates(representative_region(rank, l));
     apply_cpu_schedule<CpuGatherSchedule>(
         cpu_schedule,
-        GatherStages{*output_, marked_, row_min_, row_checked_, claimed, value, out_vars, cell_vars,
+        GatherStages{*output_, marked_, row_min_, row_checked_, claimed_, value, out_vars, cell_vars,
                      along, c_, n_, l},
         {*output_}, get_target());
   }
@@ -145,7 +170,7 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
   Input<Buffer<>>* values_ = nullptr;
   Input<Buffer<>>* indices_ = nullptr;
   Output<Buffer<>>* output_ = nullptr;
-  Func marked_{"marked"}, row_min_{"row_min"}, row_checked_{"row_checked"}, checked_{"checked"};
+  Func marked_{"marked"}, row_min_{"row_min"}, row_checked_{"row_checked"}, claimed_{"claimed"};
   Var c_{"c"}, n_{"n"};
 };
 

@@ -134,6 +134,7 @@ void CpuGatherSchedule::read(Knobs& knobs) {
   knobs.take("vector_width", &vector_width);
   knobs.take("rows_per_task", &rows_per_task);
   knobs.take("stage_cells", &stage_cells);
+  knobs.take("partition_cells", &partition_cells);
   knobs.take("narrow_vectors", &narrow_vectors);
 }
 
@@ -141,20 +142,31 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
   Func out = s.out;
   const int lanes = vector_lanes(vector_width, out, target, s.layout);
   Var block = parallel_rows(out, s.x, s.c, s.n, s.layout, rows_per_task);
-  Var xo("xo");
+  Func marked = s.marked, row_min = s.row_min, row_checked = s.row_checked;
+  if (!partition_cells) {
+    marked.never_partition_all();
+    out.never_partition_all();  // before the specializations copy the schedule
+  }
+  Var xo("xo"), xi("xi");
   const Var lane = s.layout == Layout::channels_last ? s.c : s.x[0];
-  vectorize_columns(out, lane, out.output_buffer().dim(0).extent(), lanes, narrow_vectors, xo);
+  const Expr width = out.output_buffer().dim(0).extent();
+  if (narrow_vectors) {
+    vectorize_columns(out, lane, width, lanes, true, xo);
+  } else {
+    // One loop of full vectors; a narrower row fails the call, and the runtime takes the scatter.
+    out.specialize(width >= lanes).split(lane, xo, xi, lanes, TailStrategy::ShiftInwards).vectorize(xi);
+    out.specialize_fail("max_unpool: rows narrower than a vector are the scatter's");
+  }
   // Each block of rows checks the cells it reads once: marks them (vectors), reduces each row
   // of marks (vector reduction), and requires the row's minimum once (scalar).
-  Func marked = s.marked, row_min = s.row_min, row_checked = s.row_checked;
   marked.compute_at(out, block).vectorize(marked.args()[0], lanes, TailStrategy::Predicate);
+
   row_min.compute_at(out, block);
   row_min.update().atomic().vectorize(s.along[0], lanes);
   row_checked.compute_at(out, block);
   if (stage_cells) {
-    for (Func staged : {s.claimed, s.value}) {
-      staged.compute_at(out, block).vectorize(staged.args()[0], lanes, TailStrategy::RoundUp);
-    }
+    Func value = s.value;
+    value.compute_at(out, block).vectorize(value.args()[0], lanes, TailStrategy::RoundUp);
   }
 }
 

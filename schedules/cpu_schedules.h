@@ -86,7 +86,11 @@ struct CpuGatherSchedule {
   // Copy the cells a block reads, with their border, into scratch buffers (bounds handled once
   // per cell), or read them through the boundary condition directly.
   bool stage_cells = true;
-  // As CpuPoolSchedule's: halved vectors for rows narrower than a vector, or full ones only.
+  // Split the loops over cells and slots into border and interior pieces (the interior without
+  // bounds tests), or keep one loop each (scalar clamps per cell in channels-last; less code).
+  bool partition_cells = true;
+  // Halved vectors for rows narrower than a vector, or full ones only (a narrower row then fails
+  // the call, and the runtime takes the scatter).
   bool narrow_vectors = true;
 
   void read(Knobs& knobs);
