@@ -8,9 +8,12 @@
 # (no bounds), and channels-last kernels never stage (their vectors run along the channels, so
 # taps load dense vectors anyway).
 set(POOLGEN_KNOBS_max_pool1d stage_rows:false,narrow_vectors:false)
-# The channels-last gather (opt-in) reads cells in place: staging them measured slower
-# (2-D k2s2p0 on 8x64x112x112: 4.7 -> 2.95 ms on one thread).
-set(POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl stage_cells:false)
+# The channels-last gathers read values in place: staging them measured slower (2-D k2s2p0 on
+# 8x64x112x112: 4.7 -> 2.95 ms on one thread). The 2-D k2s2p0 one, built by default, keeps one
+# loop per stage (partition_cells:false: 33 -> 18 KB of AVX2 code, 1x64x56x56 and 8x64x112x112 at
+# the same speed) and leaves rows of fewer channels than a vector to the scatter
+# (narrow_vectors:false: 18 -> 13 KB).
+set(POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl stage_cells:false,narrow_vectors:false,partition_cells:false)
 set(POOLGEN_KNOBS_max_unpool3d_k2s2p0_cl stage_cells:false)
 # Channels-last 3-D fixed windows: row loops not split into border and interior pieces (the
 # bounds tests of a row's taps are scalar, one per row) halves their code (3-D k3s2p1 f32 AVX2:
@@ -30,5 +33,9 @@ set(POOLGEN_KNOBS_max_pool3d narrow_vectors:false)
 # AVX2: 0.031 -> 0.019 ms on two threads; one thread and 8x64x112x112 unchanged within noise).
 set(POOLGEN_KNOBS_max_pool2d_cl rows_per_task:8)
 set(POOLGEN_KNOBS_max_pool2d_k2s2p0_cl rows_per_task:8)
-set(POOLGEN_KNOBS_max_pool2d_k3s2p1_cl rows_per_task:8)
+# 2-D k3s2p1 channels-last likewise keeps one row loop: 43 -> 30 KB of f32 AVX2 code, 31 -> 22 KB
+# SSE4.1, at the same speed (f32, ms on one / two threads, two runs each: 1x64x56x56 0.131 /
+# 0.078 and 0.129 / 0.086 before, 0.130 / 0.078 and 0.132 / 0.085 after; 8x64x112x112 4.13 /
+# 2.07 and 4.19 / 2.30 before, 4.21 / 2.18 and 4.36 / 2.31 after).
+set(POOLGEN_KNOBS_max_pool2d_k3s2p1_cl rows_per_task:8,partition_rows:false)
 set(POOLGEN_KNOBS_max_pool3d_cl rows_per_task:8)

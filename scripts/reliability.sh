@@ -46,11 +46,13 @@ checked_build() {
 for job in "${jobs[@]}"; do
   case "$job" in
     asan)
-      # The GPU kernels' CPU twins (Path::winner) and the pooling gradient's window gathers are
-      # left out of the default build: built here so that they are checked.
+      # The GPU kernels' CPU twins (Path::winner), the unpooling gathers of every fast window and
+      # the pooling gradient's window gathers are left out of the default build: built here so
+      # that they are checked.
       checked_build "$ASAN_BUILD" "" x86-64-linux \
         -DPOOLGEN_SANITIZE=address,undefined -DPOOLGEN_BUILD_FUZZERS=ON -DPOOLGEN_GPU_TWINS=ON \
         -DPOOLGEN_VALUE_TYPES="f32;bf16;u8" -DPOOLGEN_INDEX_TYPES="i64;i32" \
+        -DPOOLGEN_UNPOOL_GATHER_LAYOUTS="contiguous;channels_last" \
         -DPOOLGEN_BACKWARD_WINDOW_TYPES="f32;bf16"
       ctest --test-dir "$ASAN_BUILD" --output-on-failure -j "$JOBS"
       ;;

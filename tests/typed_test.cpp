@@ -785,6 +785,7 @@ TEST(TypedThreads, LargeChannelsLastImageUnpoolsAsOneTask) {
   const int idle = process_threads();
   UnpoolOptions uo;
   uo.kernel_size = {2};
+  uo.path = Path::general;  // the scatter's policy (the k2s2p0 gather writes once and splits rows)
   // Unpools 1x64x(2h)x(2h) from each 2x2 window's top-left cell; the output's values are checked.
   auto unpool_image = [&](int64_t h) {
     const int64_t c = 64, w = 2 * h;
