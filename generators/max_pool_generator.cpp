@@ -91,27 +91,41 @@ class MaxPool : public Generator<MaxPool> {
     // winning value keeps its own bits (a NaN's payload included). The max comes last in the
     // tuple: Halide 21 with strict_float stores tuple elements one by one and lets later ones
     // read earlier ones' new values, so the compared element must be stored last.
+    //
+    // A window inside the plane (no bounds) starts from its first tap instead of the lowest
+    // value: the scan then ends where it would have (a first tap at the lowest value, which
+    // nothing replaces, is the first in-bounds tap either way; comparing it with itself replaces
+    // it only by itself), and no "nothing won" case is left to select at the end.
     const Type t = value_type;
     const bool widened = t.is_float() && t.bits() == 16;
     const Expr none = Int(32).min();
     Func scan("scan");
     Expr tap = padded(tensor_args(taps, c_, n_, l)), offset = flat_offset(tap_step, in_extent, Int(32));
+    const Expr first_tap = bounded ? Expr() : padded(tensor_args(start, c_, n_, l));
+    const Expr init_winner = bounded ? none : Expr(0);
+    const Expr init_value = bounded ? lowest(t) : first_tap;
     if (widened) {
-      scan(at) = Tuple(none, lowest(t), lowest(Float(32)));
+      scan(at) = Tuple(init_winner, init_value, bounded ? lowest(Float(32)) : cast<float>(first_tap));
       Expr v = cast<float>(tap);
       Expr replaces = v > scan(at)[2] || is_nan(v);
       scan(at) = select(replaces, Tuple(offset, tap, v), scan(at));
     } else {
-      scan(at) = Tuple(none, lowest(t));
+      scan(at) = Tuple(init_winner, init_value);
       Expr replaces = tap > scan(at)[1];
       if (t.is_float()) replaces = replaces || is_nan(tap);
       scan(at) = select(replaces, Tuple(offset, tap), scan(at));
     }
 
-    // No tap won (all lowest, or none in bounds): the index is the first in-bounds tap's.
-    Expr winner = scan(at)[0];
-    Expr index = select(winner == none, flat_offset(first, in_extent, index_type),
-                        flat_offset(start, in_extent, index_type) + cast(index_type, winner));
+    // No tap won (all lowest, or none in bounds): the index is the first in-bounds tap's, which
+    // may lie past the plane. A window inside the plane has its offsets in 32 bits (planes are
+    // below 2^31 elements), widened to the index type last.
+    Expr winner = scan(at)[0], index;
+    if (bounded) {
+      index = select(winner == none, flat_offset(first, in_extent, index_type),
+                     flat_offset(start, in_extent, index_type) + cast(index_type, winner));
+    } else {
+      index = cast(index_type, flat_offset(start, in_extent, Int(32)) + winner);
+    }
     (*result_)(at) = Tuple(scan(at)[1], index);
 
     const bool fixed = fixed_kernel > 0;
