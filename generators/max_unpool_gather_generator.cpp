@@ -120,7 +120,8 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
     row_min_(row_at) = min(row_min_(row_at), marked_(along_cell));
     row_checked_(row_at) = require(row_min_(row_at) > broken, 0,
                                    "max_unpool: an index lies outside its pooling window");
-    claimed_(tensor_args(cell, c_, n_, l)) =
+    Func claimed("claimed");  // marked, once its row is checked
+    claimed(tensor_args(cell, c_, n_, l)) =
         marked_(tensor_args(cell, c_, n_, l)) + row_checked_(row_of_cell);
 
     // Each slot takes the latest candidate cell (row-major order) that claims it; a candidate
@@ -138,7 +139,7 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
       }
       const Expr here = select(covers, flat_offset(tap, out_extent, Int(32)), -2);
       const std::vector<Expr> at = tensor_args(candidate, c_, n_, l);
-      result = select(claimed_(at) == here, accumulate ? add_in_type(result, value(at)) : value(at),
+      result = select(claimed(at) == here, accumulate ? add_in_type(result, value(at)) : value(at),
                       result);
     });
     (*output_)(tensor_args(x, c_, n_, l)) = result;
@@ -148,7 +149,7 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
     output_->set_estimates(representative_region(rank, l));
     apply_cpu_schedule<CpuGatherSchedule>(
         cpu_schedule,
-        GatherStages{*output_, marked_, row_min_, row_checked_, claimed_, value, out_vars, cell_vars,
+        GatherStages{*output_, marked_, row_min_, row_checked_, value, out_vars, cell_vars,
                      along, c_, n_, l},
         {*output_}, get_target());
   }
@@ -170,7 +171,7 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
   Input<Buffer<>>* values_ = nullptr;
   Input<Buffer<>>* indices_ = nullptr;
   Output<Buffer<>>* output_ = nullptr;
-  Func marked_{"marked"}, row_min_{"row_min"}, row_checked_{"row_checked"}, claimed_{"claimed"};
+  Func marked_{"marked"}, row_min_{"row_min"}, row_checked_{"row_checked"};
   Var c_{"c"}, n_{"n"};
 };
 

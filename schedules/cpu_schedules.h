@@ -69,11 +69,11 @@ struct CpuScatterSchedule {
 };
 
 // Stages of max_unpool_gather: out(x..., c, n) (channels-last: out(c, x..., n)) gathers from
-// cells whose indices marked(cell) holds; row_min reduces each row of marked cells along `along`
-// and row_checked requires it;
-// claimed and value are the checked indices and the values with a border for missing cells.
+// cells whose window offsets marked(cell) holds; row_min reduces each row of marked cells along
+// `along` and row_checked requires it; value is the values, clamped at the border (no slot
+// takes a value beyond the input).
 struct GatherStages {
-  Halide::Func out, marked, row_min, row_checked, claimed, value;
+  Halide::Func out, marked, row_min, row_checked, value;
   std::vector<Halide::Var> x, cell;  // spatial, innermost first
   Halide::RDom along;  // a row's cells, innermost first (channels first in channels-last)
   Halide::Var c, n;
@@ -83,7 +83,7 @@ struct GatherStages {
 struct CpuGatherSchedule {
   int vector_width = 0;
   int rows_per_task = 32;
-  // Copy the cells a block reads, with their border, into scratch buffers (bounds handled once
+  // Copy the values a block reads, with their border, into a scratch buffer (bounds handled once
   // per cell), or read them through the boundary condition directly.
   bool stage_cells = true;
   // Split the loops over cells and slots into border and interior pieces (the interior without
