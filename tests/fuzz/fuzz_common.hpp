@@ -1078,17 +1078,15 @@ inline Status ref_unpool(int nd, DType t, const Ints& shape, const std::vector<u
 }
 
 // The backward references: gradients are floats (other dtypes: refused, never asked).
-inline Status ref_pool_backward(int nd, DType t, const Ints& input_shape,
-                                const std::vector<uint8_t>& grad,
-                                const std::vector<int64_t>& indices, const PoolOptions& o,
-                                std::vector<uint8_t>* grad_input) {
+// run(T{}, &out) computes one in the float type T; its result comes back as bytes.
+template <typename Run>
+Status float_reference(DType t, std::vector<uint8_t>* bytes, Run run) {
   return test::visit_dtype(t, [&](auto zero) {
     using T = decltype(zero);
     if constexpr (test::is_float_type<T>()) {
       std::vector<T> out;
-      const Status st =
-          ref::max_pool_backward<T>(nd, input_shape, typed<T>(grad), indices, o, &out);
-      *grad_input = bytes_of(out);
+      const Status st = run(zero, &out);
+      *bytes = bytes_of(out);
       return st;
     } else {
       return Status(Code::invalid_argument, "grad_output: expected a float dtype, got another");
@@ -1096,21 +1094,23 @@ inline Status ref_pool_backward(int nd, DType t, const Ints& input_shape,
   });
 }
 
+inline Status ref_pool_backward(int nd, DType t, const Ints& input_shape,
+                                const std::vector<uint8_t>& grad,
+                                const std::vector<int64_t>& indices, const PoolOptions& o,
+                                std::vector<uint8_t>* grad_input) {
+  return float_reference(t, grad_input, [&](auto zero, auto* out) {
+    using T = decltype(zero);
+    return ref::max_pool_backward<T>(nd, input_shape, typed<T>(grad), indices, o, out);
+  });
+}
+
 inline Status ref_unpool_backward(int nd, DType t, const Ints& values_shape,
                                   const std::vector<uint8_t>& grad,
                                   const std::vector<int64_t>& indices, const UnpoolOptions& o,
                                   std::vector<uint8_t>* grad_values) {
-  return test::visit_dtype(t, [&](auto zero) {
+  return float_reference(t, grad_values, [&](auto zero, auto* out) {
     using T = decltype(zero);
-    if constexpr (test::is_float_type<T>()) {
-      std::vector<T> out;
-      const Status st =
-          ref::max_unpool_backward<T>(nd, values_shape, typed<T>(grad), indices, o, &out);
-      *grad_values = bytes_of(out);
-      return st;
-    } else {
-      return Status(Code::invalid_argument, "grad_output: expected a float dtype, got another");
-    }
+    return ref::max_unpool_backward<T>(nd, values_shape, typed<T>(grad), indices, o, out);
   });
 }
 
@@ -1612,6 +1612,21 @@ inline CTensorFaults decode_c_faults(FuzzInput& in) {
   if (in.chance(2)) f.null_view = static_cast<int>(in.range(0, 2));
   return f;
 }
+
+// A call's three C tensors with the faults applied: at(i) is NULL for the faulty one.
+struct CTensors {
+  poolgen_tensor t[3];
+  int null_view;
+
+  CTensors(const ViewSpec* const views[3], void* const data[3], const CTensorFaults& faults)
+      : null_view(faults.null_view) {
+    for (int i = 0; i < 3; ++i) {
+      t[i] = to_c(*views[i], data[i]);
+      if (faults.rank_view == i) t[i].rank = faults.rank;
+    }
+  }
+  const poolgen_tensor* at(int i) const { return null_view == i ? nullptr : &t[i]; }
+};
 
 // ---------------------------------------------------------------------------------------------
 // The seed maker: `<fuzzer> -make_seeds=DIR` runs the target on pseudo-random inputs (fixed seed)

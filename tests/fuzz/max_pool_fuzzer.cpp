@@ -334,13 +334,9 @@ void check_call(const PoolCase& c) {
   Status st;
   bool known = true;
   if (c.c_api) {
-    poolgen_tensor t[3];
-    for (int i = 0; i < 3; ++i) {
-      t[i] = to_c(*views[i], mem[i].data);
-      if (c.faults.rank_view == i) t[i].rank = c.faults.rank;
-    }
-    auto ptr = [&](int i) { return c.faults.null_view == i ? nullptr : &t[i]; };
-    const int32_t rc = poolgen_max_pool(c.nd, ptr(0), ptr(1), ptr(2), &c.co, c.message.ptr(),
+    void* const data[3] = {mem[0].data, mem[1].data, mem[2].data};
+    const CTensors t(views, data, c.faults);
+    const int32_t rc = poolgen_max_pool(c.nd, t.at(0), t.at(1), t.at(2), &c.co, c.message.ptr(),
                                         c.message.size);
     st = c_status(rc, c.message, &known);
   } else {
@@ -429,13 +425,8 @@ void check_backward(const PoolCase& c) {
   };
   b.call = [&](void* const data[3], bool* known_message) -> Status {
     if (c.c_api) {
-      poolgen_tensor t[3];
-      for (int i = 0; i < 3; ++i) {
-        t[i] = to_c(*views[i], data[i]);
-        if (c.faults.rank_view == i) t[i].rank = c.faults.rank;
-      }
-      auto ptr = [&](int i) { return c.faults.null_view == i ? nullptr : &t[i]; };
-      const int32_t rc = poolgen_max_pool_backward(c.nd, ptr(0), ptr(1), ptr(2), &c.co,
+      const CTensors t(views, data, c.faults);
+      const int32_t rc = poolgen_max_pool_backward(c.nd, t.at(0), t.at(1), t.at(2), &c.co,
                                                    c.message.ptr(), c.message.size);
       return c_status(rc, c.message, known_message);
     }
