@@ -116,15 +116,17 @@ std::vector<T> random_values(size_t n, uint32_t seed) {
   return v;
 }
 
-template <typename T>
-bool same_value(T a, T b) {
-  if constexpr (std::is_same_v<T, f16_t> || std::is_same_v<T, bf16_t>) {
-    const float x = test::to_float(a), y = test::to_float(b);
-    if (std::isnan(x) && std::isnan(y)) return true;
-  } else if constexpr (std::is_floating_point_v<T>) {
-    if (std::isnan(a) && std::isnan(b)) return true;
+using test::values::same_value;
+
+// A kernel's elements against the reference's, in logical order; `same` decides equality.
+template <typename T, typename Same>
+void expect_elements(const std::vector<T>& got, const std::vector<T>& want, Same same) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_TRUE(same(got[i], want[i]))
+        << "element " << i << ": got " << test::values::show(got[i]) << ", expected "
+        << test::values::show(want[i]);
   }
-  return std::memcmp(&a, &b, sizeof a) == 0;
 }
 
 // A tensor of `shape` in `layout`, holding `logical` (row-major order) at the view's offsets.
@@ -205,8 +207,7 @@ void check_round_trip(int nd, const Ints& shape, const PoolOptions& pool, Layout
     Tensor<T> got(unpooled_shape, layout);
     s = max_unpool(nd, values.view, indices.view, got.view, unpool);
     ASSERT_TRUE(s.ok()) << s.message();
-    const std::vector<T> got_logical = got.logical();
-    for (size_t i = 0; i < want.size(); ++i) ASSERT_TRUE(same_value(got_logical[i], want[i])) << i;
+    ASSERT_NO_FATAL_FAILURE(expect_elements(got.logical(), want, same_value<T>));
   }
 }
 
@@ -292,12 +293,7 @@ void check_backward(int nd, const Ints& shape, const PoolOptions& pool, Layout l
     Tensor<T> got(shape, layout);
     const Status s = max_pool_backward(nd, g.view, indices.view, got.view, o);
     ASSERT_TRUE(s.ok()) << s.message();
-    const std::vector<T> got_logical = got.logical();
-    for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_TRUE(same_value(got_logical[i], want[i]))
-          << "element " << i << ": got " << test::values::show(got_logical[i]) << ", expected "
-          << test::values::show(want[i]);
-    }
+    ASSERT_NO_FATAL_FAILURE(expect_elements(got.logical(), want, same_value<T>));
   }
 
   UnpoolOptions unpool;
@@ -322,12 +318,7 @@ void check_backward(int nd, const Ints& shape, const PoolOptions& pool, Layout l
     Tensor<T> got(out_shape, layout);
     const Status s = max_unpool_backward(nd, unpooled.view, indices.view, got.view, unpool);
     ASSERT_TRUE(s.ok()) << s.message();
-    const std::vector<T> got_logical = got.logical();
-    for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_TRUE(test::values::same_bits(got_logical[i], want[i]))
-          << "element " << i << ": got " << test::values::show(got_logical[i]) << ", expected "
-          << test::values::show(want[i]);
-    }
+    ASSERT_NO_FATAL_FAILURE(expect_elements(got.logical(), want, test::values::same_bits<T>));
   }
 }
 
