@@ -110,6 +110,13 @@ NAN = float("nan")
 INF = float("inf")
 
 
+def numel(shape):
+    n = 1
+    for e in shape:
+        n *= e
+    return n
+
+
 def bits(t):
     out = []
     for v in t.reshape(-1).tolist():
@@ -349,9 +356,7 @@ def unpool_cases(w, nd, g):
     in_sp = {1: [6], 2: [3, 4], 3: [2, 3, 2]}[nd]
     k, s, p = 3, 2, 1
     out_sp = [(n - 1) * s - 2 * p + k for n in in_sp]
-    plane = 1
-    for e in out_sp:
-        plane *= e
+    plane = numel(out_sp)
     vals = rand(g, nc + in_sp)
     idx = torch.randint(0, plane, nc + in_sp, generator=g, dtype=torch.int64)
     w.unpool(U + "random_dups", nd, vals, idx, k, s, p)
@@ -361,9 +366,7 @@ def unpool_cases(w, nd, g):
     # output_size at both edges of the allowed range (default - s + 1, default + s - 1).
     for edge, delta in (("lo", -(s - 1)), ("hi", s - 1)):
         osz = [e + delta for e in out_sp]
-        pl = 1
-        for e in osz:
-            pl *= e
+        pl = numel(osz)
         idx3 = torch.randint(0, pl, nc + in_sp, generator=g, dtype=torch.int64)
         w.unpool(U + "outsize_" + edge, nd, vals, idx3, k, s, p, osz)
         w.unpool(U + "outsize_full_" + edge, nd, vals, idx3, k, s, p, [7, 9] + osz)
@@ -372,9 +375,7 @@ def unpool_cases(w, nd, g):
     out3 = [(n - 1) * s3 + k3 for n in in_sp]
     for delta in (-2, 2):
         osz = [e + delta for e in out3]
-        pl = 1
-        for e in osz:
-            pl *= e
+        pl = numel(osz)
         idx4 = torch.randint(0, pl, [1, 2] + in_sp, generator=g, dtype=torch.int64)
         w.unpool(U + "s3_outsize_%s" % ("lo" if delta < 0 else "hi"), nd, rand(g, [1, 2] + in_sp), idx4, k3, s3, 0, osz)
     # Special values are moved, not interpreted.
@@ -391,9 +392,7 @@ def unpool_cases(w, nd, g):
     if nd >= 2:
         kk, ss, pp = [2, 3, 1][:nd], [3, 2, 1][:nd], [1, 0, 0][:nd]
         outs = [(n - 1) * ss[j] - 2 * pp[j] + kk[j] for j, n in enumerate(in_sp)]
-        pl = 1
-        for e in outs:
-            pl *= e
+        pl = numel(outs)
         idx7 = torch.randint(0, pl, [1, 2] + in_sp, generator=g, dtype=torch.int64)
         w.unpool(U + "nonsquare", nd, rand(g, [1, 2] + in_sp), idx7, kk, ss, pp)
 
@@ -687,9 +686,7 @@ def typed_unpool_cases(w, nd, dt, g):
         # Random indices with duplicates (the latest in input order wins).
         k, s, p = 3, 2, 1
         out_sp = [(n - 1) * s - 2 * p + k for n in in_sp]
-        plane = 1
-        for e in out_sp:
-            plane *= e
+        plane = numel(out_sp)
         vals = typed_special(g, ncs + in_sp, dt)
         idx = torch.randint(0, plane, ncs + in_sp, generator=g, dtype=torch.int64)
         typed_unpool(w, U + "random_dups", nd, dt, layout, vals, idx, k, s, p)
@@ -700,9 +697,7 @@ def typed_unpool_cases(w, nd, dt, g):
         # output_size at both edges of the allowed range; special values are moved, not read.
         for edge, delta in (("lo", -(s - 1)), ("hi", s - 1)):
             osz = [e + delta for e in out_sp]
-            pl = 1
-            for e in osz:
-                pl *= e
+            pl = numel(osz)
             idx3 = torch.randint(0, pl, ncs + in_sp, generator=g, dtype=torch.int64)
             vals = pick(g, ncs + in_sp, specials(dt), dt)
             typed_unpool(w, U + "special_outsize_" + edge, nd, dt, layout, vals, idx3, k, s, p,
@@ -720,12 +715,6 @@ GRAD_DTYPES = ("f32", "f64", "f16", "bf16")
 POOL_BACKWARD = {2: torch.ops.aten.max_pool2d_with_indices_backward,
                  3: torch.ops.aten.max_pool3d_with_indices_backward}
 
-
-def numel(shape):
-    n = 1
-    for e in shape:
-        n *= e
-    return n
 
 
 def emulate_pool_backward(shape, nd, grad, idx, dt, reverse=False, acc=None):
