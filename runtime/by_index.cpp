@@ -44,14 +44,18 @@ namespace {
 // threads than on one; 1x64x80x80, 2.9 MB, 30% faster), and at most kSplitBytes: above it each
 // thread's half-pixel stripes go to memory twice (zero, then scatter) and two threads measured
 // 1.1-1.75x slower than one (1x64x256x256 to 1x64x1024x1024, 29 MB to 470 MB; 1x64x90x90 to
-// 1x64x182x182, 3.6 to 15 MB, were 1.1-1.4x faster).
-int64_t planes_per_group(const View& o, Layout layout, int64_t cores, int64_t call_bytes) {
+// 1x64x182x182, 3.6 to 15 MB, were 1.1-1.4x faster). The accumulating scatter (pooling's
+// gradient) never splits an image: split, it measured slower at every size (k2s2p0 f32, us on
+// one / two threads: 1x64x90x90 269 / 432, 1x64x128x128 535 / 649, 1x64x182x182 1067 / 1163).
+int64_t planes_per_group(const View& o, Layout layout, ScatterMode mode, int64_t cores,
+                         int64_t call_bytes) {
   constexpr int64_t kGroupBytes = 1 << 20, kLineBytes = 64, kSplitBytes = 16 << 20;
   const int64_t size = static_cast<int64_t>(dtype_size(o.dtype));
   const int64_t planes = o.shape[0] * o.shape[1], channels = o.shape[1];
   const int64_t plane_bytes = std::max<int64_t>(1, o.plane() * size);
   if (layout == Layout::channels_last) {
-    if (o.shape[0] >= cores || call_bytes < 8 * min_parallel_bytes() || call_bytes > kSplitBytes) {
+    if (mode == ScatterMode::accumulate || o.shape[0] >= cores ||
+        call_bytes < 8 * min_parallel_bytes() || call_bytes > kSplitBytes) {
       return channels;
     }
     const int64_t line = std::max<int64_t>(1, kLineBytes / size);
@@ -194,7 +198,7 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
   }
   const bool share = worth_sharing(call_bytes);
   ScatterGroups groups{&kernel, v.view(), i.view(), o.view(),
-                       std::min(fitting, planes_per_group(o.view(), kernel.layout,
+                       std::min(fitting, planes_per_group(o.view(), kernel.layout, mode,
                                                           share ? thread_count() : 1, call_bytes)),
                        share, {}, {}};
   const int64_t planes = output.shape[0] * output.shape[1];
