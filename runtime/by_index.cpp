@@ -72,7 +72,6 @@ struct ScatterGroups {
   const Kernel* kernel;
   View values, indices, output;
   int64_t planes;
-  bool share;  // false: every task on the calling thread
   std::mutex mutex;
   std::string error;  // the first kernel error message, if any
 
@@ -95,7 +94,8 @@ struct ScatterGroups {
       std::vector<void*> args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
                               &output_buffer.buffer};
       std::string error;
-      if (const int result = run_kernel(*g.kernel, args, &error, g.share)) {
+      // The scatter kernel is serial (the groups are the tasks): no bytes to share.
+      if (const int result = run_kernel(*g.kernel, args, &error, 0)) {
         std::lock_guard<std::mutex> lock(g.mutex);
         if (g.error.empty()) g.error = error;
         return result;
@@ -200,7 +200,7 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
   ScatterGroups groups{&kernel, v.view(), i.view(), o.view(),
                        std::min(fitting, planes_per_group(o.view(), kernel.layout, mode,
                                                           share ? thread_count() : 1, call_bytes)),
-                       share, {}, {}};
+                       {}, {}};
   const int64_t planes = output.shape[0] * output.shape[1];
   // Halide numbers tasks with an int.
   groups.planes = std::max(groups.planes, planes / std::numeric_limits<int32_t>::max() + 1);
@@ -241,7 +241,7 @@ struct InvalidReport {
 
 // Runs `kernel` on flat views in its layout; a reporting kernel also gets the two outputs of
 // its report.
-Status run_flat_buffers(const Kernel& kernel, Device device, const Views& views, bool share,
+Status run_flat_buffers(const Kernel& kernel, Device device, const Views& views,
                         InvalidReport* report) {
   HalideView values_buffer(views[0], kernel.layout, kernel.value, true),
       indices_buffer(views[1], kernel.layout, kernel.index, true),
@@ -268,7 +268,7 @@ Status run_flat_buffers(const Kernel& kernel, Device device, const Views& views,
   }
   std::string error;
   const int result = device == Device::cuda ? run_cuda_kernel(kernel, args, buffers, &error)
-                                            : run_kernel(kernel, args, &error, share);
+                                            : run_kernel(kernel, args, &error, total_bytes(views));
   if (result != 0) return kernel_failed(kernel, error);
   if (report && i32) report->index = index32;
   return {};
@@ -276,8 +276,8 @@ Status run_flat_buffers(const Kernel& kernel, Device device, const Views& views,
 
 }  // namespace
 
-Status run_flat(const Kernel& kernel, Device device, const Views& views, bool share) {
-  return run_flat_buffers(kernel, device, views, share, nullptr);
+Status run_flat(const Kernel& kernel, Device device, const Views& views) {
+  return run_flat_buffers(kernel, device, views, nullptr);
 }
 
 Status run_reporting(const Kernel& kernel, Device device, const Views& views, int64_t bound,
@@ -290,8 +290,7 @@ Status run_reporting(const Kernel& kernel, Device device, const Views& views, in
       [&](const Views& piece) { return fits_kernel(piece, kernel.layout, true); },
       [&](const Views& piece, int64_t first_plane) {
         InvalidReport report;
-        POOLGEN_RETURN_IF_ERROR(run_flat_buffers(kernel, device, piece,
-                                                 worth_sharing(total_bytes(piece)), &report));
+        POOLGEN_RETURN_IF_ERROR(run_flat_buffers(kernel, device, piece, &report));
         if (report.position == std::numeric_limits<int64_t>::max()) return Status();
         return invalid_index_at(first_plane * views[1].plane() + report.position, report.index,
                                 bound);

@@ -36,8 +36,8 @@ Status gather_large(const View& values, const View& indices, const View& output,
                     int64_t first_plane);
 
 // Runs `kernel` on flat views (its three buffers, in argument order) in its layout, on the CPU
-// (sharing its tasks when `share`) or on CUDA.
-Status run_flat(const Kernel& kernel, Device device, const Views& views, bool share);
+// (its parallel loops shared as run_kernel decides from the views' bytes) or on CUDA.
+Status run_flat(const Kernel& kernel, Device device, const Views& views);
 
 // Runs a reporting kernel (max_unpool_winner, CUDA's max_unpool_backward) over views (values,
 // indices, output) in pieces of planes its buffers hold; host views go through packed copies

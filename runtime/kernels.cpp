@@ -127,6 +127,7 @@ struct KernelContext {
   std::mutex mutex;
   std::string message;
   bool share = true;  // false: the kernel's parallel loops run on the calling thread
+  int64_t bytes = 0;  // what the call moves, inputs and outputs
 };
 
 void capture_error(void* user_context, const char* message) {
@@ -145,12 +146,28 @@ int run_tasks_inline(void* user_context, halide_task_t task, int min, int size, 
   return 0;
 }
 
+// Consecutive iterations of a loop of `size` over a call moving `bytes` that one task runs: at
+// least a quarter of min_parallel_bytes (counted as spread evenly over the iterations), so that
+// small planes are not a task each (two threads alternating over 64 planes of 28x28 measured
+// 1.5x slower than one; docs/kernels.md, "Threads").
+int iterations_per_task(int64_t bytes, int size) {
+  const int64_t task_bytes = min_parallel_bytes() / 4, per_iteration = bytes / size;
+  if (per_iteration <= 0 || per_iteration >= task_bytes) return 1;
+  return static_cast<int>(std::min<int64_t>(size, (task_bytes - 1) / per_iteration + 1));
+}
+
 int do_par_for(void* user_context, halide_task_t task, int min, int size, uint8_t* closure) {
   const auto* context = static_cast<const KernelContext*>(user_context);
   if (size <= 1 || (context && !context->share)) {
     return run_tasks_inline(user_context, task, min, size, closure);
   }
-  return halide_default_do_par_for(user_context, task, min, size, closure);
+  const int per_task = context ? iterations_per_task(context->bytes, size) : 1;
+  if (per_task == 1) return halide_default_do_par_for(user_context, task, min, size, closure);
+  return parallel_for((size - 1) / per_task + 1, [&](int t) {
+    const int first = t * per_task;
+    return run_tasks_inline(user_context, task, min + first, std::min(per_task, size - first),
+                            closure);
+  });
 }
 
 // Halide's pool's thread count, 0 until first read.
@@ -264,26 +281,28 @@ bool worth_sharing(int64_t bytes) {
 }
 
 int with_error_capture(const std::function<int(void* user_context)>& f, std::string* error,
-                       bool share) {
+                       int64_t call_bytes) {
   static std::once_flag installed;
   std::call_once(installed, [] {
     halide_set_error_handler(capture_error);
     halide_set_custom_do_par_for(do_par_for);
   });
   KernelContext context;
-  context.share = share;
+  context.share = worth_sharing(call_bytes);
+  context.bytes = call_bytes;
   const int result = f(&context);
   *error = std::move(context.message);
   return result;
 }
 
-int run_kernel(const Kernel& kernel, std::vector<void*>& args, std::string* error, bool share) {
+int run_kernel(const Kernel& kernel, std::vector<void*>& args, std::string* error,
+               int64_t call_bytes) {
   return with_error_capture(
       [&](void* user_context) {
         args[0] = &user_context;
         return kernel.entry(args.data());
       },
-      error, share);
+      error, call_bytes);
 }
 
 namespace {

@@ -113,16 +113,17 @@ int64_t min_parallel_bytes();
 bool worth_sharing(int64_t bytes);
 
 // Runs `kernel` with args[1...] already filled (args[0] is set to the call's context). Returns
-// Halide's error code; the message Halide reported goes to *error. Without `share`, the
-// kernel's parallel loops run on the calling thread.
+// Halide's error code; the message Halide reported goes to *error. The call moves `call_bytes`
+// (inputs and outputs): unless that is worth_sharing, the kernel's parallel loops run on the
+// calling thread; otherwise on Halide's pool, several small iterations to a task.
 int run_kernel(const Kernel& kernel, std::vector<void*>& args, std::string* error,
-               bool share = true);
+               int64_t call_bytes);
 
 // Calls f(user_context) with a user context that collects the first message Halide's runtime
-// reports (kernels and runtime calls alike) and says whether parallel loops may use the thread
-// pool. Returns f's result; the message goes to *error.
+// reports (kernels and runtime calls alike) and carries the call's bytes, which decide how
+// parallel loops run (run_kernel). Returns f's result; the message goes to *error.
 int with_error_capture(const std::function<int(void* user_context)>& f, std::string* error,
-                       bool share = true);
+                       int64_t call_bytes = 0);
 
 // Runs body(task) for every task in [0, count) on Halide's thread pool (the kernels' own), or on
 // the calling thread without `share` or with one task; returns the first non-zero result.

@@ -82,7 +82,7 @@ Status run_pool(const Kernel& kernel, const Window& window, Device device, const
                              {&values_buffer.buffer, on_device, true},
                              {&indices_buffer.buffer, on_device, true}},
                             &error)
-          : run_kernel(kernel, args, &error, worth_sharing(total_bytes(views)));
+          : run_kernel(kernel, args, &error, total_bytes(views));
   if (result != 0) return kernel_failed(kernel, error);
   return {};
 }

@@ -67,7 +67,7 @@ bool gather(const Kernel& kernel, const View& grad_output, const View& indices,
   std::vector<void*> args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
                           &output_buffer.buffer};
   std::string error;
-  return run_kernel(kernel, args, &error, worth_sharing(call_bytes)) == 0;
+  return run_kernel(kernel, args, &error, call_bytes) == 0;
 }
 
 // CUDA: the scatter over every plane at once (a thread per plane), in pieces of planes its
@@ -80,7 +80,7 @@ Status scatter_on_device(const Kernel& kernel, const View& grad_output, const Vi
   POOLGEN_RETURN_IF_ERROR(for_each_piece(
       {g.view(), i.view(), o.view()},
       [&](const Views& piece) { return fits_kernel(piece, kernel.layout, true); },
-      [&](const Views& piece, int64_t) { return run_flat(kernel, Device::cuda, piece, false); },
+      [&](const Views& piece, int64_t) { return run_flat(kernel, Device::cuda, piece); },
       [&](const Views& plane, int64_t) {
         return fail(Code::unsupported, "grad_input: expected planes the ", kernel.name,
                     " kernel's buffers hold (below 2^31 elements and 2 GiB), got planes of ",

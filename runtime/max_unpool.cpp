@@ -125,7 +125,7 @@ Status unpool(int nd, const TensorView& values, const TensorView& indices,
     std::vector<void*> args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
                             &output_buffer.buffer};
     std::string error;
-    if (run_kernel(*gather, args, &error, worth_sharing(call_bytes)) == 0) return {};
+    if (run_kernel(*gather, args, &error, call_bytes) == 0) return {};
   }
   return scatter(*call.scatter, ScatterMode::store, v, i, o, call_bytes);
 }

@@ -57,12 +57,11 @@ Status gather(const Kernel& kernel, const View& grad_output, const View& indices
   const Staged g(grad_output, kernel.layout, true, Staged::input),
       i(indices, kernel.layout, true, Staged::input),
       o(grad_values, kernel.layout, true, Staged::output);
-  const bool share = worth_sharing(grad_output.bytes() + indices.bytes() + grad_values.bytes());
   POOLGEN_RETURN_IF_ERROR(for_each_piece(
       {g.view(), i.view(), o.view()},
       [&](const Views& piece) { return fits_kernel(piece, kernel.layout, true); },
       [&](const Views& piece, int64_t) {
-        const Status status = run_flat(kernel, Device::cpu, piece, share);
+        const Status status = run_flat(kernel, Device::cpu, piece);
         if (status.ok()) return status;
         const Status invalid = invalid_index_error(indices, grad_output.plane());
         return invalid.ok() ? status : invalid;

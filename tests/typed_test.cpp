@@ -831,5 +831,57 @@ TEST(TypedThreads, LargeChannelsLastImageUnpoolsAsOneTask) {
   EXPECT_GT(settled_process_threads(), idle) << "an image of 7 MiB was not split between threads";
 }
 
+// At the default threshold a shared call hands each thread several small planes per task (a
+// quarter of min_parallel_bytes at least; kernels.cpp, iterations_per_task). 1x63x28x28 NCHW
+// shares every op, in tasks of about 12 planes and a shorter last one; each op's result must
+// be the reference's, so a task that skipped or repeated planes would show.
+TEST(TypedThreads, SmallPlanesShareTasksOfSeveralPlanes) {
+  if (!missing_kernels(DType::f32, DType::i64, true).empty()) GTEST_SKIP() << "no f32/i64 kernels";
+  if (process_threads() < 0) GTEST_SKIP() << "/proc/self/task is unreadable";
+  ThreadsReset reset;
+  set_min_parallel_bytes(-1);
+  set_num_threads(2);
+  const int idle = settled_process_threads();
+  const Ints shape{1, 63, 28, 28}, pooled{1, 63, 14, 14};
+  std::vector<float> input(test::numel(shape));
+  for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<float>((i * 37) % 101);
+  PoolOptions po;
+  po.kernel_size = {2};
+  UnpoolOptions uo;
+  uo.kernel_size = {2};
+  Ints ref_shape;
+  std::vector<float> ref_values, ref_unpooled, ref_grad_input, ref_grad_values;
+  std::vector<int64_t> ref_indices;
+  ASSERT_TRUE(ref::max_pool(2, shape, input, po, &ref_shape, &ref_values, &ref_indices).ok());
+  ASSERT_TRUE(ref::max_unpool(2, pooled, ref_values, ref_indices, uo, &ref_shape, &ref_unpooled).ok());
+  ASSERT_TRUE(ref::max_pool_backward(2, shape, ref_values, ref_indices, po, &ref_grad_input).ok());
+  ASSERT_TRUE(
+      ref::max_unpool_backward(2, pooled, input, ref_indices, uo, &ref_grad_values).ok());
+
+  std::vector<float> values(ref_values.size(), -1.0f), unpooled(input.size(), -1.0f),
+      grad_input(input.size(), -1.0f), grad_values(ref_values.size(), -1.0f);
+  std::vector<int64_t> indices(ref_values.size(), -1);
+  ASSERT_TRUE(max_pool(2, contiguous(input.data(), shape), contiguous(values.data(), pooled),
+                       contiguous(indices.data(), pooled), po)
+                  .ok());
+  ASSERT_TRUE(max_unpool(2, contiguous(values.data(), pooled), contiguous(indices.data(), pooled),
+                         contiguous(unpooled.data(), shape), uo)
+                  .ok());
+  ASSERT_TRUE(max_pool_backward(2, contiguous(values.data(), pooled),
+                                contiguous(indices.data(), pooled),
+                                contiguous(grad_input.data(), shape), po)
+                  .ok());
+  ASSERT_TRUE(max_unpool_backward(2, contiguous(input.data(), shape),
+                                  contiguous(indices.data(), pooled),
+                                  contiguous(grad_values.data(), pooled), uo)
+                  .ok());
+  EXPECT_EQ(values, ref_values);
+  EXPECT_EQ(indices, ref_indices);
+  EXPECT_EQ(unpooled, ref_unpooled);
+  EXPECT_EQ(grad_input, ref_grad_input);
+  EXPECT_EQ(grad_values, ref_grad_values);
+  EXPECT_GT(settled_process_threads(), idle) << "no call was shared";
+}
+
 }  // namespace
 }  // namespace poolgen

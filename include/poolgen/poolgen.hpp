@@ -229,8 +229,10 @@ void set_num_threads(int threads);
 
 // Calls that move fewer bytes (inputs and outputs together) run on the calling thread: below
 // that, waking the pool's threads costs more than sharing the work saves. The default, 256 KiB,
-// was measured on 2-core x86 VMs (docs/kernels.md, "Threads"); 0 shares every call that has more
-// than one task; a negative count restores the default. Process-wide, like set_num_threads.
+// was measured on 2-core x86 VMs (docs/kernels.md, "Threads"). A shared call's tasks each move
+// at least a quarter of it (small planes go several to a task). 0 shares every call that has
+// more than one task, a plane to a task; a negative count restores the default. Process-wide,
+// like set_num_threads.
 void set_min_parallel_bytes(int64_t bytes);
 
 inline Status max_pool1d(const TensorView& in, const TensorView& values, const TensorView& indices,
