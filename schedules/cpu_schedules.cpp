@@ -124,6 +124,7 @@ void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) con
   const int lanes = vector_lanes(vector_width, out, target, s.layout);
   if (s.layout == Layout::contiguous) {
     out.vectorize(s.p, lanes, TailStrategy::GuardWithIf);
+    out.update().unscheduled();  // one element after another, by design
   } else {
     out.vectorize(s.c, lanes, TailStrategy::GuardWithIf);
     out.update().reorder(s.c, s.r).vectorize(s.c, lanes, TailStrategy::GuardWithIf);
