@@ -12,9 +12,13 @@ set(POOLGEN_KNOBS_max_pool1d stage_rows:false,narrow_vectors:false)
 # 8x64x112x112: 4.7 -> 2.95 ms on one thread). The 2-D k2s2p0 one, built by default, keeps one
 # loop per stage (partition_cells:false: 33 -> 18 KB of AVX2 code, 1x64x56x56 and 8x64x112x112 at
 # the same speed) and leaves rows of fewer channels than a vector to the scatter
-# (narrow_vectors:false: 18 -> 13 KB). Tasks of 8 output rows, as pooling's, share one 28x28
-# image between two threads (1x64x28x28 f32 on two threads: 0.0148 -> 0.0094 ms).
-set(POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl stage_cells:false,narrow_vectors:false,partition_cells:false,rows_per_task:8)
+# (narrow_vectors:false: 18 -> 13 KB). Tasks of a few output rows share one image between two
+# threads (1x64x28x28 f32 on two threads: 0.0148 -> 0.0094 ms with 8 rows). 4 rows rather than 8
+# balance the two threads better where 8 leave an odd count of tasks (f32 i64, us on two threads,
+# 8 -> 4 rows: 1x64x56x56 54 -> 40, i32 indices 41 -> 32, 1x64x64x64 55 -> 50, 1x64x90x90 137 ->
+# 111; 1x64x28x28 10.1 -> 10.7, 1x64x46x46 24-26 -> 26-29; one thread, and 8x64x112x112 and
+# 1x64x256x256 on either, within 2%).
+set(POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl stage_cells:false,narrow_vectors:false,partition_cells:false,rows_per_task:4)
 set(POOLGEN_KNOBS_max_unpool3d_k2s2p0_cl stage_cells:false)
 # Channels-last 3-D fixed windows: row loops not split into border and interior pieces (the
 # bounds tests of a row's taps are scalar, one per row) halves their code (3-D k3s2p1 f32 AVX2:
