@@ -126,8 +126,10 @@ Bucket bucket_of(Op op, Layout layout, DType value, DType index, Device device) 
 struct KernelContext {
   std::mutex mutex;
   std::string message;
-  bool share = true;  // false: the kernel's parallel loops run on the calling thread
-  int64_t bytes = 0;  // what the call moves, inputs and outputs
+  // Decided once, before the kernel runs and not per loop (the first thread_count asks Halide for
+  // its default): false keeps the kernel's parallel loops on the calling thread.
+  bool share = true;
+  int64_t bytes = 0;  // what the call moves, inputs and outputs: sets the iterations per task
 };
 
 void capture_error(void* user_context, const char* message) {

@@ -754,16 +754,29 @@ int settled_process_threads() {
   return count;
 }
 
+// Two threads at the default threshold (-1 restores it after ThreadsReset's 0), on a pool that
+// set_num_threads has just restarted: it has no worker until a call shares its tasks. idle_ is
+// the process's thread count then. Skips without f32/i64 kernels or /proc/self/task.
+class PoolWorkers : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!missing_kernels(DType::f32, DType::i64, true).empty()) {
+      GTEST_SKIP() << "no f32/i64 kernels";
+    }
+    if (process_threads() < 0) GTEST_SKIP() << "/proc/self/task is unreadable";
+    set_min_parallel_bytes(-1);
+    set_num_threads(2);
+    idle_ = settled_process_threads();
+  }
+
+  ThreadsReset reset_;
+  int idle_ = 0;
+};
+
 // Calls that move less than set_min_parallel_bytes run on the calling thread: Halide's pool
-// starts no worker for them (-1 restores that default after ThreadsReset's 0). With the
-// threshold at 0 the same call shares its tasks, and the pool starts its workers.
-TEST(TypedThreads, SmallCallsStayOnTheCallingThread) {
-  if (!missing_kernels(DType::f32, DType::i64, true).empty()) GTEST_SKIP() << "no f32/i64 kernels";
-  if (process_threads() < 0) GTEST_SKIP() << "/proc/self/task is unreadable";
-  ThreadsReset reset;
-  set_min_parallel_bytes(-1);
-  set_num_threads(2);  // restarts the pool: it has no worker until a call shares its tasks
-  const int idle = settled_process_threads();
+// starts no worker for them. With the threshold at 0 the same call shares its tasks, and the
+// pool starts its workers.
+TEST_F(PoolWorkers, SmallCallsStayOnTheCallingThread) {
   // 1x8x32x32 f32 moves 56 KiB in pooling and unpooling alike: 8 planes, 8 tasks or more.
   const Ints shape{1, 8, 32, 32}, pooled{1, 8, 16, 16};
   std::vector<float> input(test::numel(shape)), values(test::numel(pooled)), output(input.size());
@@ -783,23 +796,18 @@ TEST(TypedThreads, SmallCallsStayOnTheCallingThread) {
     return st;
   };
   for (int rep = 0; rep < 3; ++rep) ASSERT_TRUE(round_trip().ok());
-  EXPECT_EQ(settled_process_threads(), idle) << "a call below the threshold started the pool's workers";
+  EXPECT_EQ(settled_process_threads(), idle_)
+      << "a call below the threshold started the pool's workers";
   poolgen_set_min_parallel_bytes(0);  // the C API's setter, the same process-wide threshold
   ASSERT_TRUE(round_trip().ok());
-  EXPECT_GT(settled_process_threads(), idle) << "a shared call started no worker";
+  EXPECT_GT(settled_process_threads(), idle_) << "a shared call started no worker";
 }
 
 // One channels-last image unpooled on two threads: its channels are split between the threads
 // only while the call moves 8 x min_parallel_bytes (2 MiB) to 16 MiB; above 16 MiB the image is
 // one task on the calling thread (split, each thread's stripes went to memory twice and two
 // threads measured slower than one: docs/kernels.md, "Threads").
-TEST(TypedThreads, LargeChannelsLastImageUnpoolsAsOneTask) {
-  if (!missing_kernels(DType::f32, DType::i64, true).empty()) GTEST_SKIP() << "no f32/i64 kernels";
-  if (process_threads() < 0) GTEST_SKIP() << "/proc/self/task is unreadable";
-  ThreadsReset reset;
-  set_min_parallel_bytes(-1);
-  set_num_threads(2);  // restarts the pool: it has no worker until a call shares its tasks
-  const int idle = settled_process_threads();
+TEST_F(PoolWorkers, LargeChannelsLastImageUnpoolsAsOneTask) {
   UnpoolOptions uo;
   uo.kernel_size = {2};
   uo.path = Path::general;  // the scatter's policy (the k2s2p0 gather writes once and splits rows)
@@ -826,22 +834,16 @@ TEST(TypedThreads, LargeChannelsLastImageUnpoolsAsOneTask) {
     }
   };
   unpool_image(128);  // 16 + 4 + 8 MiB: one task
-  EXPECT_EQ(settled_process_threads(), idle) << "an image above 16 MiB was split between threads";
+  EXPECT_EQ(settled_process_threads(), idle_) << "an image above 16 MiB was split between threads";
   unpool_image(64);  // 4 + 1 + 2 MiB: two channel blocks
-  EXPECT_GT(settled_process_threads(), idle) << "an image of 7 MiB was not split between threads";
+  EXPECT_GT(settled_process_threads(), idle_) << "an image of 7 MiB was not split between threads";
 }
 
 // At the default threshold a shared call hands each thread several small planes per task (a
 // quarter of min_parallel_bytes at least; kernels.cpp, iterations_per_task). 1x63x28x28 NCHW
 // shares every op, in tasks of about 12 planes and a shorter last one; each op's result must
 // be the reference's, so a task that skipped or repeated planes would show.
-TEST(TypedThreads, SmallPlanesShareTasksOfSeveralPlanes) {
-  if (!missing_kernels(DType::f32, DType::i64, true).empty()) GTEST_SKIP() << "no f32/i64 kernels";
-  if (process_threads() < 0) GTEST_SKIP() << "/proc/self/task is unreadable";
-  ThreadsReset reset;
-  set_min_parallel_bytes(-1);
-  set_num_threads(2);
-  const int idle = settled_process_threads();
+TEST_F(PoolWorkers, SmallPlanesShareTasksOfSeveralPlanes) {
   const Ints shape{1, 63, 28, 28}, pooled{1, 63, 14, 14};
   std::vector<float> input(test::numel(shape));
   for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<float>((i * 37) % 101);
@@ -853,7 +855,8 @@ TEST(TypedThreads, SmallPlanesShareTasksOfSeveralPlanes) {
   std::vector<float> ref_values, ref_unpooled, ref_grad_input, ref_grad_values;
   std::vector<int64_t> ref_indices;
   ASSERT_TRUE(ref::max_pool(2, shape, input, po, &ref_shape, &ref_values, &ref_indices).ok());
-  ASSERT_TRUE(ref::max_unpool(2, pooled, ref_values, ref_indices, uo, &ref_shape, &ref_unpooled).ok());
+  ASSERT_TRUE(
+      ref::max_unpool(2, pooled, ref_values, ref_indices, uo, &ref_shape, &ref_unpooled).ok());
   ASSERT_TRUE(ref::max_pool_backward(2, shape, ref_values, ref_indices, po, &ref_grad_input).ok());
   ASSERT_TRUE(
       ref::max_unpool_backward(2, pooled, input, ref_indices, uo, &ref_grad_values).ok());
@@ -880,7 +883,7 @@ TEST(TypedThreads, SmallPlanesShareTasksOfSeveralPlanes) {
   EXPECT_EQ(unpooled, ref_unpooled);
   EXPECT_EQ(grad_input, ref_grad_input);
   EXPECT_EQ(grad_values, ref_grad_values);
-  EXPECT_GT(settled_process_threads(), idle) << "no call was shared";
+  EXPECT_GT(settled_process_threads(), idle_) << "no call was shared";
 }
 
 }  // namespace
