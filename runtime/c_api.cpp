@@ -56,7 +56,8 @@ Status unpool_options(int32_t nd, const poolgen_unpool_options& o, UnpoolOptions
     return Status(Code::invalid_argument,
                   "output_size_len: expected 0 to 5, got " + std::to_string(o.output_size_len));
   }
-  u->kernel_size = list(o.kernel_size, nd);
+  // No kernel_size and an output_size: unpooling by the indices alone.
+  u->kernel_size = o.output_size_len > 0 ? list_or_default(o.kernel_size, nd) : list(o.kernel_size, nd);
   u->stride = list_or_default(o.stride, nd);
   u->padding = list(o.padding, nd);
   u->output_size = list(o.output_size, o.output_size_len);

@@ -59,9 +59,14 @@ Status choose(const TensorView& values, DType index_dtype, const UnpoolOptions& 
                           call->device, capability},
                          "values", &call->winner);
   }
-  if (options.path == Path::automatic) {
+  Window implied;
+  const Window* window = &call->window;
+  if (call->window.by_indices) {
+    window = implied_window(nd, values.shape, call->output_shape, &implied) ? &implied : nullptr;
+  }
+  if (options.path == Path::automatic && window) {
     call->gather = find_kernel(forward_kernels(), {Op::unpool_gather, nd, layout, values.dtype, index_dtype,
-                                &call->window, Device::cpu, 0});
+                                window, Device::cpu, 0});
   }
   return choose_kernel(
       forward_kernels(), {Op::unpool_scatter, nd, layout, values.dtype, index_dtype, nullptr, Device::cpu, 0},

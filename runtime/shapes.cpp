@@ -122,7 +122,34 @@ Status pool_window(int nd, const PoolOptions& o, Window* w) {
 
 Status unpool_window(int nd, const UnpoolOptions& o, Window* w) {
   POOLGEN_RETURN_IF_ERROR(check_device_option(o.device));
-  return common_window(nd, o.kernel_size, o.stride, o.padding, w);
+  if (!o.kernel_size.empty() || o.output_size.empty()) {
+    return common_window(nd, o.kernel_size, o.stride, o.padding, w);
+  }
+  // By the indices alone: a stride or padding would describe a window there is none of.
+  POOLGEN_RETURN_IF_ERROR(check_nd(nd));
+  w->nd = nd;
+  w->by_indices = true;
+  if (!o.stride.empty()) {
+    return fail(Code::invalid_argument, "stride: expected none without a kernel_size (unpooling ",
+                "by the indices alone), got ", format_shape(o.stride));
+  }
+  if (std::any_of(o.padding.begin(), o.padding.end(), [](int64_t p) { return p != 0; })) {
+    return fail(Code::invalid_argument, "padding: expected 0 without a kernel_size (unpooling ",
+                "by the indices alone), got ", format_shape(o.padding));
+  }
+  return {};
+}
+
+bool implied_window(int nd, const Ints& in, const Ints& out, Window* w) {
+  const size_t first = in.size() - nd;
+  *w = Window();
+  w->nd = nd;
+  for (int i = 0; i < nd; ++i) {
+    const int64_t from = in[first + i], to = out[first + i];
+    if (from < 1 || to % from != 0 || to / from > kMaxWindowParameter) return false;
+    w->kernel[i] = w->stride[i] = to / from;
+  }
+  return true;
 }
 
 int64_t spatial_elements(int nd, const Ints& shape) {
@@ -210,10 +237,15 @@ Status unpool_output_shape(const Window& w, const Ints& in, const Ints& output_s
     int64_t extent = natural;
     if (given) {
       extent = output_size[given - w.nd + i];
-      if (extent <= natural - s || extent >= natural + s) {
+      // By the indices alone any extent goes; after a window, those its last cell reaches.
+      if (!w.by_indices && (extent <= natural - s || extent >= natural + s)) {
         return fail(Code::invalid_argument, "output_size: expected spatial dimension ", i,
                     " between ", natural - s + 1, " and ", natural + s - 1, ", got ", extent);
       }
+    }
+    if (extent < 1 && w.by_indices) {
+      return fail(Code::invalid_argument, "output_size: expected spatial dimension ", i,
+                  " to be >= 1, got extent ", extent);
     }
     if (extent < 1) {
       return fail(Code::invalid_argument, "output_size: expected spatial dimension ", i,

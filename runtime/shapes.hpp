@@ -63,10 +63,19 @@ struct Window {
   // Some window reaches past the input's end (ceil_mode, or the right padding): fixed-window
   // kernels without padding read no bounds and cannot run it (pool_output_shape sets it).
   bool overhangs = false;
+  // Unpooling by the indices alone (no kernel_size; output_size gives the extents): kernel,
+  // stride and padding are 0.
+  bool by_indices = false;
 };
 
 Status pool_window(int nd, const PoolOptions& options, Window* window);
 Status unpool_window(int nd, const UnpoolOptions& options, Window* window);
+
+// For unpooling by the indices alone: the window such a call most likely undoes, kernel = stride
+// = each output extent over the input's (padding 0), so that a fixed-window kernel may be tried
+// (those check every index and leave the rest to the general path). False where an extent does
+// not divide evenly.
+bool implied_window(int nd, const Ints& input_shape, const Ints& output_shape, Window* window);
 
 // The input must be (N, C, spatial...) or (C, spatial...), every extent >= 1 except N, and at
 // most kMaxElements elements in all.

@@ -129,6 +129,15 @@ test::UnpoolCase<float> random_unpool_case(Rng& rng, int nd, int mode) {
   return test::random_unpool_case<float, int64_t>(rng, nd, mode, opts, random_values);
 }
 
+// The same unpooling by the indices alone (no window: output_size gives the extents), the form
+// aten::max_unpool2d calls: it must give the same output and the same index errors.
+UnpoolOptions by_indices(int nd, const Ints& out_shape) {
+  UnpoolOptions o;
+  o.kernel_size = {};
+  o.output_size.assign(out_shape.end() - nd, out_shape.end());
+  return o;
+}
+
 class DifferentialUnpool : public ::testing::TestWithParam<int> {};
 
 TEST_P(DifferentialUnpool, LibraryMatchesReference) {
@@ -148,10 +157,11 @@ TEST_P(DifferentialUnpool, LibraryMatchesReference) {
       ++errors;
     }
     if (mode == 0 && is_fast_kernel(nd, shape, o)) ++fast_hits;
-    Ints lib_shape;
-    Status st = max_unpool_output_shape(nd, shape, o, &lib_shape);
+    for (const UnpoolOptions& form : {o, by_indices(nd, out_shape)})
     for (Path path : {Path::automatic, Path::general}) {
-      test::UnpoolRun run = test::run_unpool(nd, shape, values, indices, out_shape, o, path);
+      Ints lib_shape;
+      const Status st = max_unpool_output_shape(nd, shape, form, &lib_shape);
+      test::UnpoolRun run = test::run_unpool(nd, shape, values, indices, out_shape, form, path);
       bool ok = st.ok() && lib_shape == out_shape && run.guards_ok &&
                 run.status.code() == ref_status.code();
       // An empty output (N = 0) has nothing to check indices against.
@@ -159,7 +169,8 @@ TEST_P(DifferentialUnpool, LibraryMatchesReference) {
       if (!ok) {
         ++failures;
         ADD_FAILURE() << "config " << iter << " (mode " << mode << "): " << describe(shape, o)
-                      << " path " << test::path_name(path) << "\n  indices " << str(indices)
+                      << (form.kernel_size.empty() ? " by indices alone" : "") << " path "
+                      << test::path_name(path) << "\n  indices " << str(indices)
                       << "\n  shape status: " << st.message() << " lib shape " << str(lib_shape)
                       << " expected " << str(out_shape) << "\n  status: " << run.status.message()
                       << " expected: " << ref_status.message()
@@ -260,9 +271,10 @@ TEST_P(DifferentialUnpoolBackward, LibraryMatchesReference) {
                                                               &expected);
     if (!ref_status.ok()) ++errors;
     // Path::winner: the CUDA kernels' algorithm (reporting invalid indices) on its CPU twin.
+    for (const UnpoolOptions& form : {o, by_indices(nd, out_shape)})
     for (Path path : {Path::automatic, Path::winner}) {
       const test::BackwardRun r =
-          test::run_unpool_backward(nd, shape, out_shape, grad_output, indices, o, path);
+          test::run_unpool_backward(nd, shape, out_shape, grad_output, indices, form, path);
       if (path == Path::winner && r.status.code() == Code::unsupported) continue;  // no twin
       twin_runs += path == Path::winner;
       bool ok = r.guards_ok && r.status.code() == ref_status.code();
@@ -275,7 +287,8 @@ TEST_P(DifferentialUnpoolBackward, LibraryMatchesReference) {
       if (!ok) {
         ++failures;
         ADD_FAILURE() << "config " << iter << " (mode " << mode << "): " << describe(shape, o)
-                      << " path " << test::path_name(path) << "\n  indices " << str(indices)
+                      << (form.kernel_size.empty() ? " by indices alone" : "") << " path "
+                      << test::path_name(path) << "\n  indices " << str(indices)
                       << "\n  status: " << r.status.message()
                       << " expected: " << ref_status.message() << "\n  guards intact: "
                       << r.guards_ok << "\n  grad_values: "

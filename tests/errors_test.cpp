@@ -523,6 +523,43 @@ TEST(UnpoolErrors, OutputExtentBelowOne) {
   EXPECT_UNPOOL_ERROR(c, Code::invalid_argument, {"0"});
 }
 
+// Unpooling by the indices alone (no kernel_size): output_size gives the extents, any >= 1; a
+// stride or padding without a kernel is refused, and so is a missing or short output_size.
+TEST(UnpoolErrors, ByIndicesAlone) {
+  UnpoolCall c;
+  c.o.kernel_size = {};
+  c.o.output_size = {6, 6};
+  Status st = c.run();
+  EXPECT_TRUE(st.ok()) << st.message();
+  EXPECT_TRUE(c.guards_ok());
+  EXPECT_EQ(c.out[test::kGuard + 4], 2.0f);  // value 1's index, 4
+  for (const Ints& any : {Ints{2, 100}, Ints{1, 1, 1, 9}, Ints{3, 3}}) {
+    c.o.output_size = any;
+    Ints shape;
+    st = max_unpool_output_shape(2, c.values.shape, c.o, &shape);
+    EXPECT_TRUE(st.ok()) << test::str(any) << ": " << st.message();
+    EXPECT_EQ(shape, (Ints{2, 1, any[any.size() - 2], any.back()}));
+  }
+  c.o.output_size = {3, 3};  // indices 0, 4, 8 fit a 3x3 plane, 12 (element 3) does not
+  c.output.shape = {2, 1, 3, 3};
+  EXPECT_TRUE(IsError(c.run(), Code::index_out_of_range, {"got 12 at element 3", "9 elements"}));
+  EXPECT_TRUE(c.guards_ok());
+  c.output.shape = c.out_shape;
+  c.o.output_size = {6, 0};
+  EXPECT_UNPOOL_ERROR(c, Code::invalid_argument,
+                      {"output_size: expected spatial dimension 1 to be >= 1, got extent 0"});
+  c.o.output_size = {6};
+  EXPECT_UNPOOL_ERROR(c, Code::invalid_argument, {"output_size", "got 1"});
+  c.o.output_size = {};  // nothing says where the values go
+  EXPECT_UNPOOL_ERROR(c, Code::invalid_argument, {"kernel_size", "got 0"});
+  c.o.output_size = {6, 6};
+  c.o.stride = {2};
+  EXPECT_UNPOOL_ERROR(c, Code::invalid_argument, {"stride: expected none without a kernel_size"});
+  c.o.stride = {};
+  c.o.padding = {0, 1};
+  EXPECT_UNPOOL_ERROR(c, Code::invalid_argument, {"padding: expected 0 without a kernel_size"});
+}
+
 TEST(UnpoolErrors, TensorMismatches) {
   {
     UnpoolCall c;
@@ -866,6 +903,23 @@ TEST(CApi, UnpoolSucceeds) {
   c.o.output_size[1] = 5;
   ASSERT_EQ(c.shape(out_shape), POOLGEN_OK) << c.message;
   EXPECT_EQ(Ints(out_shape, out_shape + 4), (Ints{2, 1, 7, 5}));
+}
+
+// The C API's unpooling by the indices alone: kernel_size all zero, output_size given.
+TEST(CApi, UnpoolByIndicesAlone) {
+  CUnpool c;
+  std::memset(c.o.kernel_size, 0, sizeof c.o.kernel_size);
+  c.o.output_size_len = 2;
+  c.o.output_size[0] = c.o.output_size[1] = 6;
+  ASSERT_EQ(c.run(), POOLGEN_OK) << c.message;
+  EXPECT_TRUE(c.guards_ok());
+  EXPECT_EQ(c.out[test::kGuard + 0], 1.5f);
+  c.o.output_size[1] = 11;
+  int64_t out_shape[5] = {};
+  ASSERT_EQ(c.shape(out_shape), POOLGEN_OK) << c.message;
+  EXPECT_EQ(Ints(out_shape, out_shape + 4), (Ints{2, 1, 6, 11}));
+  c.o.output_size_len = 0;  // then kernel_size must be given
+  EXPECT_TRUE(CIsError(c.run(), POOLGEN_INVALID_ARGUMENT, c.message, {"kernel_size", "0"}));
 }
 
 TEST(CApi, UnpoolErrors) {

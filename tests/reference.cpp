@@ -220,9 +220,15 @@ Status max_pool_output_shape(int nd, const Ints& input_shape, const PoolOptions&
 
 Status max_unpool_output_shape(int nd, const Ints& input_shape, const UnpoolOptions& options,
                                Ints* output_shape) {
+  // No kernel_size but an output_size: unpooling by the indices alone (no window).
+  const bool by_indices = options.kernel_size.empty() && !options.output_size.empty();
   PoolWindow w;
-  Status st = expand_unpool_options(nd, options, &w);
+  Status st = by_indices ? check_nd(nd) : expand_unpool_options(nd, options, &w);
   if (!st.ok()) return st;
+  if (by_indices && !options.stride.empty()) return invalid("stride: given without kernel_size");
+  for (int64_t p : by_indices ? options.padding : Ints{}) {
+    if (p != 0) return invalid("padding: given without kernel_size");
+  }
   if (!(st = check_shape("values", nd, input_shape)).ok()) return st;
   const Ints& os = options.output_size;
   const int n_os = static_cast<int>(os.size());
@@ -233,6 +239,18 @@ Status max_unpool_output_shape(int nd, const Ints& input_shape, const UnpoolOpti
   }
   Ints out = input_shape;
   const size_t first = input_shape.size() - nd;
+  if (by_indices) {  // output_size alone says where the values go
+    for (int i = 0; i < nd; ++i) {
+      const int64_t e = os[n_os - nd + i];
+      if (e < 1) {
+        return invalid("output size of spatial dimension " + std::to_string(i) + " would be " +
+                       std::to_string(e) + "; it must be at least 1");
+      }
+      out[first + i] = e;
+    }
+    *output_shape = out;
+    return Status();
+  }
   for (int i = 0; i < nd; ++i) {
     const int64_t in = input_shape[first + i];
     const int64_t def = (in - 1) * w.stride[i] - 2 * w.padding[i] + w.kernel[i];

@@ -656,6 +656,44 @@ TEST(TypedKernelChoice, UnpoolNamesFollowWidthLayoutAndIndexDType) {
   EXPECT_GT(checked, 0) << "no unpool kernel compiled";
 }
 
+// Unpooling by the indices alone (no kernel_size, as aten::max_unpool2d calls it) tries the fixed
+// window its extents imply (kernel = stride = output / input extent): it names the kernel the same
+// call with that window names, and the general scatter where an extent does not divide.
+TEST(TypedKernelChoice, UnpoolByIndicesTriesTheImpliedWindow) {
+  void* const fake = reinterpret_cast<void*>(uintptr_t{0x1000});
+  int checked = 0;
+  for (int nd = 1; nd <= 3; ++nd) {
+    Ints shape{2, 6}, doubled{2, 6}, odd{2, 6};
+    for (int i = 0; i < nd; ++i) {
+      shape.push_back(4 + i);
+      doubled.push_back(2 * (4 + i));
+      odd.push_back(2 * (4 + i) + 1);
+    }
+    for (bool cl : {false, true}) {
+      const TensorView v = cl ? channels_last(fake, DType::f32, shape)
+                              : contiguous(fake, DType::f32, shape);
+      SCOPED_TRACE("nd " + std::to_string(nd) + (cl ? " channels-last" : " contiguous"));
+      UnpoolOptions windowed, alone, general;
+      windowed.kernel_size = {2};
+      alone.kernel_size = {};
+      alone.output_size = doubled;
+      general.kernel_size = {2};
+      general.path = Path::general;
+      std::string with_window, by_indices, scatter;
+      ASSERT_TRUE(max_unpool_kernel_name(nd, v, DType::i64, windowed, &with_window).ok());
+      ASSERT_TRUE(max_unpool_kernel_name(nd, v, DType::i64, general, &scatter).ok());
+      const Status st = max_unpool_kernel_name(nd, v, DType::i64, alone, &by_indices);
+      ASSERT_TRUE(st.ok()) << st.message();
+      EXPECT_EQ(by_indices, with_window);
+      alone.output_size = odd;  // 2x+1: no window of kernel = stride implies it
+      ASSERT_TRUE(max_unpool_kernel_name(nd, v, DType::i64, alone, &by_indices).ok());
+      EXPECT_EQ(by_indices, scatter);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 6);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Duplicate unpool indices: the latest in input order wins for channels-last views and i32
 // indices on any thread count, with every call shared across threads (set_min_parallel_bytes(0):

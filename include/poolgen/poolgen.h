@@ -52,7 +52,7 @@ typedef struct poolgen_pool_options {
 } poolgen_pool_options;
 
 typedef struct poolgen_unpool_options {
-  int64_t kernel_size[3];
+  int64_t kernel_size[3]; /* all zero with an output_size: by the indices alone (UnpoolOptions) */
   int64_t stride[3]; /* all zero: kernel_size */
   int64_t padding[3];
   int32_t output_size_len; /* 0, nd or nd + 2 */

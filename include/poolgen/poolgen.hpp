@@ -123,7 +123,12 @@ struct PoolOptions {
 };
 
 // Mirrors torch.nn.functional.max_unpool{1,2,3}d. output_size is empty, nd spatial extents, or
-// a full shape of nd+2 entries whose leading N and C are ignored.
+// a full shape of nd+2 entries whose leading N and C are ignored; each extent must lie strictly
+// between default - stride and default + stride (default: (in - 1) * stride - 2 * padding +
+// kernel_size).
+// Without a kernel_size, unpooling goes by the indices alone, as aten::max_unpool2d does (PyTorch's
+// functional form computes the output size and passes only that): output_size must then be given
+// and any extents >= 1 go; stride and padding must stay unset.
 struct UnpoolOptions {
   Ints kernel_size;
   Ints stride;  // empty: kernel_size
