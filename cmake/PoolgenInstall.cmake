@@ -31,6 +31,12 @@ if (POOLGEN_BUILD_RUNTIME)
   file(RELATIVE_PATH POOLGEN_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
   configure_file(cmake/poolgen.pc.in ${PROJECT_BINARY_DIR}/poolgen.pc @ONLY)
   install(FILES ${PROJECT_BINARY_DIR}/poolgen.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+  if (TARGET poolgen_shared)  # libpoolgen.so (the C API): poolgen::shared, pkg-config poolgen-shared
+    install(TARGETS poolgen_shared LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+    configure_file(cmake/poolgen-shared.pc.in ${PROJECT_BINARY_DIR}/poolgen-shared.pc @ONLY)
+    install(FILES ${PROJECT_BINARY_DIR}/poolgen-shared.pc
+            DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+  endif ()
 else ()
   # The runtime as sources, with what they include: the kernel table and Halide's runtime
   # headers (from the wheel's SDK, CMakeLists.txt's POOLGEN_HALIDE_PREFIX).

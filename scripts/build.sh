@@ -14,6 +14,7 @@ cmake -S "$ROOT/examples/segnet_roundtrip" -B "$BUILD/examples" -G Ninja \
 cmake --build "$BUILD/examples"
 "$BUILD/examples/segnet_roundtrip"
 "$BUILD/examples/c_api_example"
+"$BUILD/examples/c_api_shared_example" | tail -1  # the C API through libpoolgen.so
 
 # What a program linking the library pays in code (docs/footprint.md); the default matrix has
 # budgets, which CI enforces (sizes are deterministic).
