@@ -1,0 +1,443 @@
+#include "binding.hpp"
+
+#include <poolgen/poolgen.h>
+
+#include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/max_pool2d_with_indices_backward_cpu_dispatch.h>
+#include <ATen/ops/max_pool2d_with_indices_cpu_dispatch.h>
+#include <ATen/ops/max_pool3d_with_indices_backward_cpu_dispatch.h>
+#include <ATen/ops/max_pool3d_with_indices_cpu_dispatch.h>
+#include <ATen/ops/max_unpool2d_cpu_dispatch.h>
+#include <ATen/ops/max_unpool3d_cpu_dispatch.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <shared_mutex>
+#include <sstream>
+
+namespace poolgen_torch {
+namespace {
+
+constexpr int kMaxRank = 5;  // poolgen_tensor's arrays
+
+// A poolgen-style failure message: "argument: expected ..., got ...".
+template <typename... Parts>
+Outcome fail(int code, const Parts&... parts) {
+  std::ostringstream message;
+  (message << ... << parts);
+  return {code, message.str()};
+}
+
+std::string list_text(at::IntArrayRef list) {
+  std::ostringstream text;
+  text << '[';
+  for (size_t i = 0; i < list.size(); ++i) text << (i ? ", " : "") << list[i];
+  text << ']';
+  return text.str();
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the installed PyTorch does, asked of its own CPU kernels (at::cpu::*, which bypass the
+// dispatcher and so the drop-in): which output memory format each op gives a channels-last
+// input, which dtypes each takes, and which exception it raises for a dtype it lacks.
+
+enum class StockOp { pool2d, pool3d, pool2d_backward, pool3d_backward, unpool2d, unpool3d };
+constexpr int kStockOps = 6;
+
+// Runs the stock op on tensors of `shape` (all zero, indices i64) and returns its output.
+at::Tensor run_stock(StockOp op, at::IntArrayRef shape, at::ScalarType dtype,
+                     at::MemoryFormat format) {
+  const auto options = at::TensorOptions().dtype(dtype).memory_format(format);
+  const at::Tensor x = at::empty(shape, options).zero_();
+  const at::Tensor i = at::empty(shape, options.dtype(at::kLong)).zero_();
+  const std::vector<int64_t> ones(shape.size() - 2, 1), zeros(shape.size() - 2, 0);
+  switch (op) {
+    case StockOp::pool2d:
+      return std::get<0>(at::cpu::max_pool2d_with_indices(x, ones, ones, zeros, ones, false));
+    case StockOp::pool3d:
+      return std::get<0>(at::cpu::max_pool3d_with_indices(x, ones, ones, zeros, ones, false));
+    case StockOp::pool2d_backward:
+      return at::cpu::max_pool2d_with_indices_backward(x, x, ones, ones, zeros, ones, false, i);
+    case StockOp::pool3d_backward:
+      return at::cpu::max_pool3d_with_indices_backward(x, x, ones, ones, zeros, ones, false, i);
+    case StockOp::unpool2d:
+      return at::cpu::max_unpool2d(x, i, shape.slice(2));
+    case StockOp::unpool3d:
+      return at::cpu::max_unpool3d(x, i, shape.slice(2), ones, zeros);
+  }
+  return {};
+}
+
+bool is_3d(StockOp op) {
+  return op == StockOp::pool3d || op == StockOp::pool3d_backward || op == StockOp::unpool3d;
+}
+
+// Whether `op` gives a channels-last input a channels-last output (PyTorch 1.13's 3-D pooling
+// does not, 2.x's does).
+bool keeps_channels_last(StockOp op) {
+  static const std::array<bool, kStockOps> answers = [] {
+    std::array<bool, kStockOps> a{};
+    for (int k = 0; k < kStockOps; ++k) {
+      const auto op = static_cast<StockOp>(k);
+      const bool d3 = is_3d(op);
+      try {
+        const at::Tensor out =
+            run_stock(op, d3 ? at::IntArrayRef{1, 2, 2, 2, 2} : at::IntArrayRef{1, 2, 2, 2},
+                      at::kFloat, d3 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast);
+        a[k] = !out.is_contiguous() && out.is_contiguous(d3 ? at::MemoryFormat::ChannelsLast3d
+                                                            : at::MemoryFormat::ChannelsLast);
+      } catch (const c10::Error&) {
+        a[k] = false;
+      }
+    }
+    return a;
+  }();
+  return answers[static_cast<int>(op)];
+}
+
+bool stock_takes(StockOp op, at::ScalarType dtype) {
+  constexpr int kTypes = static_cast<int>(at::ScalarType::NumOptions);
+  static std::array<std::atomic<int8_t>, kStockOps * kTypes> known{};  // 0 unknown, 1 yes, 2 no
+  std::atomic<int8_t>& answer = known[static_cast<int>(op) * kTypes + static_cast<int>(dtype)];
+  if (answer.load(std::memory_order_relaxed) == 0) {
+    bool takes = true;
+    try {
+      run_stock(op, is_3d(op) ? at::IntArrayRef{1, 1, 1, 1, 1} : at::IntArrayRef{1, 1, 1, 1},
+                dtype, at::MemoryFormat::Contiguous);
+    } catch (const c10::Error&) {
+      takes = false;
+    }
+    answer.store(takes ? 1 : 2, std::memory_order_relaxed);
+  }
+  return answer.load(std::memory_order_relaxed) == 1;
+}
+
+// PyTorch 2.x raises NotImplementedError for a dtype a kernel lacks, 1.13 RuntimeError.
+bool dtype_errors_are_not_implemented() {
+  static const bool answer = [] {
+    try {
+      run_stock(StockOp::pool2d, {1, 1, 1, 1}, at::kBool, at::MemoryFormat::Contiguous);
+    } catch (const c10::NotImplementedError&) {
+      return true;
+    } catch (const c10::Error&) {
+    }
+    return false;
+  }();
+  return answer;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensors and arguments for the C API.
+
+constexpr int kDtypeUnknown = -1;
+constexpr int kMissingDtype = -2;  // check_tensor's outcome for a dtype poolgen has no type for
+
+int poolgen_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return POOLGEN_F32;
+    case at::kDouble: return POOLGEN_F64;
+    case at::kHalf: return POOLGEN_F16;
+    case at::kBFloat16: return POOLGEN_BF16;
+    case at::kChar: return POOLGEN_I8;
+    case at::kByte: return POOLGEN_U8;
+    case at::kShort: return POOLGEN_I16;
+    case at::kInt: return POOLGEN_I32;
+    case at::kLong: return POOLGEN_I64;
+    default: return kDtypeUnknown;
+  }
+}
+
+Outcome check_tensor(const char* argument, const at::Tensor& t) {
+  if (t.dim() > kMaxRank) {
+    return fail(POOLGEN_INVALID_ARGUMENT, argument, ": expected rank 2 to 5, got rank ", t.dim(),
+                " (shape ", list_text(t.sizes()), ")");
+  }
+  if (poolgen_dtype(t.scalar_type()) == kDtypeUnknown) {
+    return fail(kMissingDtype, argument, ": expected a real dtype (float, double, half, ",
+                "bfloat16, int8, uint8, int16, int32 or int64), got ", t.scalar_type());
+  }
+  return {};
+}
+
+// The C API's view of `t` (check_tensor passed). Its strides all zero would mean contiguous there:
+// an expanded tensor of such strides is passed as a contiguous copy (kept alive in *keep).
+poolgen_tensor view_of(const at::Tensor& t, at::Tensor* keep) {
+  const at::Tensor& s = [&]() -> const at::Tensor& {
+    const auto strides = t.strides();
+    if (t.numel() > 1 && std::all_of(strides.begin(), strides.end(), [](int64_t v) { return v == 0; })) {
+      *keep = t.contiguous();
+      return *keep;
+    }
+    return t;
+  }();
+  poolgen_tensor v{};
+  v.data = s.data_ptr();
+  v.dtype = poolgen_dtype(s.scalar_type());
+  v.rank = static_cast<int32_t>(s.dim());
+  for (int64_t d = 0; d < s.dim(); ++d) {
+    v.shape[d] = s.size(d);
+    v.strides[d] = s.stride(d);
+  }
+  v.device = POOLGEN_CPU;
+  return v;
+}
+
+// Copies a PyTorch int-or-tuple list (1 or nd entries; `optional`: empty takes the default) into
+// `out`. The C API reads an all-zero stride or dilation as its default, so explicit entries below
+// `minimum` are refused here, as poolgen would.
+Outcome copy_list(const char* name, at::IntArrayRef list, int nd, bool optional, int64_t minimum,
+                  int64_t* out) {
+  if (list.empty() && optional) return {};
+  if (list.size() != 1 && list.size() != static_cast<size_t>(nd)) {
+    return fail(POOLGEN_INVALID_ARGUMENT, name, ": expected 1 or ", nd, " entries, got ",
+                list.size(), " (", list_text(list), ")");
+  }
+  for (int i = 0; i < nd; ++i) {
+    out[i] = list.size() == 1 ? list[0] : list[i];
+    if (out[i] < minimum) {
+      return fail(POOLGEN_INVALID_ARGUMENT, name, ": expected every entry >= ", minimum, ", got ",
+                  out[i], " in spatial dimension ", i);
+    }
+  }
+  return {};
+}
+
+// PyTorch bounds the padding by half the kernel as given (also with dilation, in every rank);
+// poolgen's C++ API lets 1-D and 2-D windows pad up to half the dilated kernel.
+Outcome check_pytorch_padding(int nd, const int64_t* kernel, const int64_t* padding) {
+  for (int i = 0; i < nd; ++i) {
+    if (padding[i] > kernel[i] / 2) {
+      return fail(POOLGEN_INVALID_ARGUMENT, "padding: expected at most half the kernel (",
+                  kernel[i] / 2, ") in spatial dimension ", i, ", got ", padding[i]);
+    }
+  }
+  return {};
+}
+
+Outcome pool_options(const PoolWindow& w, poolgen_pool_options* o) {
+  *o = poolgen_pool_options{};
+  Outcome r;
+  if (!(r = copy_list("kernel_size", w.kernel_size, w.nd, false, 1, o->kernel_size)).ok()) return r;
+  if (!(r = copy_list("stride", w.stride, w.nd, true, 1, o->stride)).ok()) return r;
+  if (!(r = copy_list("padding", w.padding, w.nd, false, 0, o->padding)).ok()) return r;
+  if (!(r = copy_list("dilation", w.dilation, w.nd, false, 1, o->dilation)).ok()) return r;
+  o->ceil_mode = w.ceil_mode;
+  return check_pytorch_padding(w.nd, o->kernel_size, o->padding);
+}
+
+Outcome unpool_options(const UnpoolWindow& w, poolgen_unpool_options* o) {
+  *o = poolgen_unpool_options{};
+  Outcome r;
+  const bool by_indices = w.kernel_size.empty();  // all zero in the C API
+  if (!by_indices &&
+      !(r = copy_list("kernel_size", w.kernel_size, w.nd, false, 1, o->kernel_size)).ok()) {
+    return r;
+  }
+  if (!(r = copy_list("stride", w.stride, w.nd, true, 1, o->stride)).ok()) return r;
+  if (!(r = copy_list("padding", w.padding, w.nd, true, 0, o->padding)).ok()) return r;
+  if (w.output_size.has_value()) {
+    const at::IntArrayRef size = *w.output_size;
+    if (size.size() > kMaxRank) {
+      return fail(POOLGEN_INVALID_ARGUMENT, "output_size: expected 0, ", w.nd, " or ", w.nd + 2,
+                  " entries, got ", size.size(), " (", list_text(size), ")");
+    }
+    o->output_size_len = static_cast<int32_t>(size.size());
+    std::copy(size.begin(), size.end(), o->output_size);
+  }
+  return {};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Threads: poolgen follows torch.set_num_threads. Its pool may only be resized while no kernel
+// runs, so calls hold a shared lock and a resize the exclusive one.
+
+std::shared_mutex pool_mutex;
+std::atomic<int> pool_threads{-1};
+
+std::shared_lock<std::shared_mutex> follow_torch_threads() {
+  const int wanted = at::get_num_threads();
+  if (wanted != pool_threads.load(std::memory_order_acquire)) {
+    std::unique_lock<std::shared_mutex> resize(pool_mutex);
+    if (wanted != pool_threads.load(std::memory_order_relaxed)) {
+      poolgen_set_num_threads(wanted);
+      pool_threads.store(wanted, std::memory_order_release);
+    }
+  }
+  return std::shared_lock<std::shared_mutex>(pool_mutex);
+}
+
+// Runs one C API call with its message buffer.
+Outcome call(const std::function<int32_t(char*, size_t)>& f) {
+  char message[1024] = "";
+  const int32_t code = f(message, sizeof message);
+  return code == POOLGEN_OK ? Outcome{} : Outcome{code, message};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Outputs as PyTorch allocates them: `op`'s memory-format rule applied to `like` (the input; a
+// 1-D op's unsqueezed at `dim`, as PyTorch runs 1-D ops through 2-D kernels), batch-less inputs
+// (of rank nd + 1) and other ranks contiguous.
+at::Tensor allocate(const int64_t* shape, int rank, const at::TensorOptions& options, StockOp op,
+                    const at::Tensor& like, int nd, int64_t dim) {
+  std::vector<int64_t> sizes(shape, shape + rank);
+  const at::Tensor as = nd == 1 ? like.unsqueeze(dim) : like;
+  if (nd == 1) sizes.insert(sizes.end() + 1 + dim, 1);
+  const bool channels_last = as.dim() == (nd == 3 ? 5 : 4) && keeps_channels_last(op);
+  const at::Tensor out = at::empty(
+      sizes, options.memory_format(channels_last ? as.suggest_memory_format()
+                                                 : at::MemoryFormat::Contiguous));
+  return nd == 1 ? out.squeeze(dim) : out;
+}
+
+StockOp pool_op(int nd) { return nd == 3 ? StockOp::pool3d : StockOp::pool2d; }
+StockOp pool_backward_op(int nd) {
+  return nd == 3 ? StockOp::pool3d_backward : StockOp::pool2d_backward;
+}
+StockOp unpool_op(int nd) { return nd == 3 ? StockOp::unpool3d : StockOp::unpool2d; }
+
+// A given output must have the result's shape and dtype (the drop-in's out= forms check that).
+Outcome check_output(const char* argument, const at::Tensor& out, const int64_t* shape, int rank,
+                     at::ScalarType dtype) {
+  if (out.sizes() != at::IntArrayRef(shape, rank) || out.scalar_type() != dtype) {
+    return fail(POOLGEN_INVALID_ARGUMENT, argument, ": expected shape ",
+                list_text(at::IntArrayRef(shape, rank)), " and dtype ", dtype, ", got ",
+                list_text(out.sizes()), " and ", out.scalar_type());
+  }
+  return {};
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+[[noreturn]] void raise(const Outcome& outcome) {
+  const std::string& m = outcome.message;
+  if (outcome.code == POOLGEN_INVALID_ARGUMENT && m.rfind("output_size", 0) == 0) {
+    TORCH_CHECK_VALUE(false, m);
+  }
+  // A dtype without a kernel: one torch has and poolgen does not, or one this build left out.
+  const bool missing_dtype = outcome.code == kMissingDtype ||
+                             m.find("a combination this build compiled") != std::string::npos;
+  if (missing_dtype && dtype_errors_are_not_implemented()) TORCH_CHECK_NOT_IMPLEMENTED(false, m);
+  TORCH_CHECK(false, m);
+}
+
+bool pytorch_takes(const char* op, at::ScalarType dtype) {
+  static const std::pair<const char*, StockOp> kOps[] = {
+      {"max_pool2d_with_indices", StockOp::pool2d},
+      {"max_pool3d_with_indices", StockOp::pool3d},
+      {"max_pool2d_with_indices_backward", StockOp::pool2d_backward},
+      {"max_pool3d_with_indices_backward", StockOp::pool3d_backward},
+      {"max_unpool2d", StockOp::unpool2d},
+      {"max_unpool3d", StockOp::unpool3d}};
+  for (const auto& [name, stock] : kOps) {
+    if (std::strcmp(name, op) == 0) return stock_takes(stock, dtype);
+  }
+  return false;
+}
+
+Outcome max_pool(const at::Tensor& self, const PoolWindow& w, at::Tensor* values,
+                 at::Tensor* indices) {
+  poolgen_pool_options o;
+  Outcome r;
+  if (!(r = pool_options(w, &o)).ok() || !(r = check_tensor("input", self)).ok()) return r;
+  int64_t shape[kMaxRank];
+  const int rank = static_cast<int>(self.dim());
+  r = call([&](char* m, size_t n) {
+    return poolgen_max_pool_output_shape(w.nd, rank, self.sizes().data(), &o, shape, m, n);
+  });
+  if (!r.ok()) return r;
+  if (values->defined()) {
+    if (!(r = check_output("values", *values, shape, rank, self.scalar_type())).ok() ||
+        !(r = check_output("indices", *indices, shape, rank, at::kLong)).ok()) {
+      return r;
+    }
+  } else {
+    *values = allocate(shape, rank, self.options(), pool_op(w.nd), self, w.nd, -2);
+    *indices = allocate(shape, rank, self.options().dtype(at::kLong), pool_op(w.nd), self, w.nd, -2);
+  }
+  at::Tensor keep[3];
+  const poolgen_tensor in = view_of(self, &keep[0]), v = view_of(*values, &keep[1]),
+                       i = view_of(*indices, &keep[2]);
+  [[maybe_unused]] const auto running = follow_torch_threads();
+  return call([&](char* m, size_t n) { return poolgen_max_pool(w.nd, &in, &v, &i, &o, m, n); });
+}
+
+Outcome max_pool_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                          const PoolWindow& w, const at::Tensor& indices, at::Tensor* grad_input) {
+  poolgen_pool_options o;
+  Outcome r;
+  if (!(r = pool_options(w, &o)).ok() || !(r = check_tensor("grad_output", grad_output)).ok() ||
+      !(r = check_tensor("input", self)).ok() || !(r = check_tensor("indices", indices)).ok()) {
+    return r;
+  }
+  const int rank = static_cast<int>(self.dim());
+  if (grad_input->defined()) {
+    if (!(r = check_output("grad_input", *grad_input, self.sizes().data(), rank,
+                           self.scalar_type())).ok()) {
+      return r;
+    }
+  } else {
+    *grad_input = allocate(self.sizes().data(), rank, self.options(), pool_backward_op(w.nd), self,
+                           w.nd, -2);
+  }
+  at::Tensor keep[3];
+  const poolgen_tensor g = view_of(grad_output, &keep[0]), i = view_of(indices, &keep[1]),
+                       gi = view_of(*grad_input, &keep[2]);
+  [[maybe_unused]] const auto running = follow_torch_threads();
+  return call(
+      [&](char* m, size_t n) { return poolgen_max_pool_backward(w.nd, &g, &i, &gi, &o, m, n); });
+}
+
+Outcome max_unpool(const at::Tensor& self, const at::Tensor& indices, const UnpoolWindow& w,
+                   at::Tensor* output) {
+  poolgen_unpool_options o;
+  Outcome r;
+  if (!(r = unpool_options(w, &o)).ok() || !(r = check_tensor("values", self)).ok() ||
+      !(r = check_tensor("indices", indices)).ok()) {
+    return r;
+  }
+  int64_t shape[kMaxRank];
+  const int rank = static_cast<int>(self.dim());
+  r = call([&](char* m, size_t n) {
+    return poolgen_max_unpool_output_shape(w.nd, rank, self.sizes().data(), &o, shape, m, n);
+  });
+  if (!r.ok()) return r;
+  if (output->defined()) {
+    if (!(r = check_output("output", *output, shape, rank, self.scalar_type())).ok()) return r;
+  } else {
+    *output = allocate(shape, rank, self.options(), unpool_op(w.nd), self, w.nd, -1);
+  }
+  at::Tensor keep[3];
+  const poolgen_tensor v = view_of(self, &keep[0]), i = view_of(indices, &keep[1]),
+                       out = view_of(*output, &keep[2]);
+  [[maybe_unused]] const auto running = follow_torch_threads();
+  return call(
+      [&](char* m, size_t n) { return poolgen_max_unpool(w.nd, &v, &i, &out, &o, m, n); });
+}
+
+Outcome max_unpool_backward(const at::Tensor& grad_output, const at::Tensor& indices,
+                            const UnpoolWindow& w, at::Tensor* grad_values) {
+  poolgen_unpool_options o;
+  Outcome r;
+  if (!(r = unpool_options(w, &o)).ok() || !(r = check_tensor("grad_output", grad_output)).ok() ||
+      !(r = check_tensor("indices", indices)).ok()) {
+    return r;
+  }
+  // PyTorch's gradient is a gather (its max_pool_double_backward): contiguous, like the indices.
+  *grad_values = at::empty(indices.sizes(), grad_output.options());
+  at::Tensor keep[3];
+  const poolgen_tensor g = view_of(grad_output, &keep[0]), i = view_of(indices, &keep[1]),
+                       gv = view_of(*grad_values, &keep[2]);
+  [[maybe_unused]] const auto running = follow_torch_threads();
+  return call([&](char* m, size_t n) {
+    return poolgen_max_unpool_backward(w.nd, &g, &i, &gv, &o, m, n);
+  });
+}
+
+}  // namespace poolgen_torch

@@ -1,0 +1,59 @@
+// The PyTorch binding's core: PyTorch tensors and arguments in, poolgen's C API calls, PyTorch's
+// conventions out (output memory formats, exception types). Shared by the explicit ops (ops.cpp)
+// and the drop-in kernels of aten's own ops (dropin.cpp). Only poolgen's C API is called: it
+// passes no C++ standard-library type, so the extension works whatever C++ ABI torch was built
+// with.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/Optional.h>
+
+#include <string>
+
+namespace poolgen_torch {
+
+// A failed call: poolgen's status code (POOLGEN_*) and message; code 0 is success.
+struct Outcome {
+  int code = 0;
+  std::string message;
+  bool ok() const { return code == 0; }
+};
+
+// Raises the exception PyTorch raises for such a failure, with poolgen's message: ValueError for
+// an output_size (as torch.nn.functional.max_unpool*d does), the installed PyTorch's own type for
+// a dtype it has no kernel for (RuntimeError in 1.13, NotImplementedError in 2.x), else
+// RuntimeError.
+[[noreturn]] void raise(const Outcome& outcome);
+inline void check(const Outcome& outcome) {
+  if (!outcome.ok()) raise(outcome);
+}
+
+// One pooling window as PyTorch's ops take it: lists of 1 or nd entries (stride may be empty).
+struct PoolWindow {
+  int nd;
+  at::IntArrayRef kernel_size, stride, padding, dilation;
+  bool ceil_mode;
+};
+struct UnpoolWindow {
+  int nd;
+  at::IntArrayRef kernel_size, stride, padding;  // kernel_size empty: by the indices alone
+  at::OptionalIntArrayRef output_size;
+};
+
+// The ops, each allocating its outputs as the installed PyTorch does (dtype, shape, memory
+// format) unless given outputs to fill (defined tensors of the right shape and dtype), then
+// running poolgen. A failure leaves given outputs unspecified.
+Outcome max_pool(const at::Tensor& self, const PoolWindow& w, at::Tensor* values,
+                 at::Tensor* indices);
+Outcome max_pool_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                          const PoolWindow& w, const at::Tensor& indices, at::Tensor* grad_input);
+Outcome max_unpool(const at::Tensor& self, const at::Tensor& indices, const UnpoolWindow& w,
+                   at::Tensor* output);
+Outcome max_unpool_backward(const at::Tensor& grad_output, const at::Tensor& indices,
+                            const UnpoolWindow& w, at::Tensor* grad_values);
+
+// Whether the installed PyTorch's own CPU kernel of `op` ("max_pool2d_with_indices", ...) takes
+// `dtype` (asked of that kernel once per pair): the drop-in serves no dtype PyTorch refuses.
+bool pytorch_takes(const char* op, at::ScalarType dtype);
+
+}  // namespace poolgen_torch

@@ -1,0 +1,308 @@
+// The drop-in: poolgen kernels registered as the CPU kernels of aten's own pooling ops, so that
+// torch.nn.functional, nn.MaxPool*d / MaxUnpool*d and autograd run on poolgen unchanged. A
+// registration object that is deleted gives PyTorch's kernels back. Each kernel serves what
+// poolgen and the installed PyTorch both take; anything else (a dtype PyTorch refuses, an
+// argument poolgen refuses, out= tensors that need resizing) goes to PyTorch's own kernel, which
+// raises where PyTorch raises. Counters say which calls ran where.
+#include "binding.hpp"
+
+#include <poolgen/poolgen.h>
+
+#include <ATen/ops/max_pool2d_with_indices_backward_cpu_dispatch.h>
+#include <ATen/ops/max_pool2d_with_indices_cpu_dispatch.h>
+#include <ATen/ops/max_pool3d_with_indices_backward_cpu_dispatch.h>
+#include <ATen/ops/max_pool3d_with_indices_cpu_dispatch.h>
+#include <ATen/ops/max_unpool2d_cpu_dispatch.h>
+#include <ATen/ops/max_unpool3d_cpu_dispatch.h>
+#include <torch/library.h>
+#include <torch/version.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace poolgen_torch {
+namespace {
+
+using at::IntArrayRef;
+using at::Tensor;
+
+// The aten ops (overloads) the drop-in serves, in the order of the counters.
+constexpr const char* kOps[] = {
+    "max_pool2d_with_indices",           "max_pool2d_with_indices.out",
+    "max_pool3d_with_indices",           "max_pool3d_with_indices.out",
+    "max_pool2d_with_indices_backward",  "max_pool2d_with_indices_backward.grad_input",
+    "max_pool3d_with_indices_backward",  "max_pool3d_with_indices_backward.grad_input",
+    "max_unpool2d",                      "max_unpool2d.out",
+    "max_unpool3d",                      "max_unpool3d.out"};
+constexpr int kOpCount = sizeof kOps / sizeof kOps[0];
+enum Op {
+  pool2d, pool2d_out, pool3d, pool3d_out, pool2d_backward, pool2d_backward_out,
+  pool3d_backward, pool3d_backward_out, unpool2d, unpool2d_out, unpool3d, unpool3d_out
+};
+
+std::atomic<int64_t> served[kOpCount], fell_back[kOpCount];
+std::mutex reason_mutex;
+std::string last_reason;  // the latest fallback's, for poolgen.torch.stats()
+
+// Runs `ours` when the installed PyTorch takes `dtype` for `op` (its name without an overload);
+// true when poolgen served the call, else the reason is noted and the caller runs PyTorch's.
+template <typename F>
+bool run(Op op, at::ScalarType dtype, F ours) {
+  std::string why;
+  const std::string name = kOps[op];
+  if (!pytorch_takes(name.substr(0, name.find('.')).c_str(), dtype)) {
+    why = std::string("PyTorch's kernel takes no ") + c10::toString(dtype);
+  } else {
+    const Outcome outcome = ours();
+    if (outcome.ok()) {
+      served[op].fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
+    why = outcome.message;
+  }
+  fell_back[op].fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(reason_mutex);
+  last_reason = name + ": " + why;
+  return false;
+}
+
+Outcome refuse(const std::string& why) { return {POOLGEN_INVALID_ARGUMENT, why}; }
+
+// aten's unpooling ops take exactly nd output extents (and, in 3-D, strides above 0 and nd
+// paddings); poolgen's by-indices unpooling would take more.
+Outcome check_unpool_lists(int nd, IntArrayRef output_size, IntArrayRef stride = {},
+                           IntArrayRef padding = {}) {
+  const size_t n = static_cast<size_t>(nd);
+  if (output_size.size() != n) return refuse("output_size: aten takes exactly nd entries");
+  if (nd == 3 && (stride.size() != n || padding.size() != n)) {
+    return refuse("stride, padding: aten takes exactly 3 entries");
+  }
+  for (int64_t s : stride) {
+    if (s <= 0) return refuse("stride: aten takes entries above 0");
+  }
+  return {};
+}
+
+// ---------------------------------------------------------------------------------------------
+// The kernels, with aten's signatures (aten_<op>).
+
+template <int ND>
+std::tuple<Tensor, Tensor> aten_max_pool(const Tensor& self, IntArrayRef kernel_size,
+                                    IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation,
+                                    bool ceil_mode) {
+  Tensor values, indices;
+  if (run(ND == 2 ? pool2d : pool3d, self.scalar_type(), [&] {
+        return max_pool(self, {ND, kernel_size, stride, padding, dilation, ceil_mode},
+                                       &values, &indices);
+      })) {
+    return {values, indices};
+  }
+  return ND == 2 ? at::cpu::max_pool2d_with_indices(self, kernel_size, stride, padding, dilation,
+                                                    ceil_mode)
+                 : at::cpu::max_pool3d_with_indices(self, kernel_size, stride, padding, dilation,
+                                                    ceil_mode);
+}
+
+// out= tensors of the result's shape and dtype are written as they are; others (which PyTorch
+// resizes) go to PyTorch's kernel.
+template <int ND>
+std::tuple<Tensor&, Tensor&> aten_max_pool_out(const Tensor& self, IntArrayRef kernel_size,
+                                          IntArrayRef stride, IntArrayRef padding,
+                                          IntArrayRef dilation, bool ceil_mode, Tensor& out,
+                                          Tensor& indices) {
+  if (run(ND == 2 ? pool2d_out : pool3d_out, self.scalar_type(), [&] {
+        return max_pool(self, {ND, kernel_size, stride, padding, dilation, ceil_mode},
+                                       &out, &indices);
+      })) {
+    return {out, indices};
+  }
+  if (ND == 2) {
+    at::cpu::max_pool2d_with_indices_out(out, indices, self, kernel_size, stride, padding,
+                                         dilation, ceil_mode);
+  } else {
+    at::cpu::max_pool3d_with_indices_out(out, indices, self, kernel_size, stride, padding,
+                                         dilation, ceil_mode);
+  }
+  return {out, indices};
+}
+
+template <int ND>
+Tensor aten_max_pool_backward(const Tensor& grad_output, const Tensor& self, IntArrayRef kernel_size,
+                         IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation,
+                         bool ceil_mode, const Tensor& indices) {
+  Tensor grad_input;
+  if (run(ND == 2 ? pool2d_backward : pool3d_backward, self.scalar_type(), [&] {
+        return max_pool_backward(
+            grad_output, self, {ND, kernel_size, stride, padding, dilation, ceil_mode}, indices,
+            &grad_input);
+      })) {
+    return grad_input;
+  }
+  return ND == 2 ? at::cpu::max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride,
+                                                             padding, dilation, ceil_mode, indices)
+                 : at::cpu::max_pool3d_with_indices_backward(grad_output, self, kernel_size, stride,
+                                                             padding, dilation, ceil_mode, indices);
+}
+
+template <int ND>
+Tensor& aten_max_pool_backward_out(const Tensor& grad_output, const Tensor& self,
+                              IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
+                              IntArrayRef dilation, bool ceil_mode, const Tensor& indices,
+                              Tensor& grad_input) {
+  if (run(ND == 2 ? pool2d_backward_out : pool3d_backward_out, self.scalar_type(), [&] {
+        return max_pool_backward(
+            grad_output, self, {ND, kernel_size, stride, padding, dilation, ceil_mode}, indices,
+            &grad_input);
+      })) {
+    return grad_input;
+  }
+  if (ND == 2) {
+    at::cpu::max_pool2d_with_indices_backward_out(grad_input, grad_output, self, kernel_size,
+                                                  stride, padding, dilation, ceil_mode, indices);
+  } else {
+    at::cpu::max_pool3d_with_indices_backward_out(grad_input, grad_output, self, kernel_size,
+                                                  stride, padding, dilation, ceil_mode, indices);
+  }
+  return grad_input;
+}
+
+// aten's max_unpool2d has no window (its functional form computes the output size): poolgen
+// unpools by the indices alone. PyTorch takes i64 indices only.
+Outcome unpool_by_indices(int nd, const Tensor& self, const Tensor& indices,
+                          IntArrayRef output_size, IntArrayRef stride, IntArrayRef padding,
+                          Tensor* output) {
+  if (indices.scalar_type() != at::kLong) return refuse("indices: aten takes int64 only");
+  const Outcome lists = check_unpool_lists(nd, output_size, stride, padding);
+  if (!lists.ok()) return lists;
+  return max_unpool(self, indices, {nd, {}, {}, {}, output_size}, output);
+}
+
+Tensor aten_max_unpool2d(const Tensor& self, const Tensor& indices, IntArrayRef output_size) {
+  Tensor output;
+  if (run(unpool2d, self.scalar_type(),
+          [&] { return unpool_by_indices(2, self, indices, output_size, {}, {}, &output); })) {
+    return output;
+  }
+  return at::cpu::max_unpool2d(self, indices, output_size);
+}
+
+Tensor& aten_max_unpool2d_out(const Tensor& self, const Tensor& indices, IntArrayRef output_size,
+                         Tensor& out) {
+  if (!run(unpool2d_out, self.scalar_type(),
+           [&] { return unpool_by_indices(2, self, indices, output_size, {}, {}, &out); })) {
+    at::cpu::max_unpool2d_out(out, self, indices, output_size);
+  }
+  return out;
+}
+
+Tensor aten_max_unpool3d(const Tensor& self, const Tensor& indices, IntArrayRef output_size,
+                    IntArrayRef stride, IntArrayRef padding) {
+  Tensor output;
+  if (run(unpool3d, self.scalar_type(), [&] {
+        return unpool_by_indices(3, self, indices, output_size, stride, padding, &output);
+      })) {
+    return output;
+  }
+  return at::cpu::max_unpool3d(self, indices, output_size, stride, padding);
+}
+
+Tensor& aten_max_unpool3d_out(const Tensor& self, const Tensor& indices, IntArrayRef output_size,
+                         IntArrayRef stride, IntArrayRef padding, Tensor& out) {
+  if (!run(unpool3d_out, self.scalar_type(), [&] {
+        return unpool_by_indices(3, self, indices, output_size, stride, padding, &out);
+      })) {
+    at::cpu::max_unpool3d_out(out, self, indices, output_size, stride, padding);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The switch and the counters (poolgen.torch.enable / disable / stats).
+
+std::mutex switch_mutex;
+std::unique_ptr<torch::Library> registrations;
+
+#if TORCH_VERSION_MAJOR < 2
+// PyTorch 1.x warns, on every registration, that a kernel replaces one of aten's: replacing them
+// is the drop-in's point, so its registrations run with those warnings dropped. (PyTorch 2 does
+// not warn.)
+class DropWarnings : public c10::WarningHandler {
+  void process(const c10::SourceLocation&, const std::string&, const bool) override {}
+};
+#endif
+
+// Turns the drop-in on or off; returns whether it was on.
+bool set_dropin(bool on) {
+  std::lock_guard<std::mutex> lock(switch_mutex);
+  const bool was_on = registrations != nullptr;
+  if (on && !was_on) {
+#if TORCH_VERSION_MAJOR < 2
+    DropWarnings drop;
+    c10::Warning::WarningHandlerGuard quiet(&drop);
+#endif
+    auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
+                                                c10::DispatchKey::CPU, __FILE__, __LINE__);
+    lib->impl(kOps[pool2d], TORCH_FN(aten_max_pool<2>));
+    lib->impl(kOps[pool2d_out], TORCH_FN(aten_max_pool_out<2>));
+    lib->impl(kOps[pool3d], TORCH_FN(aten_max_pool<3>));
+    lib->impl(kOps[pool3d_out], TORCH_FN(aten_max_pool_out<3>));
+    lib->impl(kOps[pool2d_backward], TORCH_FN(aten_max_pool_backward<2>));
+    lib->impl(kOps[pool2d_backward_out], TORCH_FN(aten_max_pool_backward_out<2>));
+    lib->impl(kOps[pool3d_backward], TORCH_FN(aten_max_pool_backward<3>));
+    lib->impl(kOps[pool3d_backward_out], TORCH_FN(aten_max_pool_backward_out<3>));
+    lib->impl(kOps[unpool2d], TORCH_FN(aten_max_unpool2d));
+    lib->impl(kOps[unpool2d_out], TORCH_FN(aten_max_unpool2d_out));
+    lib->impl(kOps[unpool3d], TORCH_FN(aten_max_unpool3d));
+    lib->impl(kOps[unpool3d_out], TORCH_FN(aten_max_unpool3d_out));
+    registrations = std::move(lib);
+  } else if (!on) {
+    registrations.reset();
+  }
+  return was_on;
+}
+
+bool dropin_enabled() {
+  std::lock_guard<std::mutex> lock(switch_mutex);
+  return registrations != nullptr;
+}
+
+std::vector<std::string> dropin_ops() { return std::vector<std::string>(kOps, kOps + kOpCount); }
+
+// served, fell back, for each op in dropin_ops() order.
+std::vector<int64_t> dropin_counts() {
+  std::vector<int64_t> counts;
+  for (int op = 0; op < kOpCount; ++op) {
+    counts.push_back(served[op].load(std::memory_order_relaxed));
+    counts.push_back(fell_back[op].load(std::memory_order_relaxed));
+  }
+  return counts;
+}
+
+std::string last_fallback() {
+  std::lock_guard<std::mutex> lock(reason_mutex);
+  return last_reason;
+}
+
+void reset_dropin_counts() {
+  for (int op = 0; op < kOpCount; ++op) {
+    served[op].store(0, std::memory_order_relaxed);
+    fell_back[op].store(0, std::memory_order_relaxed);
+  }
+  std::lock_guard<std::mutex> lock(reason_mutex);
+  last_reason.clear();
+}
+
+}  // namespace
+}  // namespace poolgen_torch
+
+// Control ops, called by poolgen/torch/_dropin.py (they take no tensors).
+TORCH_LIBRARY_FRAGMENT(poolgen, m) {
+  m.def("_set_dropin(bool on) -> bool", &poolgen_torch::set_dropin);
+  m.def("_dropin_enabled() -> bool", &poolgen_torch::dropin_enabled);
+  m.def("_dropin_ops() -> str[]", &poolgen_torch::dropin_ops);
+  m.def("_dropin_counts() -> int[]", &poolgen_torch::dropin_counts);
+  m.def("_dropin_last_fallback() -> str", &poolgen_torch::last_fallback);
+  m.def("_reset_dropin_counts() -> ()", &poolgen_torch::reset_dropin_counts);
+}

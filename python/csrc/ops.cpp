@@ -1,0 +1,309 @@
+// torch.ops.poolgen: max pooling with indices, max unpooling and their backward passes, 1-D to
+// 3-D, with aten's signatures where aten has the op (unpooling takes the window, as
+// torch.nn.functional.max_unpool*d does, so that poolgen can pick its window kernels). CPU
+// kernels run poolgen; Autograd kernels make the ops differentiable twice, as PyTorch's are.
+#include "binding.hpp"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
+
+#include <string>
+
+namespace poolgen_torch {
+namespace {
+
+using at::IntArrayRef;
+using at::OptionalIntArrayRef;
+using at::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// ---------------------------------------------------------------------------------------------
+// CPU kernels.
+
+template <int ND>
+std::tuple<Tensor, Tensor> max_pool_cpu(const Tensor& self, IntArrayRef kernel_size,
+                                        IntArrayRef stride, IntArrayRef padding,
+                                        IntArrayRef dilation, bool ceil_mode) {
+  Tensor values, indices;
+  check(max_pool(self, {ND, kernel_size, stride, padding, dilation, ceil_mode}, &values, &indices));
+  return {values, indices};
+}
+
+template <int ND>
+Tensor max_pool_backward_cpu(const Tensor& grad_output, const Tensor& self, IntArrayRef kernel_size,
+                             IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation,
+                             bool ceil_mode, const Tensor& indices) {
+  Tensor grad_input;
+  check(max_pool_backward(grad_output, self, {ND, kernel_size, stride, padding, dilation, ceil_mode},
+                          indices, &grad_input));
+  return grad_input;
+}
+
+template <int ND>
+Tensor max_unpool_cpu(const Tensor& self, const Tensor& indices, IntArrayRef kernel_size,
+                      IntArrayRef stride, IntArrayRef padding, OptionalIntArrayRef output_size) {
+  Tensor output;
+  check(max_unpool(self, indices, {ND, kernel_size, stride, padding, output_size}, &output));
+  return output;
+}
+
+// grad_output's extents are the unpooled ones: they are the output_size poolgen checks.
+template <int ND>
+Tensor max_unpool_backward_cpu(const Tensor& grad_output, const Tensor& indices,
+                               IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding) {
+  const IntArrayRef sizes = grad_output.sizes();
+  const IntArrayRef unpooled = sizes.size() >= ND ? sizes.slice(sizes.size() - ND) : sizes;
+  Tensor grad_values;
+  check(max_unpool_backward(grad_output, indices, {ND, kernel_size, stride, padding, unpooled},
+                            &grad_values));
+  return grad_values;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The ops through the dispatcher (so that the autograd functions' calls reach the CPU, meta or
+// fake kernel below them, and their own gradients are recorded).
+
+constexpr const char* kPoolNames[] = {"", "poolgen::max_pool1d_with_indices",
+                                      "poolgen::max_pool2d_with_indices",
+                                      "poolgen::max_pool3d_with_indices"};
+constexpr const char* kPoolBackwardNames[] = {"", "poolgen::max_pool1d_with_indices_backward",
+                                              "poolgen::max_pool2d_with_indices_backward",
+                                              "poolgen::max_pool3d_with_indices_backward"};
+constexpr const char* kUnpoolNames[] = {"", "poolgen::max_unpool1d", "poolgen::max_unpool2d",
+                                        "poolgen::max_unpool3d"};
+constexpr const char* kUnpoolBackwardNames[] = {"", "poolgen::max_unpool1d_backward",
+                                                "poolgen::max_unpool2d_backward",
+                                                "poolgen::max_unpool3d_backward"};
+
+template <typename Signature>
+c10::TypedOperatorHandle<Signature> handle(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
+}
+
+template <int ND>
+const auto& pool_op() {
+  static const auto op = handle<decltype(max_pool_cpu<ND>)>(kPoolNames[ND]);
+  return op;
+}
+template <int ND>
+const auto& pool_backward_op() {
+  static const auto op = handle<decltype(max_pool_backward_cpu<ND>)>(kPoolBackwardNames[ND]);
+  return op;
+}
+template <int ND>
+const auto& unpool_op() {
+  static const auto op = handle<decltype(max_unpool_cpu<ND>)>(kUnpoolNames[ND]);
+  return op;
+}
+template <int ND>
+const auto& unpool_backward_op() {
+  static const auto op = handle<decltype(max_unpool_backward_cpu<ND>)>(kUnpoolBackwardNames[ND]);
+  return op;
+}
+
+// The window lists an autograd node keeps for its backward.
+void save_window(AutogradContext* ctx, IntArrayRef kernel_size, IntArrayRef stride,
+                 IntArrayRef padding) {
+  ctx->saved_data["kernel_size"] = kernel_size.vec();
+  ctx->saved_data["stride"] = stride.vec();
+  ctx->saved_data["padding"] = padding.vec();
+}
+std::vector<int64_t> saved_list(AutogradContext* ctx, const char* name) {
+  return ctx->saved_data[name].toIntVector();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Autograd: pooling's gradient is poolgen's pooling backward, unpooling's its unpooling backward;
+// the gradients of those (double backward) are PyTorch's: a gather by the indices, and its
+// adjoint, a scatter-add.
+
+template <int ND>
+struct MaxPool : public torch::autograd::Function<MaxPool<ND>> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& self, IntArrayRef kernel_size,
+                               IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation,
+                               bool ceil_mode) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    auto [values, indices] =
+        pool_op<ND>().call(self, kernel_size, stride, padding, dilation, ceil_mode);
+    ctx->save_for_backward({self, indices});
+    save_window(ctx, kernel_size, stride, padding);
+    ctx->saved_data["dilation"] = dilation.vec();
+    ctx->saved_data["ceil_mode"] = ceil_mode;
+    ctx->mark_non_differentiable({indices});
+    return {values, indices};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    Tensor grad_input;
+    if (grads[0].defined()) {
+      grad_input = pool_backward_op<ND>().call(
+          grads[0], saved[0], saved_list(ctx, "kernel_size"), saved_list(ctx, "stride"),
+          saved_list(ctx, "padding"), saved_list(ctx, "dilation"),
+          ctx->saved_data["ceil_mode"].toBool(), saved[1]);
+    }
+    return {grad_input, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
+template <int ND>
+struct MaxPoolBackward : public torch::autograd::Function<MaxPoolBackward<ND>> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& grad_output, const Tensor& self,
+                               IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
+                               IntArrayRef dilation, bool ceil_mode, const Tensor& indices) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    ctx->save_for_backward({indices});
+    return {pool_backward_op<ND>().call(grad_output, self, kernel_size, stride, padding, dilation,
+                                        ceil_mode, indices)};
+  }
+  // grad_input[index] += grad_output: its derivative in grad_output gathers at the indices
+  // (PyTorch's max_pool_double_backward); in the input it is zero.
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const Tensor indices = ctx->get_saved_variables()[0];
+    Tensor gathered;
+    if (grads[0].defined()) {
+      gathered = grads[0].flatten(-ND).gather(-1, indices.flatten(-ND)).view_as(indices);
+    }
+    return {gathered, Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
+template <int ND>
+struct MaxUnpool : public torch::autograd::Function<MaxUnpool<ND>> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& self, const Tensor& indices,
+                               IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
+                               OptionalIntArrayRef output_size) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    ctx->save_for_backward({indices});
+    save_window(ctx, kernel_size, stride, padding);
+    return {unpool_op<ND>().call(self, indices, kernel_size, stride, padding, output_size)};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    Tensor grad_values;
+    if (grads[0].defined()) {
+      grad_values = unpool_backward_op<ND>().call(
+          grads[0], ctx->get_saved_variables()[0], saved_list(ctx, "kernel_size"),
+          saved_list(ctx, "stride"), saved_list(ctx, "padding"));
+    }
+    return {grad_values, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
+template <int ND>
+struct MaxUnpoolBackward : public torch::autograd::Function<MaxUnpoolBackward<ND>> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& grad_output,
+                               const Tensor& indices, IntArrayRef kernel_size, IntArrayRef stride,
+                               IntArrayRef padding) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    ctx->save_for_backward({grad_output, indices});
+    return {unpool_backward_op<ND>().call(grad_output, indices, kernel_size, stride, padding)};
+  }
+  // grad_values = grad_output[indices], a gather: its derivative scatter-adds into grad_output.
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    Tensor scattered;
+    if (grads[0].defined()) {
+      scattered = at::zeros_like(saved[0], at::MemoryFormat::Contiguous)
+                      .flatten(-ND)
+                      .scatter_add(-1, saved[1].flatten(-ND), grads[0].flatten(-ND))
+                      .view_as(saved[0]);
+    }
+    return {scattered, Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
+template <int ND>
+std::tuple<Tensor, Tensor> max_pool_autograd(const Tensor& self, IntArrayRef kernel_size,
+                                             IntArrayRef stride, IntArrayRef padding,
+                                             IntArrayRef dilation, bool ceil_mode) {
+  const variable_list out =
+      MaxPool<ND>::apply(self, kernel_size, stride, padding, dilation, ceil_mode);
+  return {out[0], out[1]};
+}
+template <int ND>
+Tensor max_pool_backward_autograd(const Tensor& grad_output, const Tensor& self,
+                                  IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
+                                  IntArrayRef dilation, bool ceil_mode, const Tensor& indices) {
+  return MaxPoolBackward<ND>::apply(grad_output, self, kernel_size, stride, padding, dilation,
+                                    ceil_mode, indices)[0];
+}
+template <int ND>
+Tensor max_unpool_autograd(const Tensor& self, const Tensor& indices, IntArrayRef kernel_size,
+                           IntArrayRef stride, IntArrayRef padding,
+                           OptionalIntArrayRef output_size) {
+  return MaxUnpool<ND>::apply(self, indices, kernel_size, stride, padding, output_size)[0];
+}
+template <int ND>
+Tensor max_unpool_backward_autograd(const Tensor& grad_output, const Tensor& indices,
+                                    IntArrayRef kernel_size, IntArrayRef stride,
+                                    IntArrayRef padding) {
+  return MaxUnpoolBackward<ND>::apply(grad_output, indices, kernel_size, stride, padding)[0];
+}
+
+// ---------------------------------------------------------------------------------------------
+
+std::string schema(const char* format, int nd) {
+  std::string s = format;
+  for (size_t at; (at = s.find('#')) != std::string::npos;) s.replace(at, 1, std::to_string(nd));
+  return s;
+}
+
+template <int ND>
+void define_ops(torch::Library& m) {
+  m.def(schema("max_pool#d_with_indices(Tensor self, int[#] kernel_size, int[#] stride=[], "
+               "int[#] padding=0, int[#] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)",
+               ND).c_str());
+  m.def(schema("max_pool#d_with_indices_backward(Tensor grad_output, Tensor self, "
+               "int[#] kernel_size, int[#] stride, int[#] padding, int[#] dilation, "
+               "bool ceil_mode, Tensor indices) -> Tensor",
+               ND).c_str());
+  m.def(schema("max_unpool#d(Tensor self, Tensor indices, int[#] kernel_size, int[#] stride=[], "
+               "int[#] padding=0, int[]? output_size=None) -> Tensor",
+               ND).c_str());
+  m.def(schema("max_unpool#d_backward(Tensor grad_output, Tensor indices, int[#] kernel_size, "
+               "int[#] stride=[], int[#] padding=0) -> Tensor",
+               ND).c_str());
+}
+
+// The four ops of rank ND in `m`, the kernels of one dispatch key.
+template <int ND, typename Pool, typename PoolBackward, typename Unpool, typename UnpoolBackward>
+void implement(torch::Library& m, Pool pool, PoolBackward pool_backward, Unpool unpool,
+               UnpoolBackward unpool_backward) {
+  m.impl(schema("max_pool#d_with_indices", ND).c_str(), pool);
+  m.impl(schema("max_pool#d_with_indices_backward", ND).c_str(), pool_backward);
+  m.impl(schema("max_unpool#d", ND).c_str(), unpool);
+  m.impl(schema("max_unpool#d_backward", ND).c_str(), unpool_backward);
+}
+
+template <int ND>
+void implement_cpu(torch::Library& m) {
+  implement<ND>(m, TORCH_FN(max_pool_cpu<ND>), TORCH_FN(max_pool_backward_cpu<ND>),
+                TORCH_FN(max_unpool_cpu<ND>), TORCH_FN(max_unpool_backward_cpu<ND>));
+}
+template <int ND>
+void implement_autograd(torch::Library& m) {
+  implement<ND>(m, TORCH_FN(max_pool_autograd<ND>), TORCH_FN(max_pool_backward_autograd<ND>),
+                TORCH_FN(max_unpool_autograd<ND>), TORCH_FN(max_unpool_backward_autograd<ND>));
+}
+
+}  // namespace
+}  // namespace poolgen_torch
+
+TORCH_LIBRARY(poolgen, m) {
+  poolgen_torch::define_ops<1>(m);
+  poolgen_torch::define_ops<2>(m);
+  poolgen_torch::define_ops<3>(m);
+}
+
+TORCH_LIBRARY_IMPL(poolgen, CPU, m) {
+  poolgen_torch::implement_cpu<1>(m);
+  poolgen_torch::implement_cpu<2>(m);
+  poolgen_torch::implement_cpu<3>(m);
+}
+
+TORCH_LIBRARY_IMPL(poolgen, Autograd, m) {
+  poolgen_torch::implement_autograd<1>(m);
+  poolgen_torch::implement_autograd<2>(m);
+  poolgen_torch::implement_autograd<3>(m);
+}

@@ -1,0 +1,54 @@
+"""The drop-in switch: PyTorch's own pooling operators (aten's CPU kernels of max_pool2d/3d with
+indices, their backward ops, max_unpool2d/3d and their out= forms) run on poolgen while it is on.
+What poolgen cannot serve falls back to PyTorch's kernel, so the switch never changes what
+raises; stats() says which calls ran where."""
+import contextlib
+
+from ._library import ops
+
+__all__ = ["enable", "disable", "is_enabled", "enabled", "stats", "reset_stats"]
+
+
+def _switch(on):
+    """Turns the drop-in on or off; returns whether it was on."""
+    return ops._set_dropin(on)
+
+
+def enable():
+    """PyTorch's CPU max pooling with indices and max unpooling run on poolgen from now on."""
+    _switch(True)
+
+
+def disable():
+    """PyTorch's own kernels again."""
+    _switch(False)
+
+
+def is_enabled():
+    return ops._dropin_enabled()
+
+
+@contextlib.contextmanager
+def enabled(on=True):
+    """`with poolgen.torch.enabled():` runs the block with the drop-in on (or off, with False),
+    then restores the switch as it was."""
+    was_on = _switch(on)
+    try:
+        yield
+    finally:
+        _switch(was_on)
+
+
+def stats():
+    """Calls per aten operator since the last reset_stats(): {"max_pool2d_with_indices":
+    {"poolgen": served, "pytorch": fell back}, ...}, and "last_fallback": why the latest call
+    that fell back did ("" if none)."""
+    names, counts = ops._dropin_ops(), ops._dropin_counts()
+    result = {name: {"poolgen": counts[2 * k], "pytorch": counts[2 * k + 1]}
+              for k, name in enumerate(names)}
+    result["last_fallback"] = ops._dropin_last_fallback()
+    return result
+
+
+def reset_stats():
+    ops._reset_dropin_counts()

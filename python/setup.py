@@ -1,0 +1,61 @@
+"""Builds poolgen's PyTorch extension against the installed torch, linking poolgen's kernels
+statically (no Halide or LLVM at run time):
+
+    pip install --no-build-isolation ./python
+
+POOLGEN_PREFIX names poolgen's install tree (`./scripts/build.sh` makes one in ./install, the
+default); the extension links its libpoolgen.a, kernel archives and Halide runtime as its
+pkg-config file lists them.
+"""
+import os
+import pathlib
+import re
+import sys
+
+from setuptools import setup
+
+try:
+    import torch
+    from torch.utils.cpp_extension import BuildExtension, CppExtension
+except ImportError:
+    sys.exit("poolgen's PyTorch extension builds against an installed torch; none was found")
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def pkg_config(prefix):
+    """Cflags and Libs of prefix's poolgen.pc, its ${variables} expanded."""
+    found = sorted(prefix.glob("lib*/pkgconfig/poolgen.pc"))
+    if not found:
+        sys.exit(f"poolgen is not installed under {prefix}: run ./scripts/build.sh, or set "
+                 "POOLGEN_PREFIX to an install tree")
+    pc = found[0]
+    variables = {"pcfiledir": str(pc.parent)}
+    fields = {}
+    expand = lambda text: re.sub(r"\$\{(\w+)\}", lambda m: variables[m.group(1)], text)
+    for line in pc.read_text().splitlines():
+        if m := re.match(r"^(\w+)=(.*)$", line):
+            variables[m.group(1)] = expand(m.group(2))
+        elif m := re.match(r"^(\w+):\s*(.*)$", line):
+            fields[m.group(1)] = expand(m.group(2)).split()
+    return fields["Cflags"], fields["Libs"]
+
+
+torch_major = int(torch.__version__.split(".")[0])
+prefix = pathlib.Path(os.environ.get("POOLGEN_PREFIX", HERE.parent / "install")).resolve()
+cflags, libs = pkg_config(prefix)
+
+setup(
+    ext_modules=[
+        CppExtension(
+            "poolgen.torch._C",
+            sources=[f"csrc/{name}.cpp" for name in ("binding", "ops", "dropin")],
+            include_dirs=[flag[2:] for flag in cflags if flag.startswith("-I")],
+            # PyTorch 1.x builds extensions as C++14 by default; poolgen's binding is C++17.
+            extra_compile_args=["-O2"] + (["-std=c++17"] if torch_major < 2 else []),
+            # The kernels' and Halide runtime's symbols stay inside the extension.
+            extra_link_args=["-Wl,--exclude-libs,ALL", *libs],
+        )
+    ],
+    cmdclass={"build_ext": BuildExtension},
+)
