@@ -88,7 +88,8 @@ class MaxPool : public Generator<MaxPool> {
     // value per tap; it becomes a plane index once, at the end. Planes are below 2^31 elements
     // (the runtime checks). 16-bit floats are compared as the f32 values they widen to (exactly,
     // as PyTorch does; x86 has no 16-bit float arithmetic, which Halide would emulate), and the
-    // winning value keeps its own bits (a NaN's payload included). The max comes last in the
+    // winning value keeps its own bits (a NaN's payload included), but for a bf16 NaN: PyTorch
+    // narrows the f32 maximum back, which gives 0x7fc0 (pytorch_nan). The max comes last in the
     // tuple: Halide 21 with strict_float stores tuple elements one by one and lets later ones
     // read earlier ones' new values, so the compared element must be stored last.
     //
@@ -126,7 +127,9 @@ class MaxPool : public Generator<MaxPool> {
     } else {
       index = cast(index_type, flat_offset(start, in_extent, Int(32)) + winner);
     }
-    (*result_)(at) = Tuple(scan(at)[1], index);
+    Expr value = scan(at)[1];
+    if (t.is_bfloat()) value = select(is_nan(scan(at)[2]), pytorch_nan(t, scan(at)[2]), value);
+    (*result_)(at) = Tuple(value, index);
 
     const bool fixed = fixed_kernel > 0;
     Expr unit_dilation = Internal::const_true();

@@ -49,19 +49,25 @@ inline Halide::Expr lowest(const Halide::Type& t) {
                       : t.min();
 }
 
+// The bits PyTorch gives a NaN narrowed from f32 to the 16-bit float `t`: c10::BFloat16 rounds
+// every NaN to 0x7fc0; c10::Half narrows as x86's F16C does (the sign, the quiet bit and the
+// payload's top bits), which Halide's software narrowing (SSE4.1, no F16C) would make infinite.
+inline Halide::Expr pytorch_nan(const Halide::Type& t, const Halide::Expr& f32) {
+  using Halide::cast;
+  if (t.is_bfloat()) return Halide::reinterpret(t, cast<uint16_t>(0x7fc0));
+  const Halide::Expr b = Halide::reinterpret<uint32_t>(f32);
+  return Halide::reinterpret(t, cast<uint16_t>(((b >> 16) & 0x8000) | 0x7e00 | ((b >> 13) & 0x3ff)));
+}
+
 // a + b the way PyTorch's CPU kernels add tensors of a's type: f32 and f64 natively; the 16-bit
 // floats widen to f32, add, and round back to their type (to nearest, ties to even) after every
-// addition, as c10::Half and c10::BFloat16 do (docs/semantics.md, "Gradients").
+// addition, as c10::Half and c10::BFloat16 do, NaN bits included (docs/semantics.md,
+// "Gradients").
 inline Halide::Expr add_in_type(const Halide::Expr& a, const Halide::Expr& b) {
   const Halide::Type t = a.type();
   if (t.is_float() && t.bits() == 16) {
     Halide::Expr sum = Halide::cast<float>(a) + Halide::cast<float>(b);
-    Halide::Expr rounded = Halide::cast(t, sum);
-    if (!t.is_bfloat()) {  // f16: Halide's software narrowing (no F16C: SSE4.1) makes NaN infinite
-      const Halide::Expr nan = Halide::reinterpret(t, Halide::cast<uint16_t>(0x7e00));
-      rounded = Halide::select(Halide::is_nan(sum), nan, rounded);
-    }
-    return rounded;
+    return Halide::select(Halide::is_nan(sum), pytorch_nan(t, sum), Halide::cast(t, sum));
   }
   return a + b;
 }

@@ -1,6 +1,8 @@
 // The 16-bit floats' arithmetic for the runtime's own loops (the fallback for planes beyond a
 // kernel's buffers): widening to f32 is exact; narrowing rounds to nearest, ties to even, as
-// c10::Half, c10::BFloat16 and the kernels (Halide) do. NaN stays NaN, quiet.
+// c10::Half, c10::BFloat16 and the kernels (Halide) do. A NaN narrows as PyTorch's does
+// (generators/window.h, pytorch_nan): to 0x7fc0 in bf16, keeping its sign and the payload's top
+// bits, quiet, in f16 (x86's F16C).
 #pragma once
 
 #include <cstdint>
@@ -24,7 +26,7 @@ inline float bf16_to_float(uint16_t b) { return bits_float(uint32_t{b} << 16); }
 
 inline uint16_t float_to_bf16(float f) {
   const uint32_t u = float_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0u;
   // Adding just under half of the dropped part, plus the kept part's lowest bit, carries into
   // the kept bits exactly when rounding to nearest (ties to even) rounds up.
   return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);

@@ -828,5 +828,49 @@ TEST(BackwardDTypes, OtherDTypesAreRefused) {
   }
 }
 
+// NaN bits as PyTorch gives them (the other tests let any NaN equal any NaN): its bf16 kernels
+// narrow f32 results, which makes every NaN 0x7fc0, pooled values included; its f16 narrowing
+// keeps a NaN's sign and its payload's top bits, quiet (x86's F16C). The 1x1x1x4 input, kernel
+// (1, 2) and stride 1 make overlapping windows, so the gradient at position 1 is a sum.
+TEST(BackwardNanBits, AsPyTorchGivesThem) {
+  const Ints shape{1, 1, 1, 4}, pooled{1, 1, 1, 3};
+  PoolOptions o;
+  o.kernel_size = {1, 2};
+  o.stride = {1};
+  const std::vector<int64_t> indices{1, 1, 3};
+  struct Case {
+    DType dtype;
+    std::vector<uint16_t> input, grad_output, values, grad_input;
+  };
+  const Case cases[] = {
+      // bf16: inputs 1, NaN (sign, payload), 1, 2; gradients NaN, 1, 1.
+      {DType::bf16, {0x3f80, 0xffff, 0x3f80, 0x4000}, {0xffc1, 0x3f80, 0x3f80},
+       {0x7fc0, 0x7fc0, 0x4000}, {0x0000, 0x7fc0, 0x0000, 0x3f80}},
+      // f16: the pooled NaN keeps its bits, the summed one its sign and payload.
+      {DType::f16, {0x3c00, 0xffff, 0x3c00, 0x4000}, {0xfe01, 0x3c00, 0x3c00},
+       {0xffff, 0xffff, 0x4000}, {0x0000, 0xfe01, 0x0000, 0x3c00}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(dtype_name(c.dtype));
+    if (!test::pool_kernel_built(c.dtype, DType::i64) ||
+        !pool_backward_kernel_built(c.dtype, DType::i64)) {
+      continue;
+    }
+    std::vector<uint16_t> values(3), grad_input(4, 0x5a5a);
+    std::vector<int64_t> got_indices(3);
+    Status st = max_pool(2, contiguous(const_cast<uint16_t*>(c.input.data()), c.dtype, shape),
+                         contiguous(values.data(), c.dtype, pooled),
+                         contiguous(got_indices.data(), DType::i64, pooled), o);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(values, c.values);
+    EXPECT_EQ(got_indices, indices);
+    st = max_pool_backward(
+        2, contiguous(const_cast<uint16_t*>(c.grad_output.data()), c.dtype, pooled),
+        contiguous(const_cast<int64_t*>(indices.data()), DType::i64, pooled),
+        contiguous(grad_input.data(), c.dtype, shape), o);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(grad_input, c.grad_input);
+  }
+}
+
 }  // namespace
 }  // namespace poolgen

@@ -35,17 +35,20 @@ inline float to_float(f16_t v) {
   return sign ? -magnitude : magnitude;
 }
 
-// Rounds to nearest even (NaN stays a quiet NaN).
+// Rounds to nearest even; every NaN becomes 0x7fc0, as c10::BFloat16 rounds it.
 inline bf16_t to_bf16(float f) {
   uint32_t b = float_to_bits(f);
-  if (std::isnan(f)) return bf16_t{static_cast<uint16_t>((b >> 16) | 0x40)};
+  if (std::isnan(f)) return bf16_t{0x7fc0};
   b += 0x7fff + ((b >> 16) & 1);
   return bf16_t{static_cast<uint16_t>(b >> 16)};
 }
 
 // Rounds to nearest even by searching the f16 whose widening is nearest; tests only.
 inline f16_t to_f16(float f) {
-  if (std::isnan(f)) return f16_t{0x7e00};
+  if (std::isnan(f)) {  // as x86's F16C narrows it (c10::Half): sign, quiet bit, payload's top
+    const uint32_t b = float_to_bits(f);
+    return f16_t{static_cast<uint16_t>(((b >> 16) & 0x8000) | 0x7e00 | ((b >> 13) & 0x3ff))};
+  }
   const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
   const float a = std::fabs(f);
   uint16_t lo = 0, hi = 0x7c00;  // 0 .. inf

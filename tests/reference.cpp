@@ -331,6 +331,10 @@ Status max_pool(int nd, const Ints& input_shape, const std::vector<T>& input,
             }
           }
           const int64_t at = pl * out_plane + (od * out[1] + oh) * out[2] + ow;
+          // PyTorch's bf16 kernels narrow the f32 maximum back: a NaN comes out as 0x7fc0.
+          if constexpr (std::is_same_v<T, bf16_t>) {
+            if (is_nan(best)) best = bf16_t{0x7fc0};
+          }
           vals[at] = best;
           idxs[at] = best_index;
         }
