@@ -3,7 +3,8 @@
 // registration object that is deleted gives PyTorch's kernels back. Each kernel serves what
 // poolgen and the installed PyTorch both take; anything else (a dtype PyTorch refuses, an
 // argument poolgen refuses, out= tensors that need resizing) goes to PyTorch's own kernel, which
-// raises where PyTorch raises. Counters say which calls ran where.
+// raises where PyTorch raises (an invalid unpooling index is raised by poolgen itself, as the
+// same RuntimeError). Counters say which calls ran where.
 #include "binding.hpp"
 
 #include <poolgen/poolgen.h>
@@ -56,8 +57,11 @@ bool run(Op op, at::ScalarType dtype, F ours) {
     why = std::string("PyTorch's kernel takes no ") + c10::toString(dtype);
   } else {
     const Outcome outcome = ours();
-    if (outcome.ok()) {
+    // An invalid index PyTorch's kernel would also raise for, but its out= kernels may first
+    // write outside their output: poolgen's error is raised instead.
+    if (outcome.ok() || outcome.code == POOLGEN_INDEX_OUT_OF_RANGE) {
       served[op].fetch_add(1, std::memory_order_relaxed);
+      check(outcome);
       return true;
     }
     why = outcome.message;

@@ -49,15 +49,21 @@ Tensor max_unpool_cpu(const Tensor& self, const Tensor& indices, IntArrayRef ker
   return output;
 }
 
-// grad_output's extents are the unpooled ones: they are the output_size poolgen checks.
+// grad_output's extents are the unpooled ones: they are the output_size poolgen checks, and a
+// failure of that check is grad_output's.
 template <int ND>
 Tensor max_unpool_backward_cpu(const Tensor& grad_output, const Tensor& indices,
                                IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding) {
   const IntArrayRef sizes = grad_output.sizes();
   const IntArrayRef unpooled = sizes.size() >= ND ? sizes.slice(sizes.size() - ND) : sizes;
   Tensor grad_values;
-  check(max_unpool_backward(grad_output, indices, {ND, kernel_size, stride, padding, unpooled},
-                            &grad_values));
+  Outcome outcome = max_unpool_backward(grad_output, indices,
+                                        {ND, kernel_size, stride, padding, unpooled}, &grad_values);
+  if (outcome.message.rfind("output_size", 0) == 0) {
+    outcome.message = "grad_output: expected the unpooled extents of this window, got shape " +
+                      c10::str(sizes) + " (" + outcome.message + ")";
+  }
+  check(outcome);
   return grad_values;
 }
 

@@ -42,15 +42,18 @@ def _unpool(nd, input, indices, kernel_size, stride, padding, output_size):
         return getattr(ops, f"max_unpool{nd}d")(input, indices, kernel_size, stride, padding,
                                                 output_size)
     except (RuntimeError, ValueError):
-        # poolgen refuses an unpooled extent of 0; PyTorch returns an empty tensor there.
-        if not _pytorch_unpools_to_empty(nd, input, kernel_size, stride, padding, output_size):
+        # poolgen refuses unpooled extents below 1, which PyTorch's versions treat each its own
+        # way (an empty tensor for 0; an error of its own for a negative extent): such calls
+        # compute nothing, so PyTorch's functional answers them.
+        if not _pytorch_unpools_to_nothing(nd, input, kernel_size, stride, padding, output_size):
             raise
         return getattr(F, f"max_unpool{nd}d")(input, indices, kernel_size, stride or None,
                                               padding, output_size)
 
 
-def _pytorch_unpools_to_empty(nd, input, kernel_size, stride, padding, output_size):
-    """Whether torch.nn.functional would unpool these arguments to a size with an extent of 0."""
+def _pytorch_unpools_to_nothing(nd, input, kernel_size, stride, padding, output_size):
+    """Whether torch.nn.functional computes an unpooled size with an extent below 1 for these
+    arguments (by its own rule, torch.nn.functional._unpool_output_size)."""
     def expand(v, default=None):
         v = list(v) if isinstance(v, (list, tuple, torch.Size)) else [v]
         v = v or default
@@ -59,9 +62,9 @@ def _pytorch_unpools_to_empty(nd, input, kernel_size, stride, padding, output_si
         kernel = expand(kernel_size)
         size = F._unpool_output_size(input, kernel, expand(stride, kernel), expand(padding),
                                      output_size)
-    except Exception:
+    except Exception:  # noqa: BLE001  (PyTorch's own check raised: poolgen's error stands)
         return False
-    return 0 in list(size)
+    return min(list(size)) < 1
 
 
 def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):

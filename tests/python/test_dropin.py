@@ -1,0 +1,156 @@
+"""The drop-in switch: enable / disable / enabled() give PyTorch's kernels back exactly; every
+operator it serves is reached (forward, backward, out= forms, 1-D through 2-D); out= tensors
+that need resizing and dtypes PyTorch lacks go to PyTorch's kernel; stats() counts it all."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import poolgen.torch as pt
+from helpers import TORCH_2, assert_same, assert_same_outcome, outcome, raised
+
+x = torch.randn(2, 3, 8, 8)
+x5 = torch.randn(2, 3, 4, 6, 6)
+
+
+def counts(op):
+    return pt.stats()[op]
+
+
+def test_switch_and_context_manager_restore_pytorch():
+    assert not pt.is_enabled()
+    pt.enable()
+    assert pt.is_enabled()
+    pt.enable()  # idempotent
+    pt.disable()
+    assert not pt.is_enabled()
+    with pt.enabled():
+        assert pt.is_enabled()
+        with pt.enabled(False):
+            assert not pt.is_enabled()
+        assert pt.is_enabled()
+    assert not pt.is_enabled()
+    pt.reset_stats()
+    F.max_pool2d(x, 2, return_indices=True)
+    assert counts("max_pool2d_with_indices") == {"poolgen": 0, "pytorch": 0}  # stock ran
+
+
+def test_every_operator_is_served():
+    pt.reset_stats()
+    with pt.enabled():
+        for f, inp in ((F.max_pool1d, x[:, :, 0]), (F.max_pool2d, x), (F.max_pool3d, x5)):
+            t = inp.clone().requires_grad_()
+            v, i = f(t, 2, return_indices=True)
+            v.sum().backward()
+        v2, i2 = F.max_pool2d(x, 2, return_indices=True)
+        F.max_unpool2d(v2, i2, 2)
+        F.max_unpool1d(*F.max_pool1d(x[:, :, 0], 2, return_indices=True), 2)
+        v3, i3 = F.max_pool3d(x5, 2, return_indices=True)
+        F.max_unpool3d(v3, i3, 2)
+        aten = torch.ops.aten
+        values, indices = torch.empty_like(v2), torch.empty_like(i2)
+        aten.max_pool2d_with_indices.out(x, [2], out=values, indices=indices)
+        aten.max_pool3d_with_indices.out(x5, [2], out=torch.empty_like(v3),
+                                         indices=torch.empty_like(i3))
+        aten.max_pool2d_with_indices_backward.grad_input(
+            torch.ones_like(v2), x, [2], [2], [0], [1], False, i2, grad_input=torch.empty_like(x))
+        aten.max_pool3d_with_indices_backward.grad_input(
+            torch.ones_like(v3), x5, [2], [2], [0], [1], False, i3, grad_input=torch.empty_like(x5))
+        aten.max_unpool2d.out(v2, i2, [8, 8], out=torch.empty_like(x))
+        aten.max_unpool3d.out(v3, i3, [4, 6, 6], [2, 2, 2], [0, 0, 0], out=torch.empty_like(x5))
+    stats = pt.stats()
+    for op, served in [("max_pool2d_with_indices", 4), ("max_pool3d_with_indices", 2),
+                       ("max_pool2d_with_indices_backward", 2),
+                       ("max_pool3d_with_indices_backward", 1), ("max_unpool2d", 2),
+                       ("max_unpool3d", 1), ("max_pool2d_with_indices.out", 1),
+                       ("max_pool3d_with_indices.out", 1),
+                       ("max_pool2d_with_indices_backward.grad_input", 1),
+                       ("max_pool3d_with_indices_backward.grad_input", 1),
+                       ("max_unpool2d.out", 1), ("max_unpool3d.out", 1)]:
+        assert stats[op] == {"poolgen": served, "pytorch": 0}, (op, stats[op], stats)
+    assert stats["last_fallback"] == ""
+
+
+@pytest.mark.parametrize("resize", [False, True])
+def test_out_forms(resize):
+    """out= tensors of the result's shape are filled by poolgen; others PyTorch resizes."""
+    want = F.max_pool2d(x, 3, 2, 1, return_indices=True)
+    shape = (1,) if resize else want[0].shape
+    values, indices = torch.empty(shape), torch.empty(shape, dtype=torch.long)
+    pt.reset_stats()
+    with pt.enabled():
+        got = torch.ops.aten.max_pool2d_with_indices.out(x, [3], [2], [1], out=values,
+                                                         indices=indices)
+    assert got[0] is values and got[1] is indices
+    assert_same((values, indices), want)
+    served = counts("max_pool2d_with_indices.out")
+    assert served == ({"poolgen": 0, "pytorch": 1} if resize else {"poolgen": 1, "pytorch": 0})
+    want_unpool = F.max_unpool2d(*want, 3, 2, 1, output_size=x.shape)
+    out = torch.empty(1 if resize else want_unpool.shape)
+    with pt.enabled():
+        torch.ops.aten.max_unpool2d.out(*want, list(want_unpool.shape[-2:]), out=out)
+    assert_same(out, want_unpool)
+
+
+def test_dtypes_pytorch_lacks_go_to_pytorch():
+    """The drop-in serves no dtype PyTorch's kernel refuses: such calls raise as PyTorch does."""
+    half = x.half()
+    want = outcome(F.max_pool2d, half, 2, return_indices=True)
+    pt.reset_stats()
+    with pt.enabled():
+        got = outcome(F.max_pool2d, half, 2, return_indices=True)
+    assert_same_outcome(got, want, "f16 max_pool2d", same_message=True)
+    assert counts("max_pool2d_with_indices") == (
+        {"poolgen": 1, "pytorch": 0} if not raised(want) else {"poolgen": 0, "pytorch": 1})
+
+
+def test_modules_unchanged():
+    """torch.nn's own modules run on poolgen under the switch."""
+    pool, unpool = nn.MaxPool2d(2, return_indices=True), nn.MaxUnpool2d(2)
+    want = unpool(*pool(x))
+    pt.reset_stats()
+    with pt.enabled():
+        assert_same(unpool(*pool(x)), want)
+    assert counts("max_pool2d_with_indices")["poolgen"] == 1
+    assert counts("max_unpool2d")["poolgen"] == 1
+
+
+def test_poolgen_modules_mirror_torch_nn():
+    for cls, base in ((pt.MaxPool2d, nn.MaxPool2d), (pt.MaxUnpool3d, nn.MaxUnpool3d)):
+        m, b = cls(3, 2, 1), base(3, 2, 1)
+        assert isinstance(m, base) and repr(m) == repr(b)
+        assert m.state_dict().keys() == b.state_dict().keys()
+    pool = pt.MaxPool1d(3, 2, 1, dilation=1, ceil_mode=True, return_indices=True)
+    assert_same(pool(x[:, :, 0]), nn.MaxPool1d(3, 2, 1, ceil_mode=True,
+                                               return_indices=True)(x[:, :, 0]))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_tensors_stay_with_pytorch():
+    """The drop-in replaces CPU kernels only: CUDA tensors run PyTorch's CUDA kernels."""
+    xc = x.cuda()
+    want = F.max_pool2d(xc, 2, return_indices=True)
+    pt.reset_stats()
+    with pt.enabled():
+        assert_same(F.max_pool2d(xc, 2, return_indices=True), want)
+    assert counts("max_pool2d_with_indices") == {"poolgen": 0, "pytorch": 0}
+
+
+def test_threads_follow_torch():
+    """poolgen runs on torch.set_num_threads's count: results are the same on 1 and 2."""
+    big = torch.randn(4, 64, 40, 40)
+    want = F.max_pool2d(big, 3, 2, 1, return_indices=True)
+    for threads in (2, 1, 2):
+        torch.set_num_threads(threads)
+        with pt.enabled():
+            assert_same(F.max_pool2d(big, 3, 2, 1, return_indices=True), want)
+        assert_same(pt.max_pool2d(big, 3, 2, 1, return_indices=True), want)
+
+
+def test_torch_version_behaviours_are_asked_not_assumed():
+    """PyTorch 1.13's 3-D pooling gives contiguous outputs for channels-last inputs, 2.x's
+    channels-last ones: poolgen gives what the installed one gives."""
+    cl = x5.contiguous(memory_format=torch.channels_last_3d)
+    want = F.max_pool3d(cl, 2, return_indices=True)
+    assert_same(pt.max_pool3d(cl, 2, return_indices=True), want)
+    assert want[0].is_contiguous(memory_format=torch.channels_last_3d) == TORCH_2
