@@ -50,6 +50,8 @@ setup(
         CppExtension(
             "poolgen.torch._C",
             sources=[f"csrc/{name}.cpp" for name in ("binding", "ops", "dropin")],
+            # Relinked whenever poolgen's archives or the binding's header change.
+            depends=["csrc/binding.hpp"] + [str(a) for a in sorted(prefix.glob("lib*/**/*.a"))],
             include_dirs=[flag[2:] for flag in cflags if flag.startswith("-I")],
             # PyTorch 1.x builds extensions as C++14 by default; poolgen's binding is C++17.
             extra_compile_args=["-O2"] + (["-std=c++17"] if torch_major < 2 else []),

@@ -5,26 +5,44 @@ BUILD="${POOLGEN_BUILD_DIR:-$ROOT/build}"
 PREFIX="${POOLGEN_INSTALL_DIR:-$ROOT/install}"
 JOBS="${POOLGEN_JOBS:-$(nproc)}"
 
-# ensure_packages <who> <debian package>...: installs the missing ones (apt-get, sudo if not root).
+# ensure_packages <who> [--apt-option...] <debian package>...: installs the missing ones
+# (apt-get, sudo if not root).
 ensure_packages() {
-  local who="$1" missing=() p sudo=""
+  local who="$1" missing=() options=() p sudo=""
   shift
   for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    if [[ "$p" == --* ]]; then
+      options+=("$p")
+    elif ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$p")
+    fi
   done
   ((${#missing[@]})) || return 0
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "$who: installing ${missing[*]}"
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${options[@]}" "${missing[@]}"
 }
 
-# ensure_requirements <file>: pip-installs a pinned requirements file into .venv once per change.
+# ensure_requirements <file> [environment]: pip-installs a pinned requirements file into a
+# virtual environment (default .venv) once per change.
 ensure_requirements() {
-  local stamp="$ROOT/.venv/.installed-$(basename "$1" .txt)"
+  local env="${2:-$ROOT/.venv}"
+  local stamp="$env/.installed-$(basename "$1" .txt)"
   cmp -s "$1" "$stamp" 2>/dev/null && return 0
-  "$ROOT/.venv/bin/python3" -m pip install -q --disable-pip-version-check -r "$1"
+  "$env/bin/python3" -m pip install -q --disable-pip-version-check -r "$1"
   cp "$1" "$stamp"
+}
+
+# The PyTorch binding (python/): built against a Python that has PyTorch (Debian's python3-torch
+# by default) and installed, as a user installs it, into an environment made from that Python
+# which sees its packages: TORCH_ENV.
+TORCH_PYTHON="${POOLGEN_TORCH_PYTHON:-/usr/bin/python3}"
+TORCH_ENV="${POOLGEN_TORCH_ENV:-$BUILD/torch-env}"
+install_torch_package() {
+  [ -x "$TORCH_ENV/bin/python3" ] || "$TORCH_PYTHON" -m venv --system-site-packages "$TORCH_ENV"
+  POOLGEN_PREFIX="$PREFIX" "$TORCH_ENV/bin/python3" -m pip install -q --disable-pip-version-check \
+    --no-build-isolation "$ROOT/python"
 }
 
 # Budgets of the default build's code (tools/footprint.py; docs/footprint.md): the largest

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Installs what poolgen needs on Debian 12, idempotently: Debian packages (compiler, GoogleTest,
 # Google Benchmark; clang and its sanitizer and libFuzzer runtimes for scripts/reliability.sh;
-# the aarch64 cross toolchain and qemu) and a project-local virtual environment (.venv) with pinned Halide 21 (its
-# official wheel: the C++ SDK with LLVM built in), CMake and Ninja.
+# the aarch64 cross toolchain and qemu; PyTorch 1.13 and pytest for the PyTorch binding) and a
+# project-local virtual environment (.venv) with pinned Halide 21 (its official wheel: the C++
+# SDK with LLVM built in), CMake and Ninja.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 source scripts/env.sh
 ensure_packages setup g++ make libgtest-dev libgmock-dev googletest libbenchmark-dev python3 \
   python3-venv pkg-config g++-aarch64-linux-gnu qemu-user-static clang libclang-rt-14-dev
+# The PyTorch binding's: Debian's PyTorch (1.13) with its C++ headers, and pytest.
+ensure_packages setup --no-install-recommends python3-torch libtorch-dev python3-pytest
 
 if [ ! -x .venv/bin/python3 ]; then
   python3 -m venv .venv || /usr/bin/python3 -m venv .venv

@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# Builds (if needed) and runs the whole test suite with ctest: on this machine, then (when the
-# cross toolchain and qemu are installed) the aarch64 build's under qemu-user, with the SegNet
-# example against the installed ARM library.
+# Builds (if needed) and runs the whole test suite: ctest on this machine, the PyTorch binding's
+# pytest suite against the installed PyTorch, then (when the cross toolchain and qemu are
+# installed) the aarch64 build's ctest under qemu-user, with the SegNet example against the
+# installed ARM library.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
-configure "$@"
+configure -DPOOLGEN_BUILD_TESTS=ON -DPOOLGEN_BUILD_BENCH=ON "$@"
 cmake --build "$BUILD" -j "$JOBS"
 ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS"
+# The binding, installed from this tree (scripts/build.sh's install), against stock PyTorch; its
+# OpInfo tests need expecttest (python/requirements-test.txt).
+cmake --install "$BUILD" >/dev/null
+install_torch_package
+ensure_requirements "$ROOT/python/requirements-test.txt" "$TORCH_ENV"
+"$TORCH_ENV/bin/python3" -m pytest -q -p no:cacheprovider "$ROOT/tests/python"
 if have_aarch64; then
   start=$(date +%s)
   [ -f "$AARCH64_BUILD/CMakeCache.txt" ] || build_aarch64
