@@ -88,8 +88,10 @@ std::vector<KernelInfo> compiled_kernels() {
 }
 
 // Halide's pool keeps the workers it has started busy whatever the new count, so it is shut
-// down first and restarts with `threads` on the next kernel call.
+// down first and restarts with `threads` on the next kernel call. A process forked after the pool
+// started has none of its workers to shut down, and runs every call on its calling thread.
 void set_num_threads(int threads) {
+  if (detail::in_child_of_pool()) return;
   halide_shutdown_thread_pool();
   halide_set_num_threads(threads);
   detail::note_thread_count();

@@ -1,6 +1,9 @@
 #include "kernels.hpp"
 
 #include <HalideRuntime.h>
+#ifndef _WIN32
+#include <pthread.h>  // pthread_atfork
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -158,11 +161,28 @@ int iterations_per_task(int64_t bytes, int size) {
   return static_cast<int>(std::min<int64_t>(size, (task_bytes - 1) / per_iteration + 1));
 }
 
+// A process forked after Halide's pool started has none of its threads (fork copies the calling
+// thread only), while the pool's state says they run: using it there would wait for them
+// forever, and resizing it would join them. Such a child runs every loop on the calling thread,
+// as PyTorch's own pools do after a fork.
+std::atomic<bool> pool_started{false}, forked_from_pool{false};
+
+void note_pool_start() {
+#ifndef _WIN32
+  static std::once_flag registered;
+  std::call_once(registered, [] {
+    pthread_atfork(nullptr, nullptr, [] { forked_from_pool = pool_started.load(); });
+  });
+#endif
+  pool_started = true;
+}
+
 int do_par_for(void* user_context, halide_task_t task, int min, int size, uint8_t* closure) {
   const auto* context = static_cast<const KernelContext*>(user_context);
-  if (size <= 1 || (context && !context->share)) {
+  if (size <= 1 || (context && !context->share) || forked_from_pool) {
     return run_tasks_inline(user_context, task, min, size, closure);
   }
+  note_pool_start();
   const int per_task = context ? iterations_per_task(context->bytes, size) : 1;
   if (per_task == 1) return halide_default_do_par_for(user_context, task, min, size, closure);
   return parallel_for((size - 1) / per_task + 1, [&](int t) {
@@ -279,8 +299,10 @@ int thread_count() {
 int64_t min_parallel_bytes() { return min_parallel; }
 
 bool worth_sharing(int64_t bytes) {
-  return thread_count() > 1 && bytes >= min_parallel_bytes();
+  return !forked_from_pool && thread_count() > 1 && bytes >= min_parallel_bytes();
 }
+
+bool in_child_of_pool() { return forked_from_pool; }
 
 int with_error_capture(const std::function<int(void* user_context)>& f, std::string* error,
                        int64_t call_bytes) {
@@ -333,7 +355,7 @@ int run_task(void*, int task, uint8_t* closure) {
 }  // namespace
 
 int parallel_for(int count, const std::function<int(int)>& body, bool share) {
-  if (count <= 1 || !share) {
+  if (count <= 1 || !share || forked_from_pool) {
     for (int task = 0; task < count; ++task) {
       if (const int result = body(task)) return result;
     }

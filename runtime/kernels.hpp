@@ -112,6 +112,10 @@ int64_t min_parallel_bytes();
 // Whether a call touching `bytes` (inputs and outputs) should use the thread pool.
 bool worth_sharing(int64_t bytes);
 
+// True in a process forked after Halide's pool started: the pool's threads are not there, so
+// every loop runs on the calling thread and the pool is never resized.
+bool in_child_of_pool();
+
 // Runs `kernel` with args[1...] already filled (args[0] is set to the call's context). Returns
 // Halide's error code; the message Halide reported goes to *error. The call moves `call_bytes`
 // (inputs and outputs): unless that is worth_sharing, the kernel's parallel loops run on the

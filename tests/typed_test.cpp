@@ -25,6 +25,9 @@
 #include <vector>
 
 #include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -922,6 +925,46 @@ TEST_F(PoolWorkers, SmallPlanesShareTasksOfSeveralPlanes) {
   EXPECT_EQ(grad_input, ref_grad_input);
   EXPECT_EQ(grad_values, ref_grad_values);
   EXPECT_GT(settled_process_threads(), idle_) << "no call was shared";
+}
+
+// A process forked after the pool started has none of its workers (fork copies the calling thread
+// only): its calls run on its calling thread, with the same results, and set_num_threads does not
+// wait for the missing workers. Unguarded, the child waited for them forever.
+TEST_F(PoolWorkers, ForkedChildRunsCallsOnItsCallingThread) {
+  const Ints shape{2, 16, 64, 64}, pooled{2, 16, 32, 32};
+  std::vector<float> input(test::numel(shape));
+  for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<float>((i * 37) % 101);
+  PoolOptions po;
+  po.kernel_size = {2};
+  std::vector<float> values(test::numel(pooled));
+  std::vector<int64_t> indices(values.size());
+  auto pool = [&] {
+    return max_pool(2, contiguous(input.data(), shape), contiguous(values.data(), pooled),
+                    contiguous(indices.data(), pooled), po);
+  };
+  set_min_parallel_bytes(0);
+  ASSERT_TRUE(pool().ok());
+  ASSERT_GT(settled_process_threads(), idle_) << "the pool did not start";
+  const std::vector<float> want_values = values;
+  const std::vector<int64_t> want_indices = indices;
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::fill(values.begin(), values.end(), -1.0f);
+    set_num_threads(3);
+    const bool ok = pool().ok() && values == want_values && indices == want_indices;
+    _exit(ok && process_threads() == 1 ? 0 : 1);
+  }
+  int status = 0;
+  pid_t done = 0;
+  for (int poll = 0; poll < 600 && done == 0; ++poll) {  // at most a minute
+    done = waitpid(child, &status, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (done == 0) kill(child, SIGKILL);
+  ASSERT_EQ(done, child) << "the forked child hung";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the child's result differed or it started threads";
 }
 
 }  // namespace

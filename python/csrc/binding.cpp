@@ -15,7 +15,6 @@
 #include <array>
 #include <atomic>
 #include <cstring>
-#include <functional>
 #include <mutex>
 #include <shared_mutex>
 #include <sstream>
@@ -46,7 +45,6 @@ std::string list_text(at::IntArrayRef list) {
 // dispatcher and so the drop-in): which output memory format each op gives a channels-last
 // input, which dtypes each takes, and which exception it raises for a dtype it lacks.
 
-enum class StockOp { pool2d, pool3d, pool2d_backward, pool3d_backward, unpool2d, unpool3d };
 constexpr int kStockOps = 6;
 
 // Runs the stock op on tensors of `shape` (all zero, indices i64) and returns its output.
@@ -272,8 +270,10 @@ std::shared_lock<std::shared_mutex> follow_torch_threads() {
 }
 
 // Runs one C API call with its message buffer.
-Outcome call(const std::function<int32_t(char*, size_t)>& f) {
-  char message[1024] = "";
+template <typename F>
+Outcome call(F f) {
+  char message[1024];
+  message[0] = '\0';
   const int32_t code = f(message, sizeof message);
   return code == POOLGEN_OK ? Outcome{} : Outcome{code, message};
 }
@@ -327,19 +327,7 @@ Outcome check_output(const char* argument, const at::Tensor& out, const int64_t*
   TORCH_CHECK(false, m);
 }
 
-bool pytorch_takes(const char* op, at::ScalarType dtype) {
-  static const std::pair<const char*, StockOp> kOps[] = {
-      {"max_pool2d_with_indices", StockOp::pool2d},
-      {"max_pool3d_with_indices", StockOp::pool3d},
-      {"max_pool2d_with_indices_backward", StockOp::pool2d_backward},
-      {"max_pool3d_with_indices_backward", StockOp::pool3d_backward},
-      {"max_unpool2d", StockOp::unpool2d},
-      {"max_unpool3d", StockOp::unpool3d}};
-  for (const auto& [name, stock] : kOps) {
-    if (std::strcmp(name, op) == 0) return stock_takes(stock, dtype);
-  }
-  return false;
-}
+bool pytorch_takes(StockOp op, at::ScalarType dtype) { return stock_takes(op, dtype); }
 
 Outcome max_pool(const at::Tensor& self, const PoolWindow& w, at::Tensor* values,
                  at::Tensor* indices) {

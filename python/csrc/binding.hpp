@@ -52,8 +52,12 @@ Outcome max_unpool(const at::Tensor& self, const at::Tensor& indices, const Unpo
 Outcome max_unpool_backward(const at::Tensor& grad_output, const at::Tensor& indices,
                             const UnpoolWindow& w, at::Tensor* grad_values);
 
-// Whether the installed PyTorch's own CPU kernel of `op` ("max_pool2d_with_indices", ...) takes
-// `dtype` (asked of that kernel once per pair): the drop-in serves no dtype PyTorch refuses.
-bool pytorch_takes(const char* op, at::ScalarType dtype);
+// aten's CPU kernels of these ops (the at::cpu:: functions, which bypass the dispatcher and so the
+// drop-in).
+enum class StockOp { pool2d, pool3d, pool2d_backward, pool3d_backward, unpool2d, unpool3d };
+
+// Whether the installed PyTorch's own kernel of `op` takes `dtype` (asked of that kernel once
+// per pair): the drop-in serves no dtype PyTorch refuses.
+bool pytorch_takes(StockOp op, at::ScalarType dtype);
 
 }  // namespace poolgen_torch

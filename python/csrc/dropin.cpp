@@ -47,13 +47,19 @@ std::atomic<int64_t> served[kOpCount], fell_back[kOpCount];
 std::mutex reason_mutex;
 std::string last_reason;  // the latest fallback's, for poolgen.torch.stats()
 
-// Runs `ours` when the installed PyTorch takes `dtype` for `op` (its name without an overload);
-// true when poolgen served the call, else the reason is noted and the caller runs PyTorch's.
+// PyTorch's kernel of each overload (the drop-in serves the dtypes it takes).
+constexpr StockOp kStock[] = {
+    StockOp::pool2d,          StockOp::pool2d,          StockOp::pool3d,
+    StockOp::pool3d,          StockOp::pool2d_backward, StockOp::pool2d_backward,
+    StockOp::pool3d_backward, StockOp::pool3d_backward, StockOp::unpool2d,
+    StockOp::unpool2d,        StockOp::unpool3d,        StockOp::unpool3d};
+
+// Runs `ours` when the installed PyTorch takes `dtype` for `op`; true when poolgen served the
+// call, else the reason is noted and the caller runs PyTorch's kernel.
 template <typename F>
 bool run(Op op, at::ScalarType dtype, F ours) {
   std::string why;
-  const std::string name = kOps[op];
-  if (!pytorch_takes(name.substr(0, name.find('.')).c_str(), dtype)) {
+  if (!pytorch_takes(kStock[op], dtype)) {
     why = std::string("PyTorch's kernel takes no ") + c10::toString(dtype);
   } else {
     const Outcome outcome = ours();
@@ -68,7 +74,7 @@ bool run(Op op, at::ScalarType dtype, F ours) {
   }
   fell_back[op].fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(reason_mutex);
-  last_reason = name + ": " + why;
+  last_reason = std::string(kOps[op]) + ": " + why;
   return false;
 }
 

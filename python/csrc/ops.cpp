@@ -219,10 +219,21 @@ struct MaxUnpoolBackward : public torch::autograd::Function<MaxUnpoolBackward<ND
   }
 };
 
+// The Autograd kernels record a node only where there is a gradient to compute, as PyTorch's
+// own do; otherwise the kernel below runs directly (a node costs a microsecond or two a call,
+// and its allocations around a large output's made glibc return and refault its pages).
+bool records(const Tensor& differentiable) {
+  return at::GradMode::is_enabled() && differentiable.requires_grad();
+}
+
 template <int ND>
 std::tuple<Tensor, Tensor> max_pool_autograd(const Tensor& self, IntArrayRef kernel_size,
                                              IntArrayRef stride, IntArrayRef padding,
                                              IntArrayRef dilation, bool ceil_mode) {
+  if (!records(self)) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return pool_op<ND>().call(self, kernel_size, stride, padding, dilation, ceil_mode);
+  }
   const variable_list out =
       MaxPool<ND>::apply(self, kernel_size, stride, padding, dilation, ceil_mode);
   return {out[0], out[1]};
@@ -231,6 +242,11 @@ template <int ND>
 Tensor max_pool_backward_autograd(const Tensor& grad_output, const Tensor& self,
                                   IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
                                   IntArrayRef dilation, bool ceil_mode, const Tensor& indices) {
+  if (!records(grad_output)) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return pool_backward_op<ND>().call(grad_output, self, kernel_size, stride, padding, dilation,
+                                       ceil_mode, indices);
+  }
   return MaxPoolBackward<ND>::apply(grad_output, self, kernel_size, stride, padding, dilation,
                                     ceil_mode, indices)[0];
 }
@@ -238,12 +254,20 @@ template <int ND>
 Tensor max_unpool_autograd(const Tensor& self, const Tensor& indices, IntArrayRef kernel_size,
                            IntArrayRef stride, IntArrayRef padding,
                            OptionalIntArrayRef output_size) {
+  if (!records(self)) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return unpool_op<ND>().call(self, indices, kernel_size, stride, padding, output_size);
+  }
   return MaxUnpool<ND>::apply(self, indices, kernel_size, stride, padding, output_size)[0];
 }
 template <int ND>
 Tensor max_unpool_backward_autograd(const Tensor& grad_output, const Tensor& indices,
                                     IntArrayRef kernel_size, IntArrayRef stride,
                                     IntArrayRef padding) {
+  if (!records(grad_output)) {
+    at::AutoDispatchBelowADInplaceOrView below;
+    return unpool_backward_op<ND>().call(grad_output, indices, kernel_size, stride, padding);
+  }
   return MaxUnpoolBackward<ND>::apply(grad_output, indices, kernel_size, stride, padding)[0];
 }
 

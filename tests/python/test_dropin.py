@@ -154,3 +154,32 @@ def test_torch_version_behaviours_are_asked_not_assumed():
     want = F.max_pool3d(cl, 2, return_indices=True)
     assert_same(pt.max_pool3d(cl, 2, return_indices=True), want)
     assert want[0].is_contiguous(memory_format=torch.channels_last_3d) == TORCH_2
+
+
+def test_forked_children_run_poolgen():
+    """A process forked after poolgen's threads started (a DataLoader worker, multiprocessing)
+    runs poolgen on its calling thread instead of waiting for threads it does not have. (The child
+    compares small slices only: PyTorch's own OpenMP pool does not survive a fork either.)"""
+    import os
+    import time
+    torch.set_num_threads(2)
+    big = torch.randn(8, 64, 112, 112)
+    want = pt.max_pool2d(big, 2, return_indices=True)
+    child = os.fork()
+    if child == 0:
+        got = pt.max_pool2d(big, 2, return_indices=True)
+        with pt.enabled():
+            through_dropin = F.max_pool2d(big, 2, return_indices=True)
+        ok = all(a[n, c].equal(w[n, c]) for result in (got, through_dropin)
+                 for a, w in zip(result, want) for n in range(8) for c in (0, 63))
+        os._exit(0 if ok else 3)
+    for _ in range(600):
+        done, status = os.waitpid(child, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+        raise AssertionError("the forked child hung")
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
