@@ -8,6 +8,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
+#include <array>
 #include <string>
 
 namespace poolgen_torch {
@@ -69,44 +70,41 @@ Tensor max_unpool_backward_cpu(const Tensor& grad_output, const Tensor& indices,
 
 // ---------------------------------------------------------------------------------------------
 // The ops through the dispatcher (so that the autograd functions' calls reach the CPU, meta or
-// fake kernel below them, and their own gradients are recorded).
+// fake kernel below them, and their own gradients are recorded), for rank nd.
 
-constexpr const char* kPoolNames[] = {"", "poolgen::max_pool1d_with_indices",
-                                      "poolgen::max_pool2d_with_indices",
-                                      "poolgen::max_pool3d_with_indices"};
-constexpr const char* kPoolBackwardNames[] = {"", "poolgen::max_pool1d_with_indices_backward",
-                                              "poolgen::max_pool2d_with_indices_backward",
-                                              "poolgen::max_pool3d_with_indices_backward"};
-constexpr const char* kUnpoolNames[] = {"", "poolgen::max_unpool1d", "poolgen::max_unpool2d",
-                                        "poolgen::max_unpool3d"};
-constexpr const char* kUnpoolBackwardNames[] = {"", "poolgen::max_unpool1d_backward",
-                                                "poolgen::max_unpool2d_backward",
-                                                "poolgen::max_unpool3d_backward"};
+std::string schema(const char* format, int nd) {
+  std::string s = format;
+  for (size_t at; (at = s.find('#')) != std::string::npos;) s.replace(at, 1, std::to_string(nd));
+  return s;
+}
 
+// The handle of op `format` (a name with # for the rank) of rank nd, found once.
 template <typename Signature>
-c10::TypedOperatorHandle<Signature> handle(const char* name) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
+const c10::TypedOperatorHandle<Signature>& handle(const char* format, int64_t nd) {
+  static const std::array<c10::TypedOperatorHandle<Signature>, 3> handles = [format] {
+    auto find = [format](int n) {
+      return c10::Dispatcher::singleton()
+          .findSchemaOrThrow(schema(format, n).c_str(), "")
+          .typed<Signature>();
+    };
+    return std::array<c10::TypedOperatorHandle<Signature>, 3>{find(1), find(2), find(3)};
+  }();
+  return handles[nd - 1];
 }
 
-template <int ND>
-const auto& pool_op() {
-  static const auto op = handle<decltype(max_pool_cpu<ND>)>(kPoolNames[ND]);
-  return op;
+// The kernels' signatures are the same at every rank.
+const auto& pool_op(int64_t nd) {
+  return handle<decltype(max_pool_cpu<1>)>("poolgen::max_pool#d_with_indices", nd);
 }
-template <int ND>
-const auto& pool_backward_op() {
-  static const auto op = handle<decltype(max_pool_backward_cpu<ND>)>(kPoolBackwardNames[ND]);
-  return op;
+const auto& pool_backward_op(int64_t nd) {
+  return handle<decltype(max_pool_backward_cpu<1>)>("poolgen::max_pool#d_with_indices_backward",
+                                                    nd);
 }
-template <int ND>
-const auto& unpool_op() {
-  static const auto op = handle<decltype(max_unpool_cpu<ND>)>(kUnpoolNames[ND]);
-  return op;
+const auto& unpool_op(int64_t nd) {
+  return handle<decltype(max_unpool_cpu<1>)>("poolgen::max_unpool#d", nd);
 }
-template <int ND>
-const auto& unpool_backward_op() {
-  static const auto op = handle<decltype(max_unpool_backward_cpu<ND>)>(kUnpoolBackwardNames[ND]);
-  return op;
+const auto& unpool_backward_op(int64_t nd) {
+  return handle<decltype(max_unpool_backward_cpu<1>)>("poolgen::max_unpool#d_backward", nd);
 }
 
 // The window lists an autograd node keeps for its backward.
@@ -123,18 +121,19 @@ std::vector<int64_t> saved_list(AutogradContext* ctx, const char* name) {
 // ---------------------------------------------------------------------------------------------
 // Autograd: pooling's gradient is poolgen's pooling backward, unpooling's its unpooling backward;
 // the gradients of those (double backward) are PyTorch's: a gather by the indices, and its
-// adjoint, a scatter-add.
+// adjoint, a scatter-add. One autograd function per op serves every rank (nd is its first
+// argument): each costs its translation unit seconds to compile.
 
-template <int ND>
-struct MaxPool : public torch::autograd::Function<MaxPool<ND>> {
-  static variable_list forward(AutogradContext* ctx, const Tensor& self, IntArrayRef kernel_size,
-                               IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation,
-                               bool ceil_mode) {
+struct MaxPool : public torch::autograd::Function<MaxPool> {
+  static variable_list forward(AutogradContext* ctx, int64_t nd, const Tensor& self,
+                               IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
+                               IntArrayRef dilation, bool ceil_mode) {
     at::AutoDispatchBelowADInplaceOrView below;
     auto [values, indices] =
-        pool_op<ND>().call(self, kernel_size, stride, padding, dilation, ceil_mode);
+        pool_op(nd).call(self, kernel_size, stride, padding, dilation, ceil_mode);
     ctx->save_for_backward({self, indices});
     save_window(ctx, kernel_size, stride, padding);
+    ctx->saved_data["nd"] = nd;
     ctx->saved_data["dilation"] = dilation.vec();
     ctx->saved_data["ceil_mode"] = ceil_mode;
     ctx->mark_non_differentiable({indices});
@@ -144,78 +143,84 @@ struct MaxPool : public torch::autograd::Function<MaxPool<ND>> {
     const variable_list saved = ctx->get_saved_variables();
     Tensor grad_input;
     if (grads[0].defined()) {
-      grad_input = pool_backward_op<ND>().call(
-          grads[0], saved[0], saved_list(ctx, "kernel_size"), saved_list(ctx, "stride"),
-          saved_list(ctx, "padding"), saved_list(ctx, "dilation"),
-          ctx->saved_data["ceil_mode"].toBool(), saved[1]);
+      grad_input = pool_backward_op(ctx->saved_data["nd"].toInt())
+                       .call(grads[0], saved[0], saved_list(ctx, "kernel_size"),
+                             saved_list(ctx, "stride"), saved_list(ctx, "padding"),
+                             saved_list(ctx, "dilation"), ctx->saved_data["ceil_mode"].toBool(),
+                             saved[1]);
     }
-    return {grad_input, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+    return {Tensor(), grad_input, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 
-template <int ND>
-struct MaxPoolBackward : public torch::autograd::Function<MaxPoolBackward<ND>> {
-  static variable_list forward(AutogradContext* ctx, const Tensor& grad_output, const Tensor& self,
-                               IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
-                               IntArrayRef dilation, bool ceil_mode, const Tensor& indices) {
+struct MaxPoolBackward : public torch::autograd::Function<MaxPoolBackward> {
+  static variable_list forward(AutogradContext* ctx, int64_t nd, const Tensor& grad_output,
+                               const Tensor& self, IntArrayRef kernel_size, IntArrayRef stride,
+                               IntArrayRef padding, IntArrayRef dilation, bool ceil_mode,
+                               const Tensor& indices) {
     at::AutoDispatchBelowADInplaceOrView below;
     ctx->save_for_backward({indices});
-    return {pool_backward_op<ND>().call(grad_output, self, kernel_size, stride, padding, dilation,
-                                        ceil_mode, indices)};
+    ctx->saved_data["nd"] = nd;
+    return {pool_backward_op(nd).call(grad_output, self, kernel_size, stride, padding, dilation,
+                                      ceil_mode, indices)};
   }
   // grad_input[index] += grad_output: its derivative in grad_output gathers at the indices
   // (PyTorch's max_pool_double_backward); in the input it is zero.
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const Tensor indices = ctx->get_saved_variables()[0];
+    const int64_t nd = ctx->saved_data["nd"].toInt();
     Tensor gathered;
     if (grads[0].defined()) {
-      gathered = grads[0].flatten(-ND).gather(-1, indices.flatten(-ND)).view_as(indices);
+      gathered = grads[0].flatten(-nd).gather(-1, indices.flatten(-nd)).view_as(indices);
     }
-    return {gathered, Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+    return {Tensor(), gathered, Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(),
+            Tensor()};
   }
 };
 
-template <int ND>
-struct MaxUnpool : public torch::autograd::Function<MaxUnpool<ND>> {
-  static variable_list forward(AutogradContext* ctx, const Tensor& self, const Tensor& indices,
-                               IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
-                               OptionalIntArrayRef output_size) {
+struct MaxUnpool : public torch::autograd::Function<MaxUnpool> {
+  static variable_list forward(AutogradContext* ctx, int64_t nd, const Tensor& self,
+                               const Tensor& indices, IntArrayRef kernel_size, IntArrayRef stride,
+                               IntArrayRef padding, OptionalIntArrayRef output_size) {
     at::AutoDispatchBelowADInplaceOrView below;
     ctx->save_for_backward({indices});
     save_window(ctx, kernel_size, stride, padding);
-    return {unpool_op<ND>().call(self, indices, kernel_size, stride, padding, output_size)};
+    ctx->saved_data["nd"] = nd;
+    return {unpool_op(nd).call(self, indices, kernel_size, stride, padding, output_size)};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     Tensor grad_values;
     if (grads[0].defined()) {
-      grad_values = unpool_backward_op<ND>().call(
-          grads[0], ctx->get_saved_variables()[0], saved_list(ctx, "kernel_size"),
-          saved_list(ctx, "stride"), saved_list(ctx, "padding"));
+      grad_values = unpool_backward_op(ctx->saved_data["nd"].toInt())
+                        .call(grads[0], ctx->get_saved_variables()[0],
+                              saved_list(ctx, "kernel_size"), saved_list(ctx, "stride"),
+                              saved_list(ctx, "padding"));
     }
-    return {grad_values, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+    return {Tensor(), grad_values, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 
-template <int ND>
-struct MaxUnpoolBackward : public torch::autograd::Function<MaxUnpoolBackward<ND>> {
-  static variable_list forward(AutogradContext* ctx, const Tensor& grad_output,
+struct MaxUnpoolBackward : public torch::autograd::Function<MaxUnpoolBackward> {
+  static variable_list forward(AutogradContext* ctx, int64_t nd, const Tensor& grad_output,
                                const Tensor& indices, IntArrayRef kernel_size, IntArrayRef stride,
                                IntArrayRef padding) {
     at::AutoDispatchBelowADInplaceOrView below;
     ctx->save_for_backward({grad_output, indices});
-    return {unpool_backward_op<ND>().call(grad_output, indices, kernel_size, stride, padding)};
+    ctx->saved_data["nd"] = nd;
+    return {unpool_backward_op(nd).call(grad_output, indices, kernel_size, stride, padding)};
   }
   // grad_values = grad_output[indices], a gather: its derivative scatter-adds into grad_output.
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
+    const int64_t nd = ctx->saved_data["nd"].toInt();
     Tensor scattered;
     if (grads[0].defined()) {
       scattered = at::zeros_like(saved[0], at::MemoryFormat::Contiguous)
-                      .flatten(-ND)
-                      .scatter_add(-1, saved[1].flatten(-ND), grads[0].flatten(-ND))
+                      .flatten(-nd)
+                      .scatter_add(-1, saved[1].flatten(-nd), grads[0].flatten(-nd))
                       .view_as(saved[0]);
     }
-    return {scattered, Tensor(), Tensor(), Tensor(), Tensor()};
+    return {Tensor(), scattered, Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 
@@ -232,10 +237,10 @@ std::tuple<Tensor, Tensor> max_pool_autograd(const Tensor& self, IntArrayRef ker
                                              IntArrayRef dilation, bool ceil_mode) {
   if (!records(self)) {
     at::AutoDispatchBelowADInplaceOrView below;
-    return pool_op<ND>().call(self, kernel_size, stride, padding, dilation, ceil_mode);
+    return pool_op(ND).call(self, kernel_size, stride, padding, dilation, ceil_mode);
   }
   const variable_list out =
-      MaxPool<ND>::apply(self, kernel_size, stride, padding, dilation, ceil_mode);
+      MaxPool::apply(int64_t{ND}, self, kernel_size, stride, padding, dilation, ceil_mode);
   return {out[0], out[1]};
 }
 template <int ND>
@@ -244,11 +249,11 @@ Tensor max_pool_backward_autograd(const Tensor& grad_output, const Tensor& self,
                                   IntArrayRef dilation, bool ceil_mode, const Tensor& indices) {
   if (!records(grad_output)) {
     at::AutoDispatchBelowADInplaceOrView below;
-    return pool_backward_op<ND>().call(grad_output, self, kernel_size, stride, padding, dilation,
-                                       ceil_mode, indices);
+    return pool_backward_op(ND).call(grad_output, self, kernel_size, stride, padding, dilation,
+                                     ceil_mode, indices);
   }
-  return MaxPoolBackward<ND>::apply(grad_output, self, kernel_size, stride, padding, dilation,
-                                    ceil_mode, indices)[0];
+  return MaxPoolBackward::apply(int64_t{ND}, grad_output, self, kernel_size, stride, padding,
+                                dilation, ceil_mode, indices)[0];
 }
 template <int ND>
 Tensor max_unpool_autograd(const Tensor& self, const Tensor& indices, IntArrayRef kernel_size,
@@ -256,9 +261,10 @@ Tensor max_unpool_autograd(const Tensor& self, const Tensor& indices, IntArrayRe
                            OptionalIntArrayRef output_size) {
   if (!records(self)) {
     at::AutoDispatchBelowADInplaceOrView below;
-    return unpool_op<ND>().call(self, indices, kernel_size, stride, padding, output_size);
+    return unpool_op(ND).call(self, indices, kernel_size, stride, padding, output_size);
   }
-  return MaxUnpool<ND>::apply(self, indices, kernel_size, stride, padding, output_size)[0];
+  return MaxUnpool::apply(int64_t{ND}, self, indices, kernel_size, stride, padding,
+                          output_size)[0];
 }
 template <int ND>
 Tensor max_unpool_backward_autograd(const Tensor& grad_output, const Tensor& indices,
@@ -266,18 +272,13 @@ Tensor max_unpool_backward_autograd(const Tensor& grad_output, const Tensor& ind
                                     IntArrayRef padding) {
   if (!records(grad_output)) {
     at::AutoDispatchBelowADInplaceOrView below;
-    return unpool_backward_op<ND>().call(grad_output, indices, kernel_size, stride, padding);
+    return unpool_backward_op(ND).call(grad_output, indices, kernel_size, stride, padding);
   }
-  return MaxUnpoolBackward<ND>::apply(grad_output, indices, kernel_size, stride, padding)[0];
+  return MaxUnpoolBackward::apply(int64_t{ND}, grad_output, indices, kernel_size, stride,
+                                  padding)[0];
 }
 
 // ---------------------------------------------------------------------------------------------
-
-std::string schema(const char* format, int nd) {
-  std::string s = format;
-  for (size_t at; (at = s.find('#')) != std::string::npos;) s.replace(at, 1, std::to_string(nd));
-  return s;
-}
 
 template <int ND>
 void define_ops(torch::Library& m) {
