@@ -2,6 +2,7 @@
 
 #include <poolgen/poolgen.h>
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/max_pool2d_with_indices_backward_cpu_dispatch.h>
@@ -218,7 +219,7 @@ Outcome check_pytorch_padding(int nd, const int64_t* kernel, const int64_t* padd
 }
 
 Outcome pool_options(const PoolWindow& w, poolgen_pool_options* o) {
-  *o = poolgen_pool_options{};
+  std::memset(o, 0, sizeof *o);  // padding too: output_shape compares options bytewise
   Outcome r;
   if (!(r = copy_list("kernel_size", w.kernel_size, w.nd, false, 1, o->kernel_size)).ok()) return r;
   if (!(r = copy_list("stride", w.stride, w.nd, true, 1, o->stride)).ok()) return r;
@@ -229,7 +230,7 @@ Outcome pool_options(const PoolWindow& w, poolgen_pool_options* o) {
 }
 
 Outcome unpool_options(const UnpoolWindow& w, poolgen_unpool_options* o) {
-  *o = poolgen_unpool_options{};
+  std::memset(o, 0, sizeof *o);  // padding too: output_shape compares options bytewise
   Outcome r;
   const bool by_indices = w.kernel_size.empty();  // all zero in the C API
   if (!by_indices &&
@@ -278,19 +279,59 @@ Outcome call(F f) {
   return code == POOLGEN_OK ? Outcome{} : Outcome{code, message};
 }
 
+// The C API's output shape (`query`: poolgen_max_pool_output_shape or its unpooling twin) for
+// options `o` on an input of `self`'s extents (rank at most kMaxRank), remembered per thread for
+// the latest arguments: calls repeat their shapes, and the query costs as much as a tiny kernel.
+template <typename Options, typename Query>
+Outcome output_shape(Query query, int nd, const at::Tensor& self, const Options& o,
+                     int64_t* shape) {
+  struct Latest {
+    int nd = 0, rank = -1;
+    int64_t sizes[kMaxRank], shape[kMaxRank];
+    Options options;
+  };
+  thread_local Latest latest;
+  const at::IntArrayRef sizes = self.sizes();
+  const int rank = static_cast<int>(sizes.size());
+  if (latest.nd == nd && latest.rank == rank &&
+      std::equal(sizes.begin(), sizes.end(), latest.sizes) &&
+      std::memcmp(&latest.options, &o, sizeof o) == 0) {
+    std::copy(latest.shape, latest.shape + rank, shape);
+    return {};
+  }
+  const Outcome r = call(
+      [&](char* m, size_t n) { return query(nd, rank, sizes.data(), &o, shape, m, n); });
+  if (r.ok()) {
+    latest.nd = nd;
+    latest.rank = rank;
+    std::copy(sizes.begin(), sizes.end(), latest.sizes);
+    std::copy(shape, shape + rank, latest.shape);
+    std::memcpy(&latest.options, &o, sizeof o);
+  }
+  return r;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Outputs as PyTorch allocates them: `op`'s memory-format rule applied to `like` (the input; a
 // 1-D op's unsqueezed at `dim`, as PyTorch runs 1-D ops through 2-D kernels), batch-less inputs
 // (of rank nd + 1) and other ranks contiguous.
 at::Tensor allocate(const int64_t* shape, int rank, const at::TensorOptions& options, StockOp op,
                     const at::Tensor& like, int nd, int64_t dim) {
-  std::vector<int64_t> sizes(shape, shape + rank);
+  int64_t sizes[kMaxRank + 1];
+  std::copy(shape, shape + rank, sizes);
   const at::Tensor as = nd == 1 ? like.unsqueeze(dim) : like;
-  if (nd == 1) sizes.insert(sizes.end() + 1 + dim, 1);
+  if (nd == 1) {
+    std::copy_backward(sizes + rank + dim + 1, sizes + rank, sizes + rank + 1);
+    sizes[rank + dim + 1] = 1;
+  }
   const bool channels_last = as.dim() == (nd == 3 ? 5 : 4) && keeps_channels_last(op);
-  const at::Tensor out = at::empty(
-      sizes, options.memory_format(channels_last ? as.suggest_memory_format()
-                                                 : at::MemoryFormat::Contiguous));
+  const at::TensorOptions with_format = options.memory_format(
+      channels_last ? as.suggest_memory_format() : at::MemoryFormat::Contiguous);
+  const at::IntArrayRef extents(sizes, rank + (nd == 1));
+  // CPU tensors straight from PyTorch's allocator, as its own kernels get theirs (at::empty
+  // would pass the dispatcher: a sixth of a tiny call).
+  const at::Tensor out = options.device().is_cpu() ? at::Tensor(at::detail::empty_cpu(extents, with_format))
+                                                   : at::empty(extents, with_format);
   return nd == 1 ? out.squeeze(dim) : out;
 }
 
@@ -336,10 +377,7 @@ Outcome max_pool(const at::Tensor& self, const PoolWindow& w, at::Tensor* values
   if (!(r = pool_options(w, &o)).ok() || !(r = check_tensor("input", self)).ok()) return r;
   int64_t shape[kMaxRank];
   const int rank = static_cast<int>(self.dim());
-  r = call([&](char* m, size_t n) {
-    return poolgen_max_pool_output_shape(w.nd, rank, self.sizes().data(), &o, shape, m, n);
-  });
-  if (!r.ok()) return r;
+  if (!(r = output_shape(poolgen_max_pool_output_shape, w.nd, self, o, shape)).ok()) return r;
   if (values->defined()) {
     if (!(r = check_output("values", *values, shape, rank, self.scalar_type())).ok() ||
         !(r = check_output("indices", *indices, shape, rank, at::kLong)).ok()) {
@@ -392,10 +430,7 @@ Outcome max_unpool(const at::Tensor& self, const at::Tensor& indices, const Unpo
   }
   int64_t shape[kMaxRank];
   const int rank = static_cast<int>(self.dim());
-  r = call([&](char* m, size_t n) {
-    return poolgen_max_unpool_output_shape(w.nd, rank, self.sizes().data(), &o, shape, m, n);
-  });
-  if (!r.ok()) return r;
+  if (!(r = output_shape(poolgen_max_unpool_output_shape, w.nd, self, o, shape)).ok()) return r;
   if (output->defined()) {
     if (!(r = check_output("output", *output, shape, rank, self.scalar_type())).ok()) return r;
   } else {

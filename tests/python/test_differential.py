@@ -314,3 +314,26 @@ def test_unpool_empty_extents_as_in_pytorch(window):
     assert_same_outcome(outcome(pt.max_unpool2d, values, indices, *window), want, str(window))
     with pytest.raises(ValueError, match="output_size"):  # the op itself keeps poolgen's rule
         torch.ops.poolgen.max_unpool2d(values, indices, [2], [1], [1])
+
+
+def test_repeated_and_alternating_arguments():
+    """The binding remembers the latest output shape per thread: calls that repeat an input's
+    extents with other windows, ranks or a failure between them must not reuse a stale one."""
+    x = torch.randn(2, 3, 9, 9)
+    calls = [((2,), {}), ((3, 1, 1), {}), ((2,), {"ceil_mode": True}), ((2, 2, 0, 2), {}),
+             ((2,), {}), ((9, 1, 4), {}), ((2,), {})]  # (9, 1, 4): padding over half, raises
+    for args, kwargs in calls * 2:
+        want = stock(F.max_pool2d, x, *args, return_indices=True, **kwargs)
+        for got in (outcome(pt.max_pool2d, x, *args, return_indices=True, **kwargs),
+                    dropin(F.max_pool2d, x, *args, return_indices=True, **kwargs)):
+            assert_same_outcome(got, want, f"max_pool2d{args}{kwargs}")
+        if not raised(want):
+            values, indices = want
+            for size in (None, list(x.shape[-2:]), [values.shape[-2] * 3, values.shape[-1] * 3]):
+                want_unpooled = stock(F.max_unpool2d, values, indices, args[0], output_size=size)
+                assert_same_outcome(outcome(pt.max_unpool2d, values, indices, args[0],
+                                            output_size=size),
+                                    want_unpooled, f"max_unpool2d{args} {size}")
+    y = x.reshape(2, 3, 81)  # the same sizes' prefix at another rank
+    assert_same_outcome(outcome(pt.max_pool1d, y, 2, return_indices=True),
+                        stock(F.max_pool1d, y, 2, return_indices=True), "max_pool1d")
