@@ -45,12 +45,11 @@ Status prepare(int nd, const TensorView& values, DType index_dtype, const Unpool
                             spatial_elements(nd, call->output_shape), &call->values);
 }
 
-// The kernels for the values' device, layout and types (after the arguments are known valid, so
-// that a malformed call is reported as such even when the build lacks its dtype).
+// The kernels for the values' device and types in `layout` (after the arguments are known
+// valid, so that a malformed call is reported as such even when the build lacks its dtype).
 Status choose(const TensorView& values, DType index_dtype, const UnpoolOptions& options,
-              UnpoolCall* call) {
+              Layout layout, UnpoolCall* call) {
   const int nd = call->window.nd;
-  const Layout layout = layout_of(call->values);
   call->device = call_device(options.device, values);
   if (call->device == Device::cuda || options.path == Path::winner) {
     int capability = 0;
@@ -85,7 +84,7 @@ Status max_unpool_kernel_name(int nd, const TensorView& values, DType index_dtyp
                               const UnpoolOptions& options, std::string* name) {
   UnpoolCall call;
   POOLGEN_RETURN_IF_ERROR(prepare(nd, values, index_dtype, options, &call));
-  POOLGEN_RETURN_IF_ERROR(choose(values, index_dtype, options, &call));
+  POOLGEN_RETURN_IF_ERROR(choose(values, index_dtype, options, layout_of(call.values), &call));
   *name = (call.winner ? call.winner : call.gather ? call.gather : call.scatter)->name;
   return {};
 }
@@ -107,7 +106,11 @@ Status unpool(int nd, const TensorView& values, const TensorView& indices,
                                       {"indices", indices, indices.dtype, values.shape},
                                       {"output", output, values.dtype, call.output_shape}, &v, &i,
                                       &o));
-  POOLGEN_RETURN_IF_ERROR(choose(values, indices.dtype, options, &call));
+  // The output's layout where it has one (else the values'): values and indices in another
+  // (PyTorch 2 pools 3-D channels-last into channels-last, its unpooling gives contiguous) are
+  // the smaller tensors, so they are the ones packed; packing the output cost 1.8x the call.
+  const Layout layout = fits(o, layout_of(o)) ? layout_of(o) : layout_of(v);
+  POOLGEN_RETURN_IF_ERROR(choose(values, indices.dtype, options, layout, &call));
   if (o.elements() == 0) return {};
 
   if (const Kernel* w = call.winner) {
