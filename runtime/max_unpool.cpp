@@ -45,8 +45,9 @@ Status prepare(int nd, const TensorView& values, DType index_dtype, const Unpool
                             spatial_elements(nd, call->output_shape), &call->values);
 }
 
-// The kernels for the values' device and types in `layout` (after the arguments are known
-// valid, so that a malformed call is reported as such even when the build lacks its dtype).
+// The kernels for the values' device and types (after the arguments are known valid, so that a
+// malformed call is reported as such even when the build lacks its dtype): the gather and the
+// scatter in `layout`, the winner (which takes the views whole) in the values'.
 Status choose(const TensorView& values, DType index_dtype, const UnpoolOptions& options,
               Layout layout, UnpoolCall* call) {
   const int nd = call->window.nd;
@@ -54,7 +55,7 @@ Status choose(const TensorView& values, DType index_dtype, const UnpoolOptions& 
   if (call->device == Device::cuda || options.path == Path::winner) {
     int capability = 0;
     if (call->device == Device::cuda) POOLGEN_RETURN_IF_ERROR(cuda_capability(&capability));
-    return choose_kernel(forward_kernels(), {Op::unpool_winner, nd, layout, values.dtype, index_dtype, nullptr,
+    return choose_kernel(forward_kernels(), {Op::unpool_winner, nd, layout_of(call->values), values.dtype, index_dtype, nullptr,
                           call->device, capability},
                          "values", &call->winner);
   }
