@@ -110,7 +110,8 @@ Status unpool(int nd, const TensorView& values, const TensorView& indices,
   // The output's layout where it has one (else the values'): values and indices in another
   // (PyTorch 2 pools 3-D channels-last into channels-last, its unpooling gives contiguous) are
   // the smaller tensors, so they are the ones packed; packing the output cost 1.8x the call.
-  const Layout layout = fits(o, layout_of(o)) ? layout_of(o) : layout_of(v);
+  const Layout output_layout = layout_of(o);
+  const Layout layout = fits(o, output_layout) ? output_layout : layout_of(v);
   POOLGEN_RETURN_IF_ERROR(choose(values, indices.dtype, options, layout, &call));
   if (o.elements() == 0) return {};
 

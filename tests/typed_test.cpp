@@ -810,6 +810,13 @@ class PoolWorkers : public ::testing::Test {
     idle_ = settled_process_threads();
   }
 
+  // f32 values of `shape` in a fixed pattern with ties (37 i mod 101).
+  static std::vector<float> patterned_input(const Ints& shape) {
+    std::vector<float> input(test::numel(shape));
+    for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<float>((i * 37) % 101);
+    return input;
+  }
+
   ThreadsReset reset_;
   int idle_ = 0;
 };
@@ -820,8 +827,8 @@ class PoolWorkers : public ::testing::Test {
 TEST_F(PoolWorkers, SmallCallsStayOnTheCallingThread) {
   // 1x8x32x32 f32 moves 56 KiB in pooling and unpooling alike: 8 planes, 8 tasks or more.
   const Ints shape{1, 8, 32, 32}, pooled{1, 8, 16, 16};
-  std::vector<float> input(test::numel(shape)), values(test::numel(pooled)), output(input.size());
-  for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<float>((i * 37) % 101);
+  std::vector<float> input = patterned_input(shape);
+  std::vector<float> values(test::numel(pooled)), output(input.size());
   std::vector<int64_t> indices(values.size());
   PoolOptions po;
   po.kernel_size = {2};
@@ -886,8 +893,7 @@ TEST_F(PoolWorkers, LargeChannelsLastImageUnpoolsAsOneTask) {
 // be the reference's, so a task that skipped or repeated planes would show.
 TEST_F(PoolWorkers, SmallPlanesShareTasksOfSeveralPlanes) {
   const Ints shape{1, 63, 28, 28}, pooled{1, 63, 14, 14};
-  std::vector<float> input(test::numel(shape));
-  for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<float>((i * 37) % 101);
+  std::vector<float> input = patterned_input(shape);
   PoolOptions po;
   po.kernel_size = {2};
   UnpoolOptions uo;
@@ -932,8 +938,7 @@ TEST_F(PoolWorkers, SmallPlanesShareTasksOfSeveralPlanes) {
 // wait for the missing workers. Unguarded, the child waited for them forever.
 TEST_F(PoolWorkers, ForkedChildRunsCallsOnItsCallingThread) {
   const Ints shape{2, 16, 64, 64}, pooled{2, 16, 32, 32};
-  std::vector<float> input(test::numel(shape));
-  for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<float>((i * 37) % 101);
+  std::vector<float> input = patterned_input(shape);
   PoolOptions po;
   po.kernel_size = {2};
   std::vector<float> values(test::numel(pooled));

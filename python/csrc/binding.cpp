@@ -99,23 +99,6 @@ bool keeps_channels_last(StockOp op) {
   return answers[static_cast<int>(op)];
 }
 
-bool stock_takes(StockOp op, at::ScalarType dtype) {
-  constexpr int kTypes = static_cast<int>(at::ScalarType::NumOptions);
-  static std::array<std::atomic<int8_t>, kStockOps * kTypes> known{};  // 0 unknown, 1 yes, 2 no
-  std::atomic<int8_t>& answer = known[static_cast<int>(op) * kTypes + static_cast<int>(dtype)];
-  if (answer.load(std::memory_order_relaxed) == 0) {
-    bool takes = true;
-    try {
-      run_stock(op, is_3d(op) ? at::IntArrayRef{1, 1, 1, 1, 1} : at::IntArrayRef{1, 1, 1, 1},
-                dtype, at::MemoryFormat::Contiguous);
-    } catch (const c10::Error&) {
-      takes = false;
-    }
-    answer.store(takes ? 1 : 2, std::memory_order_relaxed);
-  }
-  return answer.load(std::memory_order_relaxed) == 1;
-}
-
 // PyTorch 2.x raises NotImplementedError for a dtype a kernel lacks, 1.13 RuntimeError.
 bool dtype_errors_are_not_implemented() {
   static const bool answer = [] {
@@ -328,10 +311,9 @@ at::Tensor allocate(const int64_t* shape, int rank, const at::TensorOptions& opt
   const at::TensorOptions with_format = options.memory_format(
       channels_last ? as.suggest_memory_format() : at::MemoryFormat::Contiguous);
   const at::IntArrayRef extents(sizes, rank + (nd == 1));
-  // CPU tensors straight from PyTorch's allocator, as its own kernels get theirs (at::empty
-  // would pass the dispatcher: a sixth of a tiny call).
-  const at::Tensor out = options.device().is_cpu() ? at::Tensor(at::detail::empty_cpu(extents, with_format))
-                                                   : at::empty(extents, with_format);
+  // Straight from PyTorch's CPU allocator (only CPU kernels get here), as its own kernels get
+  // their outputs: at::empty would pass the dispatcher, a sixth of a tiny call.
+  const at::Tensor out(at::detail::empty_cpu(extents, with_format));
   return nd == 1 ? out.squeeze(dim) : out;
 }
 
@@ -368,7 +350,22 @@ Outcome check_output(const char* argument, const at::Tensor& out, const int64_t*
   TORCH_CHECK(false, m);
 }
 
-bool pytorch_takes(StockOp op, at::ScalarType dtype) { return stock_takes(op, dtype); }
+bool pytorch_takes(StockOp op, at::ScalarType dtype) {
+  constexpr int kTypes = static_cast<int>(at::ScalarType::NumOptions);
+  static std::array<std::atomic<int8_t>, kStockOps * kTypes> known{};  // 0 unknown, 1 yes, 2 no
+  std::atomic<int8_t>& answer = known[static_cast<int>(op) * kTypes + static_cast<int>(dtype)];
+  if (answer.load(std::memory_order_relaxed) == 0) {
+    bool takes = true;
+    try {
+      run_stock(op, is_3d(op) ? at::IntArrayRef{1, 1, 1, 1, 1} : at::IntArrayRef{1, 1, 1, 1},
+                dtype, at::MemoryFormat::Contiguous);
+    } catch (const c10::Error&) {
+      takes = false;
+    }
+    answer.store(takes ? 1 : 2, std::memory_order_relaxed);
+  }
+  return answer.load(std::memory_order_relaxed) == 1;
+}
 
 Outcome max_pool(const at::Tensor& self, const PoolWindow& w, at::Tensor* values,
                  at::Tensor* indices) {
@@ -453,7 +450,7 @@ Outcome max_unpool_backward(const at::Tensor& grad_output, const at::Tensor& ind
     return r;
   }
   // PyTorch's gradient is a gather (its max_pool_double_backward): contiguous, like the indices.
-  *grad_values = at::empty(indices.sizes(), grad_output.options());
+  *grad_values = at::Tensor(at::detail::empty_cpu(indices.sizes(), grad_output.options()));
   at::Tensor keep[3];
   const poolgen_tensor g = view_of(grad_output, &keep[0]), i = view_of(indices, &keep[1]),
                        gv = view_of(*grad_values, &keep[2]);
