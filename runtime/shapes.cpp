@@ -133,7 +133,9 @@ Status unpool_window(int nd, const UnpoolOptions& o, Window* w) {
     return fail(Code::invalid_argument, "stride: expected none without a kernel_size (unpooling ",
                 "by the indices alone), got ", format_shape(o.stride));
   }
-  if (std::any_of(o.padding.begin(), o.padding.end(), [](int64_t p) { return p != 0; })) {
+  const int64_t zeros[3] = {0, 0, 0};
+  POOLGEN_RETURN_IF_ERROR(expand("padding", o.padding, nd, zeros, w->padding));
+  if (std::any_of(w->padding, w->padding + nd, [](int64_t p) { return p != 0; })) {
     return fail(Code::invalid_argument, "padding: expected 0 without a kernel_size (unpooling ",
                 "by the indices alone), got ", format_shape(o.padding));
   }

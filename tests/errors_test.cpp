@@ -558,6 +558,10 @@ TEST(UnpoolErrors, ByIndicesAlone) {
   c.o.stride = {};
   c.o.padding = {0, 1};
   EXPECT_UNPOOL_ERROR(c, Code::invalid_argument, {"padding: expected 0 without a kernel_size"});
+  c.o.padding = {0, 0, 0};  // zeros, but not 1 or nd of them
+  EXPECT_UNPOOL_ERROR(c, Code::invalid_argument, {"padding: expected 1 or 2 entries, got 3"});
+  c.o.padding = {0};
+  EXPECT_TRUE(c.run().ok());
 }
 
 TEST(UnpoolErrors, TensorMismatches) {

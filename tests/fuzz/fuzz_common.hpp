@@ -486,11 +486,21 @@ inline ShapeModel model_unpool_shape(int nd, const Ints& shape, const UnpoolOpti
   ShapeModel m;
   m.limit = over_window_limit({&o.kernel_size, &o.stride, &o.padding}) || unknown_device(o.device);
   if (nd < 1 || nd > 3) return m.why = "nd", m;
-  i128 k[3], s[3], p[3];
+  // No kernel_size but an output_size: by the indices alone, any extents >= 1 and no window.
+  const bool by_indices = o.kernel_size.empty() && !o.output_size.empty();
+  i128 k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, p[3];
   const i128 zeros[3] = {0, 0, 0};
-  if (!model_list(o.kernel_size, nd, nullptr, k)) return m.why = "kernel_size count", m;
-  if (!model_list(o.stride, nd, k, s)) return m.why = "stride count", m;
-  if (!model_list(o.padding, nd, zeros, p)) return m.why = "padding count", m;
+  if (by_indices) {
+    if (!o.stride.empty()) return m.why = "stride without kernel_size", m;
+    if (!model_list(o.padding, nd, zeros, p)) return m.why = "padding count", m;
+    for (int i = 0; i < nd; ++i) {
+      if (p[i] != 0) return m.why = "padding without kernel_size", m;
+    }
+  } else {
+    if (!model_list(o.kernel_size, nd, nullptr, k)) return m.why = "kernel_size count", m;
+    if (!model_list(o.stride, nd, k, s)) return m.why = "stride count", m;
+    if (!model_list(o.padding, nd, zeros, p)) return m.why = "padding count", m;
+  }
   for (int i = 0; i < nd; ++i) {
     if (k[i] > kLibMaxWindow || s[i] > kLibMaxWindow || p[i] > kLibMaxWindow) m.limit = true;
   }
@@ -516,7 +526,7 @@ inline ShapeModel model_unpool_shape(int nd, const Ints& shape, const UnpoolOpti
     i128 e = def;
     if (given) {
       e = o.output_size[given - nd + i];
-      if (!(def - s[i] < e && e < def + s[i])) return m.why = "output_size range", m;
+      if (!by_indices && !(def - s[i] < e && e < def + s[i])) return m.why = "output_size range", m;
     }
     if (e < 1) return m.why = "output extent below 1", m;
     if (e > kI64Max) fits = false;
