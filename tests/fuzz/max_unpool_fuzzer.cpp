@@ -48,7 +48,8 @@ UnpoolOptions from_c(int nd, const poolgen_unpool_options& c) {
   auto list = [&](const int64_t* a) { return Ints(a, a + nd); };
   auto zero = [&](const int64_t* a) { return std::all_of(a, a + nd, [](int64_t v) { return !v; }); };
   UnpoolOptions o;
-  o.kernel_size = list(c.kernel_size);
+  // An all-zero kernel_size with an output_size: by the indices alone.
+  o.kernel_size = c.output_size_len > 0 && zero(c.kernel_size) ? Ints{} : list(c.kernel_size);
   o.stride = zero(c.stride) ? Ints{} : list(c.stride);
   o.padding = list(c.padding);
   const int n = std::clamp<int32_t>(c.output_size_len, 0, 5);
