@@ -27,23 +27,6 @@ int32_t report(const Status& status, char* message, size_t size) {
   return static_cast<int32_t>(status.code());
 }
 
-Status tensor(const char* argument, const poolgen_tensor* t, TensorView* out) {
-  if (!t) {
-    return Status(Code::invalid_argument,
-                  std::string(argument) + ": expected a poolgen_tensor, got a null pointer");
-  }
-  if (t->rank < 2 || t->rank > 5) {
-    return Status(Code::invalid_argument, std::string(argument) +
-                                              ": expected rank 2 to 5, got " +
-                                              std::to_string(t->rank));
-  }
-  out->data = t->data;
-  out->dtype = static_cast<DType>(t->dtype);
-  out->shape = list(t->shape, t->rank);
-  out->strides = list_or_default(t->strides, t->rank);
-  out->device = static_cast<Device>(t->device);
-  return {};
-}
 
 bool nd_ok(int32_t nd) { return nd >= 1 && nd <= 3; }
 
@@ -92,6 +75,24 @@ Status shape_query(int32_t rank, const int64_t* input_shape, int64_t* out_shape,
 
 }  // namespace
 
+Status tensor_view(const char* argument, const poolgen_tensor* t, TensorView* out) {
+  if (!t) {
+    return Status(Code::invalid_argument,
+                  std::string(argument) + ": expected a poolgen_tensor, got a null pointer");
+  }
+  if (t->rank < 2 || t->rank > 5) {
+    return Status(Code::invalid_argument, std::string(argument) +
+                                              ": expected rank 2 to 5, got " +
+                                              std::to_string(t->rank));
+  }
+  out->data = t->data;
+  out->dtype = static_cast<DType>(t->dtype);
+  out->shape = list(t->shape, t->rank);
+  out->strides = list_or_default(t->strides, t->rank);
+  out->device = static_cast<Device>(t->device);
+  return {};
+}
+
 PoolOptions pool_options(int32_t nd, const poolgen_pool_options& o) {
   PoolOptions p;
   p.kernel_size = list(o.kernel_size, nd);
@@ -113,7 +114,7 @@ Status with_tensors(int32_t nd, const void* options, const char* const (&names)[
                     const poolgen_tensor* const (&tensors)[3], const TensorOp& op) {
   POOLGEN_RETURN_IF_ERROR(check_call(nd, options));
   TensorView views[3];
-  for (int k = 0; k < 3; ++k) POOLGEN_RETURN_IF_ERROR(tensor(names[k], tensors[k], &views[k]));
+  for (int k = 0; k < 3; ++k) POOLGEN_RETURN_IF_ERROR(tensor_view(names[k], tensors[k], &views[k]));
   return op(views[0], views[1], views[2]);
 }
 

@@ -10,6 +10,10 @@
 
 namespace poolgen::c_api {
 
+// A C tensor as a view (`argument` names it in messages): null pointers and ranks outside 2..5
+// are invalid_argument.
+Status tensor_view(const char* argument, const poolgen_tensor* t, TensorView* out);
+
 PoolOptions pool_options(int32_t nd, const poolgen_pool_options& o);
 
 // Runs body() without letting anything be thrown out, and returns its code; the message goes

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "poolgen/poolgen.hpp"
@@ -219,8 +220,13 @@ std::vector<uint8_t> bytes_of(const std::vector<T>& v) {
 // indices keep the forward op's meaning: input_shape is the pooling input's (grad_input's) or the
 // unpooling values' (grad_values'), output_shape the pooled or unpooled one.
 inline const char* const kOps[] = {"pool", "unpool", "pool_backward", "unpool_backward"};
+// index_formats.txt (tools/make_framework_golden.py) holds pooling cases of op index_formats:
+// their out_indices (PyTorch's) come with the other frameworks' indices of the same maxima, as
+// indices_<IndexFormat name> lines.
+inline const char kIndexFormatsOp[] = "index_formats";
 
 inline bool known_op(const std::string& op) {
+  if (op == kIndexFormatsOp) return true;
   for (const char* o : kOps) {
     if (op == o) return true;
   }
@@ -247,6 +253,8 @@ struct Case {
   // for pool_backward, grad_values for unpool_backward. pool_backward keeps the forward's input
   // (in_values) and indices (out_indices), unpool_backward the unpooling's indices (in_indices).
   std::vector<uint8_t> grad_output, grad_input, grad_values;
+  // index_formats: (format name, the pooled elements' indices in that format).
+  std::vector<std::pair<std::string, std::vector<int64_t>>> formatted_indices;
 
   template <typename T>
   std::vector<T> in() const { return values_as<T>(in_values); }
@@ -340,7 +348,10 @@ inline bool sizes_match(const Case& c) {
     return static_cast<size_t>(n);
   };
   const size_t w = dtype_bytes(c.dtype), in = count(c.input_shape), out = count(c.output_shape);
-  if (c.op == "pool") {
+  if (c.op == "pool" || c.op == "index_formats") {
+    for (const auto& [format, indices] : c.formatted_indices) {
+      if (indices.size() != out) return false;
+    }
     return c.in_values.size() == in * w && c.out_values.size() == out * w &&
            c.out_indices.size() == out;
   }
@@ -466,6 +477,8 @@ inline std::vector<Case> load_file(const std::string& dir, const std::string& fi
       c.in_indices = detail::parse_ints(tok, where);
     } else if (key == "out_indices") {
       c.out_indices = detail::parse_ints(tok, where);
+    } else if (key.rfind("indices_", 0) == 0) {
+      c.formatted_indices.emplace_back(key.substr(8), detail::parse_ints(tok, where));
     } else {
       throw std::runtime_error("golden: unknown key '" + key + "' at " + where);
     }

@@ -94,6 +94,25 @@ int32_t poolgen_max_unpool_backward(int32_t nd, const poolgen_tensor* grad_outpu
                                     const poolgen_unpool_options* options, char* message,
                                     size_t message_size);
 
+/* Index formats (poolgen::IndexFormat): the conventions of PyTorch, ONNX, TensorFlow and
+ * XNNPACK. */
+enum {
+  POOLGEN_INDEX_PLANE = 0,
+  POOLGEN_INDEX_ONNX = 1,
+  POOLGEN_INDEX_ONNX_COLUMN_MAJOR = 2,
+  POOLGEN_INDEX_TENSORFLOW = 3,
+  POOLGEN_INDEX_TENSORFLOW_WITH_BATCH = 4,
+  POOLGEN_INDEX_WINDOW = 5
+};
+
+/* poolgen::convert_indices: frame_shape has frame_rank entries; window may be NULL unless a
+ * format is POOLGEN_INDEX_WINDOW. */
+int32_t poolgen_convert_indices(int32_t nd, int32_t frame_rank, const int64_t* frame_shape,
+                                const poolgen_tensor* from, int32_t from_format,
+                                const poolgen_tensor* to, int32_t to_format,
+                                const poolgen_pool_options* window, char* message,
+                                size_t message_size);
+
 void poolgen_set_num_threads(int32_t threads);
 /* See poolgen::set_min_parallel_bytes. */
 void poolgen_set_min_parallel_bytes(int64_t bytes);

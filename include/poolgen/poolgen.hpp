@@ -183,6 +183,36 @@ Status max_pool_backward(int nd, const TensorView& grad_output, const TensorView
 Status max_unpool_backward(int nd, const TensorView& grad_output, const TensorView& indices,
                            const TensorView& grad_values, const UnpoolOptions& options);
 
+// How an index names an element of the frame it points into: the pooling input, or the unpooled
+// output, of shape (N, C, spatial...). Each format is one system's convention (docs/semantics.md,
+// "Index formats"); the ops write and read `plane`.
+enum class IndexFormat : int32_t {
+  plane = 0,              // PyTorch: row-major offset inside the element's (n, c) plane
+  onnx = 1,               // ONNX MaxPool (storage_order 0), MaxUnpool: row-major over the frame
+  onnx_column_major = 2,  // ONNX MaxPool storage_order 1: (n*C + c) * plane + the plane offset
+                          // with the first spatial dimension fastest (h + w*H in 2-D)
+  tensorflow = 3,         // tf.nn.max_pool_with_argmax: offset in one item's (spatial..., C)
+                          // tensor, offset * C + c
+  tensorflow_with_batch = 4,  // include_batch_in_index: (n * plane + offset) * C + c
+  window = 5,  // XNNPACK's argmax pooling: the tap inside the element's window, the first
+               // spatial dimension fastest (x * KH + y in 2-D); needs the pooling options
+};
+const char* index_format_name(IndexFormat format);  // "plane", "onnx", ...
+
+// Rewrites the indices of `from` (format from_format) into `to` as to_format. Both have one shape,
+// of the frame's rank, N and C; frame_shape is the frame's (N, C, spatial...) or (C, spatial...).
+// With the window format, `window` gives the pooling options, and `from` must have the pooled
+// shape they give for frame_shape (it is unused otherwise and may be null). i64 or i32 each, any
+// strides, host memory; `to` may be `from` itself (in place) but must not otherwise overlap it,
+// and an i32 `to` must hold every index to_format can give for the frame. An index that names no
+// element of its own (n, c) plane, or (window) none its element's window reaches, is
+// index_out_of_range naming the first in row-major order (`to` is then partly written): PyTorch's
+// out-of-plane index of an empty window (docs/semantics.md, "Gradients") has no other format.
+// One pass on the calling thread: reads and writes each index once.
+Status convert_indices(int nd, const Ints& frame_shape, const TensorView& from,
+                       IndexFormat from_format, const TensorView& to, IndexFormat to_format,
+                       const PoolOptions* window = nullptr);
+
 // Name of the compiled kernel a call would run (for tests and tools): `input` (pooling) or
 // `values` (unpooling) gives shape, dtype and layout (its data is not read), `index_dtype` the
 // indices' dtype. An unsupported combination is an error naming it.

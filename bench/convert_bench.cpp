@@ -1,0 +1,103 @@
+// poolgen_convert_bench: convert_indices between the index formats on the pooled indices of the
+// v0.1 shapes (i64, one thread: the converter runs on the calling thread), against memcpy of the
+// same bytes (the roofline: a conversion reads and writes each index once).
+//
+//   build/bench/poolgen_convert_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only
+#include "poolgen/poolgen.hpp"
+
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <vector>
+
+namespace {
+
+using poolgen::IndexFormat;
+using poolgen::Ints;
+
+struct Case {
+  Ints frame, pooled;
+};
+
+// 2x2 stride-2 pooling of the v0.1 inputs.
+const Case kCases[] = {{{8, 64, 112, 112}, {8, 64, 56, 56}}, {{1, 64, 56, 56}, {1, 64, 28, 28}}};
+
+// Plane indices of a 2x2 pooling: the top-left tap of every window.
+Ints plane_indices(const Case& c) {
+  const int64_t ph = c.pooled[2], pw = c.pooled[3], w = c.frame[3];
+  Ints out(c.pooled[0] * c.pooled[1] * ph * pw);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t y = (i / pw) % ph, x = i % pw;
+    out[i] = 2 * y * w + 2 * x;
+  }
+  return out;
+}
+
+void convert(benchmark::State& state, const Case& c, IndexFormat from, IndexFormat to) {
+  poolgen::PoolOptions window;
+  window.kernel_size = {2};
+  const Ints plane = plane_indices(c);
+  Ints in(plane.size()), out(plane.size());
+  if (!poolgen::convert_indices(2, c.frame, poolgen::contiguous(plane.data(), c.pooled),
+                                IndexFormat::plane, poolgen::contiguous(in.data(), c.pooled),
+                                from, &window)
+           .ok()) {
+    state.SkipWithError("preparing the input failed");
+    return;
+  }
+  for (auto _ : state) {
+    const poolgen::Status st = poolgen::convert_indices(
+        2, c.frame, poolgen::contiguous(in.data(), c.pooled), from,
+        poolgen::contiguous(out.data(), c.pooled), to, &window);
+    if (!st.ok()) state.SkipWithError(st.message().c_str());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * 8 * static_cast<int64_t>(in.size()));
+}
+
+void copy(benchmark::State& state, const Case& c) {
+  const Ints plane = plane_indices(c);
+  Ints out(plane.size());
+  for (auto _ : state) {
+    std::memcpy(out.data(), plane.data(), plane.size() * sizeof(int64_t));
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * 8 * static_cast<int64_t>(plane.size()));
+}
+
+std::string shape_name(const Ints& s) {
+  std::string n;
+  for (int64_t e : s) n += (n.empty() ? "" : "x") + std::to_string(e);
+  return n;
+}
+
+int register_all() {
+  const std::pair<IndexFormat, IndexFormat> pairs[] = {
+      {IndexFormat::plane, IndexFormat::onnx},
+      {IndexFormat::onnx, IndexFormat::plane},
+      {IndexFormat::plane, IndexFormat::onnx_column_major},
+      {IndexFormat::plane, IndexFormat::tensorflow_with_batch},
+      {IndexFormat::tensorflow_with_batch, IndexFormat::plane},
+      {IndexFormat::plane, IndexFormat::window},
+      {IndexFormat::window, IndexFormat::plane}};
+  for (const Case& c : kCases) {
+    const std::string shape = shape_name(c.pooled);
+    benchmark::RegisterBenchmark(("memcpy/" + shape).c_str(), copy, c)
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
+    for (const auto& [from, to] : pairs) {
+      const std::string name = std::string(poolgen::index_format_name(from)) + "->" +
+                               poolgen::index_format_name(to) + "/" + shape;
+      benchmark::RegisterBenchmark(name.c_str(), convert, c, from, to)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
+    }
+  }
+  return 0;
+}
+
+const int registered = register_all();
+
+}  // namespace
+
+BENCHMARK_MAIN();

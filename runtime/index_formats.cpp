@@ -1,0 +1,433 @@
+// convert_indices: pooling indices rewritten from one system's convention to another's. Every
+// format goes through the plane offset (PyTorch's), a row of the pooled tensor at a time: each
+// format's arithmetic is one loop over a row, and in-place conversion reads a row before writing
+// it.
+#include "shapes.hpp"
+#include "tensors.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <type_traits>
+
+namespace poolgen {
+
+using namespace detail;
+
+const char* index_format_name(IndexFormat format) {
+  switch (format) {
+    case IndexFormat::plane: return "plane";
+    case IndexFormat::onnx: return "onnx";
+    case IndexFormat::onnx_column_major: return "onnx_column_major";
+    case IndexFormat::tensorflow: return "tensorflow";
+    case IndexFormat::tensorflow_with_batch: return "tensorflow_with_batch";
+    case IndexFormat::window: return "window";
+  }
+  return "unknown";
+}
+
+namespace {
+
+bool known(IndexFormat f) {
+  return f >= IndexFormat::plane && f <= IndexFormat::window;
+}
+
+// Division of values in [0, 2^59] by a fixed divisor >= 1: a multiplication by its reciprocal,
+// exact to within one below 2^52 (then corrected), where a 64-bit division takes tens of cycles.
+struct Divider {
+  int64_t d = 1;
+  double reciprocal = 1;
+  explicit Divider(int64_t divisor = 1) : d(divisor), reciprocal(1.0 / divisor) {}
+  int64_t quotient(int64_t v) const {
+    if (v >= (int64_t{1} << 52)) return v / d;
+    int64_t q = static_cast<int64_t>(static_cast<double>(v) * reciprocal);
+    const int64_t r = v - q * d;
+    q += (r >= d) - (r < 0);
+    return q;
+  }
+};
+
+// What the indices address: the pooling input (the unpooled output), N x C planes of the
+// spatial extents; with the window format, the windows of the pooled elements.
+struct Frame {
+  int nd = 0;
+  int64_t batch = 1, channels = 1;
+  int64_t extent[3] = {1, 1, 1};  // spatial, outermost first
+  Divider by_extent[3], by_channels;
+  int64_t plane = 1;
+  Window window;  // IndexFormat::window only
+  int64_t taps = 1;
+
+  // Row-major coordinates of a plane offset, and back.
+  void unravel(int64_t p, int64_t* x) const {
+    for (int i = nd - 1; i > 0; --i) {
+      const int64_t q = by_extent[i].quotient(p);
+      x[i] = p - q * extent[i];
+      p = q;
+    }
+    x[0] = p;
+  }
+  int64_t ravel(const int64_t* x) const {
+    int64_t p = 0;
+    for (int i = 0; i < nd; ++i) p = p * extent[i] + x[i];
+    return p;
+  }
+  // The plane offset with the first spatial dimension fastest (ONNX's storage_order 1), both
+  // ways: the reverse of the dimensions' order.
+  int64_t to_column_major(int64_t p) const {
+    int64_t x[3];
+    unravel(p, x);
+    int64_t q = 0;
+    for (int i = nd - 1; i >= 0; --i) q = q * extent[i] + x[i];
+    return q;
+  }
+  int64_t from_column_major(int64_t q) const {
+    int64_t x[3];
+    for (int i = 0; i < nd - 1; ++i) {
+      const int64_t next = by_extent[i].quotient(q);
+      x[i] = q - next * extent[i];
+      q = next;
+    }
+    x[nd - 1] = q;
+    return ravel(x);
+  }
+  // The largest index `format` can give.
+  int64_t largest(IndexFormat format) const {
+    switch (format) {
+      case IndexFormat::onnx:
+      case IndexFormat::onnx_column_major:
+      case IndexFormat::tensorflow_with_batch:
+        return std::max<int64_t>(batch, 1) * channels * plane - 1;
+      case IndexFormat::tensorflow: return channels * plane - 1;
+      case IndexFormat::window: return taps - 1;
+      case IndexFormat::plane: break;
+    }
+    return plane - 1;
+  }
+};
+
+// One row of the pooled tensor: plane (n, c), outer pooled coordinates o[0..nd-2]; its elements
+// step through the innermost pooled dimension from `first`.
+struct Row {
+  int64_t n = 0, c = 0;
+  int64_t o[3] = {};
+  int64_t first = 0;
+};
+
+// The first window tap of pooled coordinate o in spatial dimension i.
+int64_t window_origin(const Window& w, int i, int64_t o) { return o * w.stride[i] - w.padding[i]; }
+
+// A row's elements: i64 or i32, read or written at a unit step (loops that vectorize) or another.
+template <typename T, bool kUnit>
+struct Elements {
+  T* data;
+  int64_t step;
+  T& operator[](int64_t j) const { return data[kUnit ? j : j * step]; }
+};
+
+// Calls f(elements) with the Elements of `count` indices of `v` from `offset` at `step`.
+template <typename F>
+void with_elements(const View& v, int64_t offset, int64_t step, F f) {
+  if (v.dtype == DType::i32) {
+    int32_t* data = static_cast<int32_t*>(v.data) + offset;
+    step == 1 ? f(Elements<int32_t, true>{data, 1}) : f(Elements<int32_t, false>{data, step});
+  } else {
+    int64_t* data = static_cast<int64_t*>(v.data) + offset;
+    step == 1 ? f(Elements<int64_t, true>{data, 1}) : f(Elements<int64_t, false>{data, step});
+  }
+}
+
+// Plane offsets of a row's indices in format f; false when some index names no element of its
+// own plane (no tap of its window inside the plane).
+template <typename In>
+bool decode_row(IndexFormat f, const Frame& fr, const Row& row, In in, int64_t* p,
+                int64_t count) {
+  // Locals, not fr's fields: stores through p could alias those, which would keep the loops
+  // scalar.
+  const int64_t plane = fr.plane, channels = fr.channels;
+  const int64_t plane_base = (row.n * channels + row.c) * plane;
+  // Offsets in [0, plane) leave the sign bit of p | (plane - 1 - p) clear: a test that
+  // vectorizes, where comparisons of 64-bit integers do not on baseline x86-64.
+  int64_t outside = 0;
+  bool bad = false;
+  switch (f) {
+    case IndexFormat::plane:
+      for (int64_t j = 0; j < count; ++j) {
+        p[j] = in[j];
+        outside |= p[j] | (plane - 1 - p[j]);
+      }
+      bad = outside < 0;
+      break;
+    case IndexFormat::onnx:
+    case IndexFormat::onnx_column_major:
+      for (int64_t j = 0; j < count; ++j) {
+        p[j] = in[j] - plane_base;
+        outside |= p[j] | (plane - 1 - p[j]);
+      }
+      bad = outside < 0;
+      if (!bad && f == IndexFormat::onnx_column_major && fr.nd > 1) {
+        for (int64_t j = 0; j < count; ++j) p[j] = fr.from_column_major(p[j]);
+      }
+      break;
+    case IndexFormat::tensorflow:
+    case IndexFormat::tensorflow_with_batch: {
+      // (offset * C + c), plus n * plane * C with the batch.
+      const int64_t base = (f == IndexFormat::tensorflow ? 0 : row.n * plane * channels) + row.c;
+      const Divider by_channels = fr.by_channels;
+      for (int64_t j = 0; j < count; ++j) {
+        const int64_t v = in[j] - base;
+        p[j] = v < 0 ? -1 : by_channels.quotient(v);
+        outside |= p[j] | (plane - 1 - p[j]) | -(p[j] * channels != v);
+      }
+      bad = outside < 0;
+      break;
+    }
+    case IndexFormat::window: {
+      const Window& w = fr.window;
+      for (int64_t j = 0; j < count && !bad; ++j) {
+        int64_t t = in[j], x[3];
+        bad = t < 0 || t >= fr.taps;
+        for (int i = 0; i < fr.nd && !bad; ++i) {
+          const int64_t o = i == fr.nd - 1 ? row.first + j : row.o[i];
+          x[i] = window_origin(w, i, o) + (t % w.kernel[i]) * w.dilation[i];
+          t /= w.kernel[i];
+          bad = x[i] < 0 || x[i] >= fr.extent[i];
+        }
+        if (!bad) p[j] = fr.ravel(x);
+      }
+      break;
+    }
+  }
+  return !bad;
+}
+
+// decode_row, and the position of the first bad index (found element by element: the call
+// fails), or -1.
+template <typename In>
+int64_t decode(IndexFormat f, const Frame& fr, const Row& row, In in, int64_t* p,
+               int64_t count) {
+  if (decode_row(f, fr, row, in, p, count)) return -1;
+  for (int64_t j = 0; j < count; ++j) {
+    Row one = row;
+    one.first = row.first + j;
+    int64_t offset = 0;
+    const int64_t value = in[j];
+    if (!decode_row(f, fr, one, Elements<const int64_t, true>{&value, 1}, &offset, 1)) return j;
+  }
+  return -1;
+}
+
+// Indices of format f for a row's plane offsets (valid ones): the position of the first offset
+// no tap of its window reaches (window), or -1.
+template <typename Out>
+int64_t encode(IndexFormat f, const Frame& fr, const Row& row, const int64_t* p, Out out,
+               int64_t count) {
+  using T = std::remove_reference_t<decltype(out[0])>;
+  const int64_t plane = fr.plane, channels = fr.channels;  // locals: as in decode_row
+  const int64_t plane_base = (row.n * channels + row.c) * plane;
+  switch (f) {
+    case IndexFormat::plane:
+      for (int64_t j = 0; j < count; ++j) out[j] = static_cast<T>(p[j]);
+      return -1;
+    case IndexFormat::onnx:
+      for (int64_t j = 0; j < count; ++j) out[j] = static_cast<T>(plane_base + p[j]);
+      return -1;
+    case IndexFormat::onnx_column_major:
+      for (int64_t j = 0; j < count; ++j) {
+        out[j] = static_cast<T>(plane_base + fr.to_column_major(p[j]));
+      }
+      return -1;
+    case IndexFormat::tensorflow:
+    case IndexFormat::tensorflow_with_batch: {
+      const int64_t base = f == IndexFormat::tensorflow ? 0 : row.n * plane, c = row.c;
+      for (int64_t j = 0; j < count; ++j) out[j] = static_cast<T>((base + p[j]) * channels + c);
+      return -1;
+    }
+    case IndexFormat::window: {
+      const Window& w = fr.window;
+      for (int64_t j = 0; j < count; ++j) {
+        int64_t x[3], t = 0;
+        fr.unravel(p[j], x);
+        for (int i = fr.nd - 1; i >= 0; --i) {
+          const int64_t o = i == fr.nd - 1 ? row.first + j : row.o[i];
+          const int64_t k = x[i] - window_origin(w, i, o);
+          if (k < 0 || k % w.dilation[i] != 0 || k / w.dilation[i] >= w.kernel[i]) return j;
+          t = t * w.kernel[i] + k / w.dilation[i];
+        }
+        out[j] = static_cast<T>(t);
+      }
+      return -1;
+    }
+  }
+  return -1;
+}
+
+Status check_format(const char* argument, IndexFormat format) {
+  if (known(format)) return {};
+  return fail(Code::invalid_argument, argument, ": expected an IndexFormat (0 to 5), got ",
+              static_cast<int>(format));
+}
+
+// The frame from its shape and, for the window format, the pooling options (then `pooled` must
+// be the shape they give).
+Status make_frame(int nd, const Ints& frame_shape, const Ints& pooled, const PoolOptions* options,
+                  bool windowed, Frame* fr) {
+  POOLGEN_RETURN_IF_ERROR(check_input_shape("convert_indices", nd, "frame_shape", frame_shape));
+  fr->nd = nd;
+  const size_t first = frame_shape.size() - nd;
+  if (first == 2) fr->batch = frame_shape[0];
+  fr->channels = frame_shape[first - 1];
+  fr->by_channels = Divider(fr->channels);
+  for (int i = 0; i < nd; ++i) {
+    fr->extent[i] = frame_shape[first + i];
+    fr->by_extent[i] = Divider(fr->extent[i]);
+  }
+  fr->plane = spatial_elements(nd, frame_shape);
+  if (!windowed) return {};
+  if (!options) {
+    return fail(Code::invalid_argument, "window: expected the pooling options for the window ",
+                "format, got a null pointer");
+  }
+  POOLGEN_RETURN_IF_ERROR(pool_window(nd, *options, &fr->window));
+  Ints expected;
+  POOLGEN_RETURN_IF_ERROR(pool_output_shape(&fr->window, frame_shape, &expected, "frame_shape"));
+  if (pooled != expected) {
+    return fail(Code::invalid_argument, "from: expected the pooled shape ",
+                format_shape(expected), " of frame_shape ", format_shape(frame_shape),
+                " with the window's options, got ", format_shape(pooled));
+  }
+  for (int i = 0; i < nd; ++i) fr->taps *= fr->window.kernel[i];
+  return {};
+}
+
+// The pooled tensor's shape: the frame's rank, batch and channels, any spatial extents.
+Status check_pooled_shape(int nd, const Ints& frame_shape, const Ints& pooled) {
+  const size_t lead = frame_shape.size() - nd;
+  bool ok = pooled.size() == frame_shape.size() &&
+            std::equal(pooled.begin(), pooled.begin() + lead, frame_shape.begin());
+  for (size_t i = lead; ok && i < pooled.size(); ++i) ok = pooled[i] >= 0;
+  if (ok) return {};
+  return fail(Code::invalid_argument, "from: expected a shape of rank ", frame_shape.size(),
+              " whose ", lead == 2 ? "batch and channels" : "channels", " are frame_shape's ",
+              format_shape(Ints(frame_shape.begin(), frame_shape.begin() + lead)),
+              " and spatial extents >= 0, got ", format_shape(pooled));
+}
+
+Status check_index_view(const char* argument, const TensorView& view) {
+  if (view.dtype != DType::i64 && view.dtype != DType::i32) {
+    return fail(Code::invalid_argument, argument, ": expected indices of dtype i64 or i32, got ",
+                dtype_name(view.dtype));
+  }
+  if (view.device != Device::cpu) {
+    return fail(Code::unsupported, argument, ": expected host memory (convert_indices runs on ",
+                "the CPU), got a CUDA view");
+  }
+  return {};
+}
+
+// Whether the spatial dimensions of `v` are one dimension of the innermost one's step.
+bool flat_spatial(const View& v) {
+  for (int d = 2; d + 1 < v.rank; ++d) {
+    if (v.strides[d] != v.strides[d + 1] * v.shape[d + 1]) return false;
+  }
+  return true;
+}
+
+Status convert(int nd, const Ints& frame_shape, const TensorView& from, IndexFormat from_format,
+               const TensorView& to, IndexFormat to_format, const PoolOptions* options) {
+  POOLGEN_RETURN_IF_ERROR(check_format("from_format", from_format));
+  POOLGEN_RETURN_IF_ERROR(check_format("to_format", to_format));
+  const bool windowed = from_format == IndexFormat::window || to_format == IndexFormat::window;
+  Frame fr;
+  POOLGEN_RETURN_IF_ERROR(make_frame(nd, frame_shape, from.shape, options, windowed, &fr));
+  POOLGEN_RETURN_IF_ERROR(check_pooled_shape(nd, frame_shape, from.shape));
+  View src, dst;
+  POOLGEN_RETURN_IF_ERROR(check_index_view("from", from));
+  POOLGEN_RETURN_IF_ERROR(check_index_view("to", to));
+  if (to.dtype == DType::i32 && fr.largest(to_format) > std::numeric_limits<int32_t>::max()) {
+    return fail(Code::invalid_argument, "to: expected i64 (", index_format_name(to_format),
+                " indices of frame_shape ", format_shape(frame_shape), " reach ",
+                fr.largest(to_format), "), got i32");
+  }
+  POOLGEN_RETURN_IF_ERROR(check_view("from", from, from.dtype, from.shape, nd, &src));
+  POOLGEN_RETURN_IF_ERROR(check_view("to", to, to.dtype, from.shape, nd, &dst));
+  if (src.elements() == 0) return {};
+  POOLGEN_RETURN_IF_ERROR(check_no_overlap("to", dst));
+  const bool in_place = src.data == dst.data && src.dtype == dst.dtype &&
+                        std::equal(src.strides, src.strides + src.rank, dst.strides);
+  if (!in_place) POOLGEN_RETURN_IF_ERROR(check_apart({{"to", &dst}}, {{"from", &src}}));
+
+  // Rows of the innermost pooled dimension; whole planes where both views' spatial dimensions
+  // are one flat dimension and no format needs the pooled coordinates (long rows: the per-row
+  // work is most of the time on short ones).
+  const bool flat = !windowed && flat_spatial(src) && flat_spatial(dst);
+  const int last = flat ? 2 : src.rank - 1;
+  const int64_t length = flat ? src.plane() : src.shape[last];
+  constexpr int64_t kChunk = 512;
+  int64_t p[kChunk];  // plane offsets
+  int64_t outer[3] = {};  // pooled coordinates but the innermost
+  const int64_t outer_count = src.elements() / (src.shape[0] * src.shape[1] * length);
+  for (int64_t n = 0; n < src.shape[0]; ++n) {
+    for (int64_t c = 0; c < src.shape[1]; ++c) {
+      for (int64_t r = 0; r < outer_count; ++r) {
+        int64_t rest = r, from_at = n * src.strides[0] + c * src.strides[1],
+                to_at = n * dst.strides[0] + c * dst.strides[1];
+        for (int d = last - 1; d >= 2; --d) {
+          outer[d - 2] = rest % src.shape[d];
+          rest /= src.shape[d];
+          from_at += outer[d - 2] * src.strides[d];
+          to_at += outer[d - 2] * dst.strides[d];
+        }
+        for (int64_t first = 0; first < length; first += kChunk) {
+          const int64_t count = std::min(kChunk, length - first);
+          Row row{n, c, {outer[0], outer[1], outer[2]}, first};
+          const int64_t src_step = src.strides[src.rank - 1], dst_step = dst.strides[dst.rank - 1];
+          int64_t bad = -1, value = 0;
+          with_elements(src, from_at + first * src_step, src_step, [&](auto in) {
+            bad = decode(from_format, fr, row, in, p, count);
+            if (bad >= 0) value = in[bad];
+          });
+          const char* why = "naming an element of its own plane";
+          if (bad < 0) {
+            // Read before written, so `to` may be `from`.
+            with_elements(dst, to_at + first * dst_step, dst_step, [&](auto out) {
+              bad = encode(to_format, fr, row, p, out, count);
+            });
+            why = "naming an element its pooled element's window reaches";
+            if (bad >= 0) {
+              with_elements(src, from_at + first * src_step, src_step,
+                            [&](auto in) { value = in[bad]; });
+            }
+          }
+          if (bad >= 0) {
+            // The element's coordinates: the innermost (flat: the plane's) position unravelled.
+            Ints at(src.rank);
+            at[0] = n, at[1] = c;
+            int64_t position = first + bad;
+            for (int d = src.rank - 1; d >= last; --d) {
+              at[d] = position % src.shape[d];
+              position /= src.shape[d];
+            }
+            for (int d = 2; d < last; ++d) at[d] = outer[d - 2];
+            if (static_cast<size_t>(src.rank) > from.shape.size()) at.erase(at.begin());
+            return fail(Code::index_out_of_range, "from: expected ",
+                        index_format_name(from_format), " indices ", why, " (frame_shape ",
+                        format_shape(frame_shape), "), got ", value, " at element ",
+                        format_shape(at));
+          }
+        }
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Status convert_indices(int nd, const Ints& frame_shape, const TensorView& from,
+                       IndexFormat from_format, const TensorView& to, IndexFormat to_format,
+                       const PoolOptions* window) {
+  return without_exceptions(
+      [&] { return convert(nd, frame_shape, from, from_format, to, to_format, window); });
+}
+
+}  // namespace poolgen

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Golden vectors of the index formats, made by the frameworks that define them.
+
+    . ~/.cache/poolgen-frameworks/env.sh   # ../shared/tools/framework-env.sh makes it
+    $FRAMEWORKS_PY tools/make_framework_golden.py [OUTDIR]   # default tests/golden
+
+Writes index_formats.txt: pooling cases (1-, 2- and 3-D, N = 2, C = 3, distinct values so that
+every convention picks the same element) with PyTorch's plane indices (out_indices) and the same
+maxima's indices as ONNX Runtime's CPU MaxPool returns them (opset 12, storage_order 0 and 1:
+indices_onnx, indices_onnx_column_major) and, for 2-D windows TensorFlow can express (no padding
+or dilation), as tf.nn.max_pool_with_argmax returns them (NHWC, without and with the batch:
+indices_tensorflow, indices_tensorflow_with_batch). The format is make_golden.py's with op
+index_formats and the indices_* lines; tests/index_formats_test.cpp reads it. CI needs none of
+these frameworks: the output is checked in.
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import tensorflow as tf
+import torch
+import torch.nn.functional as F
+from onnx import TensorProto, helper
+
+POOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
+
+
+def ints(v):
+    return " ".join(str(int(x)) for x in np.asarray(v).reshape(-1))
+
+
+def onnx_max_pool(x, k, s, p, d, ceil, storage_order):
+    nd = x.ndim - 2
+    node = helper.make_node("MaxPool", ["X"], ["Y", "I"], kernel_shape=k, strides=s,
+                            pads=p + p, dilations=d, ceil_mode=int(ceil),
+                            storage_order=storage_order)
+    graph = helper.make_graph(
+        [node], "pool", [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("I", TensorProto.INT64, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)], ir_version=8)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"X": x})
+
+
+def case(name, nd, shape, k, s, p, d, ceil, seed):
+    g = np.random.default_rng(seed)
+    x = (g.permutation(int(np.prod(shape))).astype(np.float32) - 7.5).reshape(shape)
+    vals, idx = POOL[nd](torch.from_numpy(x), k, s, p, d, ceil, return_indices=True)
+    t = "case %s\nop index_formats\nnd %d\n" % (name, nd)
+    t += "kernel_size %s\nstride %s\npadding %s\ndilation %s\nceil_mode %d\n" % (
+        ints(k), ints(s), ints(p), ints(d), int(ceil))
+    t += "input_shape %s\n" % ints(shape)
+    t += "in_values %s\n" % " ".join("%08x" % b for b in x.view(np.uint32).reshape(-1))
+    t += "output_shape %s\n" % ints(vals.shape)
+    t += "out_values %s\n" % " ".join(
+        "%08x" % b for b in vals.numpy().view(np.uint32).reshape(-1))
+    t += "out_indices %s\n" % ints(idx)
+    for order, key in ((0, "onnx"), (1, "onnx_column_major")):
+        y, i = onnx_max_pool(x, k, s, p, d, ceil, order)
+        assert np.array_equal(y, vals.numpy()), (name, key)
+        t += "indices_%s %s\n" % (key, ints(i))
+    if nd == 2 and not any(p) and d == [1, 1]:
+        nhwc = np.transpose(x, (0, 2, 3, 1))
+        for batch, key in ((False, "tensorflow"), (True, "tensorflow_with_batch")):
+            y, i = tf.nn.max_pool_with_argmax(nhwc, [1] + k + [1], [1] + s + [1], "VALID",
+                                              include_batch_in_index=batch)
+            assert np.array_equal(np.transpose(y.numpy(), (0, 3, 1, 2)), vals.numpy()), name
+            t += "indices_%s %s\n" % (key, ints(np.transpose(i.numpy(), (0, 3, 1, 2))))
+    return t + "end\n"
+
+
+CASES = [
+    # name, nd, input shape, kernel, stride, padding, dilation, ceil_mode
+    ("f1_k3s2", 1, [2, 3, 11], [3], [2], [0], [1], False),
+    ("f1_k3s1p1d2", 1, [2, 3, 9], [3], [1], [1], [2], False),
+    ("f1_k2s2_ceil", 1, [2, 3, 7], [2], [2], [0], [1], True),
+    ("f2_k2s2", 2, [2, 3, 4, 4], [2, 2], [2, 2], [0, 0], [1, 1], False),
+    ("f2_k3s2", 2, [2, 3, 9, 7], [3, 3], [2, 2], [0, 0], [1, 1], False),
+    ("f2_k3x2s1x2", 2, [2, 3, 6, 8], [3, 2], [1, 2], [0, 0], [1, 1], False),
+    ("f2_k3s2p1", 2, [2, 3, 8, 9], [3, 3], [2, 2], [1, 1], [1, 1], False),
+    ("f2_k2s1d2", 2, [2, 3, 7, 6], [2, 2], [1, 1], [0, 0], [2, 2], False),
+    ("f2_k3s2p1_ceil", 2, [2, 3, 8, 10], [3, 3], [2, 2], [1, 1], [1, 1], True),
+    ("f3_k2s2", 3, [2, 3, 4, 6, 4], [2, 2, 2], [2, 2, 2], [0, 0, 0], [1, 1, 1], False),
+    ("f3_k3s2p1", 3, [2, 3, 5, 6, 7], [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1], False),
+    ("f3_k2x3x2d2", 3, [2, 3, 5, 7, 6], [2, 3, 2], [1, 2, 1], [0, 1, 0], [2, 1, 2], False),
+]
+
+
+def main():
+    outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden")
+    path = os.path.join(outdir, "index_formats.txt")
+    with open(path, "w") as f:
+        f.write("# Generated by tools/make_framework_golden.py with PyTorch %s, ONNX Runtime %s, "
+                "TensorFlow %s; do not edit.\n" % (torch.__version__, ort.__version__,
+                                                   tf.__version__))
+        for seed, c in enumerate(CASES):
+            f.write(case(*c, seed=seed))
+    print("%s: %d cases, %d bytes" % (path, len(CASES), os.path.getsize(path)))
+
+
+if __name__ == "__main__":
+    main()
