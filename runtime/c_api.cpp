@@ -102,6 +102,10 @@ PoolOptions pool_options(int32_t nd, const poolgen_pool_options& o) {
   if (p.dilation.empty()) p.dilation = {1};
   p.ceil_mode = o.ceil_mode != 0;
   p.device = static_cast<Device>(o.device);
+  if (o.padding_end_given) p.padding_end = list(o.padding_end, nd);
+  p.auto_pad = static_cast<AutoPad>(o.auto_pad);
+  p.max_rule = static_cast<MaxRule>(o.max_rule);
+  p.index_format = static_cast<IndexFormat>(o.index_format);
   return p;
 }
 

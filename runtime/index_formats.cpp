@@ -2,6 +2,8 @@
 // format goes through the plane offset (PyTorch's), a row of the pooled tensor at a time: each
 // format's arithmetic is one loop over a row, and in-place conversion reads a row before writing
 // it.
+#include "index_formats.hpp"
+
 #include "shapes.hpp"
 #include "tensors.hpp"
 
@@ -25,6 +27,7 @@ const char* index_format_name(IndexFormat format) {
   return "unknown";
 }
 
+namespace detail {
 namespace {
 
 bool known(IndexFormat f) {
@@ -96,8 +99,8 @@ struct Frame {
       case IndexFormat::onnx:
       case IndexFormat::onnx_column_major:
       case IndexFormat::tensorflow_with_batch:
-        return std::max<int64_t>(batch, 1) * channels * plane - 1;
-      case IndexFormat::tensorflow: return channels * plane - 1;
+        return batch * channels * plane - 1;
+      case IndexFormat::tensorflow: return batch == 0 ? -1 : channels * plane - 1;
       case IndexFormat::window: return taps - 1;
       case IndexFormat::plane: break;
     }
@@ -269,19 +272,30 @@ Status check_format(const char* argument, IndexFormat format) {
 
 // The frame from its shape and, for the window format, the pooling options (then `pooled` must
 // be the shape they give).
+// The frame of a checked frame_shape, with the window (resolved padding) where given.
+Frame frame_of(int nd, const Ints& frame_shape, const Window* window) {
+  Frame fr;
+  fr.nd = nd;
+  const size_t first = frame_shape.size() - nd;
+  if (first == 2) fr.batch = frame_shape[0];
+  fr.channels = frame_shape[first - 1];
+  fr.by_channels = Divider(fr.channels);
+  for (int i = 0; i < nd; ++i) {
+    fr.extent[i] = frame_shape[first + i];
+    fr.by_extent[i] = Divider(fr.extent[i]);
+  }
+  fr.plane = spatial_elements(nd, frame_shape);
+  if (window) {
+    fr.window = *window;
+    for (int i = 0; i < nd; ++i) fr.taps *= window->kernel[i];
+  }
+  return fr;
+}
+
 Status make_frame(int nd, const Ints& frame_shape, const Ints& pooled, const PoolOptions* options,
                   bool windowed, Frame* fr) {
   POOLGEN_RETURN_IF_ERROR(check_input_shape("convert_indices", nd, "frame_shape", frame_shape));
-  fr->nd = nd;
-  const size_t first = frame_shape.size() - nd;
-  if (first == 2) fr->batch = frame_shape[0];
-  fr->channels = frame_shape[first - 1];
-  fr->by_channels = Divider(fr->channels);
-  for (int i = 0; i < nd; ++i) {
-    fr->extent[i] = frame_shape[first + i];
-    fr->by_extent[i] = Divider(fr->extent[i]);
-  }
-  fr->plane = spatial_elements(nd, frame_shape);
+  *fr = frame_of(nd, frame_shape, nullptr);
   if (!windowed) return {};
   if (!options) {
     return fail(Code::invalid_argument, "window: expected the pooling options for the window ",
@@ -295,7 +309,7 @@ Status make_frame(int nd, const Ints& frame_shape, const Ints& pooled, const Poo
                 format_shape(expected), " of frame_shape ", format_shape(frame_shape),
                 " with the window's options, got ", format_shape(pooled));
   }
-  for (int i = 0; i < nd; ++i) fr->taps *= fr->window.kernel[i];
+  *fr = frame_of(nd, frame_shape, &fr->window);
   return {};
 }
 
@@ -332,30 +346,17 @@ bool flat_spatial(const View& v) {
   return true;
 }
 
-Status convert(int nd, const Ints& frame_shape, const TensorView& from, IndexFormat from_format,
-               const TensorView& to, IndexFormat to_format, const PoolOptions* options) {
-  POOLGEN_RETURN_IF_ERROR(check_format("from_format", from_format));
-  POOLGEN_RETURN_IF_ERROR(check_format("to_format", to_format));
-  const bool windowed = from_format == IndexFormat::window || to_format == IndexFormat::window;
-  Frame fr;
-  POOLGEN_RETURN_IF_ERROR(make_frame(nd, frame_shape, from.shape, options, windowed, &fr));
-  POOLGEN_RETURN_IF_ERROR(check_pooled_shape(nd, frame_shape, from.shape));
-  View src, dst;
-  POOLGEN_RETURN_IF_ERROR(check_index_view("from", from));
-  POOLGEN_RETURN_IF_ERROR(check_index_view("to", to));
-  if (to.dtype == DType::i32 && fr.largest(to_format) > std::numeric_limits<int32_t>::max()) {
-    return fail(Code::invalid_argument, "to: expected i64 (", index_format_name(to_format),
-                " indices of frame_shape ", format_shape(frame_shape), " reach ",
-                fr.largest(to_format), "), got i32");
-  }
-  POOLGEN_RETURN_IF_ERROR(check_view("from", from, from.dtype, from.shape, nd, &src));
-  POOLGEN_RETURN_IF_ERROR(check_view("to", to, to.dtype, from.shape, nd, &dst));
-  if (src.elements() == 0) return {};
-  POOLGEN_RETURN_IF_ERROR(check_no_overlap("to", dst));
-  const bool in_place = src.data == dst.data && src.dtype == dst.dtype &&
-                        std::equal(src.strides, src.strides + src.rank, dst.strides);
-  if (!in_place) POOLGEN_RETURN_IF_ERROR(check_apart({{"to", &dst}}, {{"from", &src}}));
+Status check_capacity(const char* argument, DType dtype, IndexFormat format,
+                      const Ints& frame_shape, const Frame& fr) {
+  if (dtype != DType::i32 || fr.largest(format) <= std::numeric_limits<int32_t>::max()) return {};
+  return fail(Code::invalid_argument, argument, ": expected i64 (", index_format_name(format),
+              " indices of frame_shape ", format_shape(frame_shape), " reach ",
+              fr.largest(format), "), got i32");
+}
 
+Status rewrite(const Frame& fr, const Ints& frame_shape, const View& src, IndexFormat from_format,
+               const View& dst, IndexFormat to_format, bool batchless) {
+  const bool windowed = from_format == IndexFormat::window || to_format == IndexFormat::window;
   // Rows of the innermost pooled dimension; whole planes where both views' spatial dimensions
   // are one flat dimension and no format needs the pooled coordinates (long rows: the per-row
   // work is most of the time on short ones).
@@ -408,7 +409,7 @@ Status convert(int nd, const Ints& frame_shape, const TensorView& from, IndexFor
               position /= src.shape[d];
             }
             for (int d = 2; d < last; ++d) at[d] = outer[d - 2];
-            if (static_cast<size_t>(src.rank) > from.shape.size()) at.erase(at.begin());
+            if (batchless) at.erase(at.begin());
             return fail(Code::index_out_of_range, "from: expected ",
                         index_format_name(from_format), " indices ", why, " (frame_shape ",
                         format_shape(frame_shape), "), got ", value, " at element ",
@@ -421,7 +422,44 @@ Status convert(int nd, const Ints& frame_shape, const TensorView& from, IndexFor
   return {};
 }
 
+Status convert(int nd, const Ints& frame_shape, const TensorView& from, IndexFormat from_format,
+               const TensorView& to, IndexFormat to_format, const PoolOptions* options) {
+  POOLGEN_RETURN_IF_ERROR(check_format("from_format", from_format));
+  POOLGEN_RETURN_IF_ERROR(check_format("to_format", to_format));
+  const bool windowed = from_format == IndexFormat::window || to_format == IndexFormat::window;
+  Frame fr;
+  POOLGEN_RETURN_IF_ERROR(make_frame(nd, frame_shape, from.shape, options, windowed, &fr));
+  POOLGEN_RETURN_IF_ERROR(check_pooled_shape(nd, frame_shape, from.shape));
+  View src, dst;
+  POOLGEN_RETURN_IF_ERROR(check_index_view("from", from));
+  POOLGEN_RETURN_IF_ERROR(check_index_view("to", to));
+  POOLGEN_RETURN_IF_ERROR(check_capacity("to", to.dtype, to_format, frame_shape, fr));
+  POOLGEN_RETURN_IF_ERROR(check_view("from", from, from.dtype, from.shape, nd, &src));
+  POOLGEN_RETURN_IF_ERROR(check_view("to", to, to.dtype, from.shape, nd, &dst));
+  if (src.elements() == 0) return {};
+  POOLGEN_RETURN_IF_ERROR(check_no_overlap("to", dst));
+  const bool in_place = src.data == dst.data && src.dtype == dst.dtype &&
+                        std::equal(src.strides, src.strides + src.rank, dst.strides);
+  if (!in_place) POOLGEN_RETURN_IF_ERROR(check_apart({{"to", &dst}}, {{"from", &src}}));
+  return rewrite(fr, frame_shape, src, from_format, dst, to_format,
+                 from.shape.size() < static_cast<size_t>(src.rank));
+}
+
 }  // namespace
+
+Status check_index_capacity(const char* argument, DType dtype, IndexFormat format, int nd,
+                            const Ints& frame_shape, const Window* window) {
+  return check_capacity(argument, dtype, format, frame_shape, frame_of(nd, frame_shape, window));
+}
+
+Status rewrite_indices(int nd, const Ints& frame_shape, const Window* window, const View& src,
+                       IndexFormat from_format, const View& dst, IndexFormat to_format,
+                       bool batchless) {
+  return rewrite(frame_of(nd, frame_shape, window), frame_shape, src, from_format, dst, to_format,
+                 batchless);
+}
+
+}  // namespace detail
 
 Status convert_indices(int nd, const Ints& frame_shape, const TensorView& from,
                        IndexFormat from_format, const TensorView& to, IndexFormat to_format,

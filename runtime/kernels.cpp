@@ -102,7 +102,7 @@ bool window_matches(const Kernel& k, const Window* w) {
   if (k.padding == 0 && w->overhangs) return false;
   for (int i = 0; i < w->nd; ++i) {
     if (w->kernel[i] != k.kernel || w->stride[i] != k.stride || w->padding[i] != k.padding ||
-        w->dilation[i] != 1) {
+        w->padding_end[i] != k.padding || w->dilation[i] != 1) {
       return false;
     }
   }

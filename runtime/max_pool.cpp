@@ -1,5 +1,7 @@
 // max_pool: validate, choose a kernel for the input's device, layout and types, call it.
 #include "cuda.hpp"
+#include "first_tap.hpp"
+#include "index_formats.hpp"
 #include "kernels.hpp"
 #include "shapes.hpp"
 #include "tensors.hpp"
@@ -167,6 +169,9 @@ Status pool(int nd, const TensorView& input, const TensorView& values, const Ten
             const PoolOptions& options) {
   PoolCall call;
   POOLGEN_RETURN_IF_ERROR(prepare(nd, input, indices.dtype, options, &call));
+  // i32 indices must hold what the format gives (prepare checked the plane offsets).
+  POOLGEN_RETURN_IF_ERROR(check_index_capacity("indices", indices.dtype, options.index_format, nd,
+                                               input.shape, &call.window));
   View in, out_values, out_indices;
   POOLGEN_RETURN_IF_ERROR(check_view("input", input, input.dtype, input.shape, nd, &in));
   POOLGEN_RETURN_IF_ERROR(
@@ -180,6 +185,14 @@ Status pool(int nd, const TensorView& input, const TensorView& values, const Ten
   POOLGEN_RETURN_IF_ERROR(check_apart({{"values", &out_values}, {"indices", &out_indices}},
                                       {{"input", &in}}));
   POOLGEN_RETURN_IF_ERROR(choose(input, indices.dtype, options, &call));
+  // Other frameworks' rules are passes over the results, on the host.
+  const bool other_rules =
+      options.max_rule != MaxRule::any_nan || options.index_format != IndexFormat::plane;
+  if (other_rules && call.device != Device::cpu) {
+    return fail(Code::unsupported, "max_rule and index_format: expected PyTorch's (any_nan, ",
+                "plane) on CUDA, got ", static_cast<int>(options.max_rule), " and ",
+                index_format_name(options.index_format));
+  }
   if (out_values.elements() == 0) return {};
 
   const Kernel& kernel = *call.kernel;
@@ -199,7 +212,13 @@ Status pool(int nd, const TensorView& input, const TensorView& values, const Ten
       [&](const Views& plane, int64_t) { return pool_rows(call, plane); }));
   staged_values.finish();
   staged_indices.finish();
-  return {};
+  if (options.max_rule == MaxRule::first_tap) {
+    apply_first_tap_rule(in, out_values, out_indices, call.window);
+  }
+  if (options.index_format == IndexFormat::plane) return {};
+  return rewrite_indices(nd, input.shape, &call.window, out_indices, IndexFormat::plane,
+                         out_indices, options.index_format,
+                         input.shape.size() == static_cast<size_t>(nd) + 1);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // the accumulating scatter (on CUDA, a thread per plane).
 #include "by_index.hpp"
 #include "cuda.hpp"
+#include "index_formats.hpp"
 #include "kernels.hpp"
 #include "shapes.hpp"
 #include "tensors.hpp"
@@ -102,6 +103,21 @@ Status pool_backward(int nd, const TensorView& grad_output, const TensorView& in
                   {"grad_input", grad_input, grad_output.dtype, grad_input.shape}, &g, &i, &o));
   POOLGEN_RETURN_IF_ERROR(choose(grad_output, indices.dtype, options, &call));
   if (o.elements() == 0) return {};
+  // Indices in another framework's format become plane offsets in a packed copy first.
+  std::vector<char> plane_offsets;
+  if (options.index_format != IndexFormat::plane) {
+    if (call.device != Device::cpu) {
+      return fail(Code::unsupported, "index_format: expected plane on CUDA, got ",
+                  index_format_name(options.index_format));
+    }
+    plane_offsets.resize(static_cast<size_t>(i.bytes()));
+    const View packed_indices = packed(i, Layout::contiguous, plane_offsets.data());
+    POOLGEN_RETURN_IF_ERROR(rewrite_indices(nd, grad_input.shape, &call.window, i,
+                                            options.index_format, packed_indices,
+                                            IndexFormat::plane,
+                                            grad_input.shape.size() == static_cast<size_t>(nd) + 1));
+    i = packed_indices;
+  }
 
   const Kernel& scatter_kernel = *call.scatter;
   if (call.device == Device::cuda) {

@@ -83,6 +83,44 @@ int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1)
 
 }  // namespace
 
+namespace {
+
+// padding_end and auto_pad: the window's end padding, or the mode that computes both sides from
+// the input (pool_output_shape).
+Status padding_mode(int nd, const PoolOptions& o, Window* w) {
+  const int64_t zeros[3] = {0, 0, 0};
+  const auto known = [](AutoPad a) {
+    return a >= AutoPad::explicit_padding && a <= AutoPad::valid;
+  };
+  if (!known(o.auto_pad)) {
+    return fail(Code::invalid_argument, "auto_pad: expected an AutoPad (0 to 3), got ",
+                static_cast<int>(o.auto_pad));
+  }
+  w->auto_pad = o.auto_pad;
+  if (o.auto_pad != AutoPad::explicit_padding) {
+    if (std::any_of(w->padding, w->padding + nd, [](int64_t p) { return p != 0; }) ||
+        !o.padding_end.empty()) {
+      return fail(Code::invalid_argument, "padding: expected 0 and no padding_end with auto_pad ",
+                  static_cast<int>(o.auto_pad), " (the padding is computed), got padding ",
+                  format_shape(o.padding), " and padding_end ", format_shape(o.padding_end));
+    }
+    if (o.ceil_mode && o.auto_pad != AutoPad::valid) {
+      return fail(Code::invalid_argument, "ceil_mode: expected false with auto_pad ",
+                  static_cast<int>(o.auto_pad), " (SAME sizes the output), got true");
+    }
+    return {};
+  }
+  w->asymmetric = !o.padding_end.empty();
+  if (!w->asymmetric) {
+    std::copy(w->padding, w->padding + nd, w->padding_end);
+    return {};
+  }
+  POOLGEN_RETURN_IF_ERROR(expand("padding_end", o.padding_end, nd, zeros, w->padding_end));
+  return check_range("padding_end", w->padding_end, nd, 0);
+}
+
+}  // namespace
+
 Status pool_window(int nd, const PoolOptions& o, Window* w) {
   POOLGEN_RETURN_IF_ERROR(common_window(nd, o.kernel_size, o.stride, o.padding, w));
   const int64_t ones[3] = {1, 1, 1};
@@ -90,27 +128,50 @@ Status pool_window(int nd, const PoolOptions& o, Window* w) {
   POOLGEN_RETURN_IF_ERROR(check_range("dilation", w->dilation, nd, 1));
   w->ceil_mode = o.ceil_mode;
   POOLGEN_RETURN_IF_ERROR(check_device_option(o.device));
+  POOLGEN_RETURN_IF_ERROR(padding_mode(nd, o, w));
+  if (o.max_rule != MaxRule::any_nan && o.max_rule != MaxRule::first_tap) {
+    return fail(Code::invalid_argument, "max_rule: expected a MaxRule (0 or 1), got ",
+                static_cast<int>(o.max_rule));
+  }
+  if (o.index_format < IndexFormat::plane || o.index_format > IndexFormat::window) {
+    return fail(Code::invalid_argument, "index_format: expected an IndexFormat (0 to 5), got ",
+                static_cast<int>(o.index_format));
+  }
   int64_t volume = 1;
   for (int i = 0; i < nd; ++i) {
-    // Parameters are below 2^31: this cannot overflow.
-    const int64_t reach =
-        w->dilation[i] * (w->kernel[i] - 1) + 1 + w->stride[i] + 2 * w->padding[i];
+    // Parameters are below 2^31: this cannot overflow. auto_pad's padding is below the span.
+    const int64_t span = w->dilation[i] * (w->kernel[i] - 1) + 1;
+    const int64_t pads = w->auto_pad == AutoPad::explicit_padding
+                             ? w->padding[i] + w->padding_end[i]
+                             : span - 1;
+    const int64_t reach = span + w->stride[i] + pads;
     if (reach > kMaxWindowReach) {
       return fail(Code::unsupported, "kernel_size: expected a window whose dilated span, stride ",
-                  "and twice the padding add up to at most 2^29, got ", reach,
+                  "and padding add up to at most 2^29, got ", reach,
                   " in spatial dimension ", i, " (kernel_size ", w->kernel[i], ", dilation ",
                   w->dilation[i], ", stride ", w->stride[i], ", padding ", w->padding[i], ")");
     }
     // At most 2^26 so far times a span below 2^29: no overflow.
-    volume *= w->dilation[i] * (w->kernel[i] - 1) + 1;
+    volume *= span;
     if (volume > kMaxWindowVolume) {
       return fail(Code::unsupported, "kernel_size: expected a window spanning at most 2^26 ",
                   "elements (the product of its dilated spans), got at least ", volume,
                   " (spatial dimensions 0 to ", i, ")");
     }
+    if (w->asymmetric) {
+      // ONNX Runtime's limit: each side below the (undilated) kernel.
+      for (const auto& [name, pad] : {std::pair{"padding", w->padding[i]},
+                                      std::pair{"padding_end", w->padding_end[i]}}) {
+        if (pad >= w->kernel[i]) {
+          return fail(Code::invalid_argument, name, ": expected less than kernel_size (",
+                      w->kernel[i], ") with padding_end given, in spatial dimension ", i,
+                      ", got ", pad);
+        }
+      }
+      continue;
+    }
     // PyTorch bounds the padding by half the dilated kernel, but by half the raw kernel in 3-D.
-    const int64_t limit =
-        nd == 3 ? w->kernel[i] / 2 : (w->dilation[i] * (w->kernel[i] - 1) + 1) / 2;
+    const int64_t limit = nd == 3 ? w->kernel[i] / 2 : span / 2;
     if (w->padding[i] > limit) {
       return fail(Code::invalid_argument, "padding: expected at most half the ",
                   nd == 3 ? "kernel" : "effective kernel", " (", limit,
@@ -203,14 +264,23 @@ Status pool_output_shape(Window* window, const Ints& in, Ints* out, const char* 
   for (int i = 0; i < w.nd; ++i) {
     const int64_t extent = in[first + i], s = w.stride[i];
     const int64_t span = w.dilation[i] * (w.kernel[i] - 1) + 1;
-    int64_t o = floor_div(extent + 2 * w.padding[i] - span + (w.ceil_mode ? s - 1 : 0), s) + 1;
+    if (w.auto_pad == AutoPad::same_upper || w.auto_pad == AutoPad::same_lower) {
+      // ONNX Runtime's SAME: the padding an undilated window needs for ceil(in / s) outputs,
+      // halved (the odd one at the end for same_upper), then the dilated window's output count.
+      const int64_t needed =
+          std::max<int64_t>(0, ((extent + s - 1) / s - 1) * s + w.kernel[i] - extent);
+      w.padding[i] = w.auto_pad == AutoPad::same_upper ? needed / 2 : (needed + 1) / 2;
+      w.padding_end[i] = needed - w.padding[i];
+    }
+    const int64_t pads = w.padding[i] + w.padding_end[i];
+    int64_t o = floor_div(extent + pads - span + (w.ceil_mode ? s - 1 : 0), s) + 1;
     // The last window must start inside the input or its left padding.
     if (w.ceil_mode && (o - 1) * s >= extent + w.padding[i]) --o;
     if (o < 1) {
       return fail(Code::invalid_argument, input, ": expected spatial dimension ", i,
                   " to hold a window of kernel_size ", w.kernel[i], ", dilation ", w.dilation[i],
-                  ", padding ", w.padding[i], ", got extent ", extent, " (output extent would be ",
-                  o, ")");
+                  ", padding ", w.padding[i], " and ", w.padding_end[i], ", got extent ", extent,
+                  " (output extent would be ", o, ")");
     }
     (*out)[first + i] = o;
     if ((o - 1) * s - w.padding[i] + span > extent) w.overhangs = true;

@@ -59,6 +59,11 @@ bool multiply_within(int64_t a, int64_t b, int64_t limit, int64_t* out);
 struct Window {
   int nd = 0;
   int64_t kernel[3] = {}, stride[3] = {}, padding[3] = {}, dilation[3] = {1, 1, 1};
+  // Padding after the end (pooling): `padding` but where PoolOptions::padding_end was given
+  // (asymmetric) or auto_pad computes both sides (pool_output_shape sets them then).
+  int64_t padding_end[3] = {};
+  bool asymmetric = false;
+  AutoPad auto_pad = AutoPad::explicit_padding;
   bool ceil_mode = false;
   // Some window reaches past the input's end (ceil_mode, or the right padding): fixed-window
   // kernels without padding read no bounds and cannot run it (pool_output_shape sets it).

@@ -283,10 +283,6 @@ Status check_view(const char* argument, const TensorView& view, DType dtype, con
   return {};
 }
 
-namespace {
-
-// `view`'s shape packed in `layout` at `data`: contiguous is row-major; channels-last keeps the
-// channel innermost, then the spatial dimensions row-major, then the batch.
 View packed(const View& view, Layout layout, void* data) {
   View p = view;
   p.data = data;
@@ -302,8 +298,6 @@ View packed(const View& view, Layout layout, void* data) {
   }
   return p;
 }
-
-}  // namespace
 
 Staged::Staged(const View& view, Layout layout, bool flat, Role role)
     : original_(view), staged_(view), role_(role) {

@@ -94,6 +94,10 @@ struct Expected {
 Status check_views(int nd, const Expected& first, const Expected& second, const Expected& output,
                    View* first_view, View* second_view, View* output_view);
 
+// `view`'s shape packed in `layout` at `data`: contiguous is row-major; channels-last keeps the
+// channel innermost, then the spatial dimensions row-major, then the batch.
+View packed(const View& view, Layout layout, void* data);
+
 // What a kernel of `layout` gets for `view`: the view itself when it fits (with flat planes, if
 // asked), else a packed copy in `layout` that finish() writes back (outputs).
 class Staged {

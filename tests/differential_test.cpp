@@ -122,6 +122,103 @@ TEST_P(DifferentialPool, LibraryMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Rank, DifferentialPool, ::testing::Values(1, 2, 3));
 
+// A random configuration in other frameworks' terms: asymmetric padding up to kernel - 1 (ONNX),
+// auto_pad, ONNX Runtime's and TensorFlow's NaN rule, any index format.
+void random_conventions(Rng& rng, int nd, Ints* shape, PoolOptions* o) {
+  for (;;) {
+    *o = PoolOptions();
+    random_pool_config(rng, nd, random_window(rng, 0.3), kConfigKinds, shape, o);
+    const int form = static_cast<int>(rng.uniform(0, 3));
+    if (form == 1) {  // explicit, each side below the kernel
+      Ints k = o->kernel_size, begin(nd), end(nd);
+      if (k.size() == 1) k.assign(nd, k[0]);
+      for (int i = 0; i < nd; ++i) {
+        begin[i] = rng.uniform(0, k[i] - 1);
+        end[i] = rng.uniform(0, k[i] - 1);
+      }
+      o->padding = begin;
+      o->padding_end = end;
+    } else if (form == 2) {
+      static constexpr AutoPad kModes[] = {AutoPad::same_upper, AutoPad::same_lower,
+                                           AutoPad::valid};
+      o->auto_pad = kModes[rng.uniform(0, 2)];
+      o->padding = {0};
+      if (o->auto_pad != AutoPad::valid) o->ceil_mode = false;
+    }
+    o->max_rule = rng.chance(0.7) ? MaxRule::first_tap : MaxRule::any_nan;
+    o->index_format = static_cast<IndexFormat>(rng.uniform(0, 5));
+    Ints out;
+    if (ref::max_pool_output_shape(nd, *shape, *o, &out).ok()) return;
+  }
+}
+
+std::string describe_conventions(const Ints& shape, const PoolOptions& o) {
+  return describe(shape, o) + " padding_end " + str(o.padding_end) + " auto_pad " +
+         std::to_string(static_cast<int>(o.auto_pad)) + " max_rule " +
+         std::to_string(static_cast<int>(o.max_rule)) + " index_format " +
+         index_format_name(o.index_format);
+}
+
+class DifferentialConventions : public ::testing::TestWithParam<int> {};
+
+TEST_P(DifferentialConventions, LibraryMatchesReference) {
+  const int nd = GetParam();
+  Rng rng(0x7a11 + nd);
+  int failures = 0, first_tap_differs = 0, refused = 0;
+  for (int iter = 0; iter < kConfigsPerRank / 2 && failures < kMaxReportedFailures; ++iter) {
+    Ints shape;
+    PoolOptions o;
+    random_conventions(rng, nd, &shape, &o);
+    const std::vector<float> input = random_values(rng, ref::numel(shape));
+    Ints out_shape;
+    std::vector<float> values;
+    std::vector<int64_t> indices;
+    const Status expected = ref::max_pool<float>(nd, shape, input, o, &out_shape, &values, &indices);
+    if (!expected.ok()) {
+      // Only an empty window's index in another format is refused.
+      ASSERT_EQ(expected.code(), Code::index_out_of_range) << expected.message();
+      ASSERT_TRUE(ref::max_pool_output_shape(nd, shape, o, &out_shape).ok());
+      ++refused;
+    }
+    if (o.max_rule == MaxRule::first_tap && expected.ok()) {
+      // Cases where the rule decides: PyTorch's scan gives other indices.
+      PoolOptions pytorch = o;
+      pytorch.max_rule = MaxRule::any_nan;
+      Ints unused_shape;
+      std::vector<float> unused_values;
+      std::vector<int64_t> pytorch_indices;
+      ref::max_pool<float>(nd, shape, input, pytorch, &unused_shape, &unused_values,
+                           &pytorch_indices);
+      first_tap_differs += pytorch_indices != indices;
+    }
+    Ints lib_shape;
+    const Status shape_status = max_pool_output_shape(nd, shape, o, &lib_shape);
+    for (Path path : {Path::automatic, Path::general}) {
+      test::PoolRun r = test::run_pool(nd, shape, input, out_shape, o, path);
+      const bool ok =
+          shape_status.ok() && lib_shape == out_shape && r.guards_ok &&
+          (expected.ok() ? r.status.ok() && same_floats(values, r.values) &&
+                               same_ints(indices, r.indices)
+                         : r.status.code() == Code::index_out_of_range);
+      if (!ok) {
+        ++failures;
+        ADD_FAILURE() << "config " << iter << ": " << describe_conventions(shape, o) << " path "
+                      << test::path_name(path) << "\n  shape status: " << shape_status.message()
+                      << " lib shape " << str(lib_shape) << " expected " << str(out_shape)
+                      << "\n  expected status: " << expected.message()
+                      << "\n  status: " << r.status.message() << "\n  guards intact: "
+                      << r.guards_ok << "\n  values: " << same_floats(values, r.values).message()
+                      << "\n  indices: " << same_ints(indices, r.indices).message();
+        break;
+      }
+    }
+  }
+  EXPECT_GT(first_tap_differs, kConfigsPerRank / 40) << "too few cases where first_tap decides";
+  EXPECT_LT(refused, kConfigsPerRank / 20) << "too many empty windows";
+}
+
+INSTANTIATE_TEST_SUITE_P(Rank, DifferentialConventions, ::testing::Values(1, 2, 3));
+
 // Unpooling cases: pooling windows of dilation 1, a specialised window in 60% (2-D and 3-D).
 test::UnpoolCase<float> random_unpool_case(Rng& rng, int nd, int mode) {
   test::UnpoolCaseOptions opts;

@@ -1963,7 +1963,7 @@ TEST(BackwardErrors, WindowLimits) {
                                 {"stride: expected every entry <= 2^31-1"}));
   EXPECT_TRUE(FailsEarlyWhen<PoolBackwardCall>(
       [](auto& c) { c.o.kernel_size = {int64_t{1} << 29}; }, Code::unsupported,
-      {"kernel_size: expected a window whose dilated span, stride and twice the padding add up "
+      {"kernel_size: expected a window whose dilated span, stride and padding add up "
        "to at most 2^29",
        "got " + std::to_string(int64_t{1} << 30) + " in spatial dimension 0"}));
   EXPECT_TRUE(FailsEarlyWhen<PoolBackwardCall>(

@@ -453,6 +453,23 @@ inline std::vector<Case> load_file(const std::string& dir, const std::string& fi
       c.pool.padding = c.unpool.padding = detail::parse_ints(tok, where);
     } else if (key == "dilation") {
       c.pool.dilation = detail::parse_ints(tok, where);
+    } else if (key == "padding_end") {
+      c.pool.padding_end = detail::parse_ints(tok, where);
+    } else if (key == "auto_pad" || key == "max_rule" || key == "index_format") {
+      // Other frameworks' pooling (index_formats.txt): names as the enums spell them.
+      const std::string v = word();
+      const std::pair<const char*, int> names[] = {
+          {"explicit_padding", 0}, {"same_upper", 1}, {"same_lower", 2}, {"valid", 3},
+          {"any_nan", 0}, {"first_tap", 1}, {"plane", 0}, {"onnx", 1}, {"onnx_column_major", 2},
+          {"tensorflow", 3}, {"tensorflow_with_batch", 4}, {"window", 5}};
+      int value = -1;
+      for (const auto& [name, n] : names) {
+        if (v == name) value = n;
+      }
+      if (value < 0) throw std::runtime_error("golden: unknown " + key + " '" + v + "' at " + where);
+      if (key == "auto_pad") c.pool.auto_pad = static_cast<AutoPad>(value);
+      if (key == "max_rule") c.pool.max_rule = static_cast<MaxRule>(value);
+      if (key == "index_format") c.pool.index_format = static_cast<IndexFormat>(value);
     } else if (key == "ceil_mode") {
       c.pool.ceil_mode = std::stoi(word()) != 0;
     } else if (key == "output_size") {

@@ -134,6 +134,38 @@ Status index_error(int64_t position, int64_t index, int64_t plane) {
                     std::to_string(plane) + " (valid: 0 to " + std::to_string(plane - 1) + ")");
 }
 
+// The plane offset `index` of plane `pl` (n * C + c) as `format` writes it (docs/semantics.md,
+// "Index formats"), in the 3-D terms of max_pool below; -1 where the format has none.
+int64_t formatted_index(IndexFormat format, int64_t index, int64_t pl, int64_t channels,
+                        const int64_t in[3], const int64_t o[3], const int64_t k[3],
+                        const int64_t s[3], const int64_t p[3], const int64_t d[3]) {
+  const int64_t plane = in[0] * in[1] * in[2];
+  const int64_t x[3] = {index / (in[1] * in[2]), index / in[2] % in[1], index % in[2]};
+  if (format == IndexFormat::plane) return index;
+  if (index < 0 || index >= plane) return -1;  // an empty window's stepped start
+  switch (format) {
+    case IndexFormat::plane: return index;
+    case IndexFormat::onnx: return pl * plane + index;
+    case IndexFormat::onnx_column_major:
+      // The first spatial dimension fastest (the 3-D frame's leading extents of 1 add nothing).
+      return pl * plane + x[0] + (x[1] + x[2] * in[1]) * in[0];
+    case IndexFormat::tensorflow: return index * channels + pl % channels;
+    case IndexFormat::tensorflow_with_batch:
+      return (pl / channels * plane + index) * channels + pl % channels;
+    case IndexFormat::window: {
+      // The tap, the first spatial dimension fastest.
+      int64_t t = 0;
+      for (int j = 2; j >= 0; --j) {
+        const int64_t offset = x[j] - (o[j] * s[j] - p[j]);
+        if (offset < 0 || offset % d[j] != 0 || offset / d[j] >= k[j]) return -1;
+        t = t * k[j] + offset / d[j];
+      }
+      return t;
+    }
+  }
+  return -1;
+}
+
 }  // namespace
 
 int64_t numel(const Ints& shape) {
@@ -143,7 +175,12 @@ int64_t numel(const Ints& shape) {
 }
 
 int64_t pool_extent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
-  const int64_t num = in + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+  return pool_extent(in, k, s, p, p, d, ceil_mode);
+}
+
+int64_t pool_extent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t p_end, int64_t d,
+                    bool ceil_mode) {
+  const int64_t num = in + p + p_end - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
   // Floor division (num may be negative).
   int64_t q = num / s;
   if ((num % s != 0) && ((num < 0) != (s < 0))) --q;
@@ -164,6 +201,35 @@ Status expand_pool_options(int nd, const PoolOptions& options, PoolWindow* w) {
   if (!(st = check_min("stride", w->stride, 1)).ok()) return st;
   if (!(st = check_min("padding", w->padding, 0)).ok()) return st;
   if (!(st = check_min("dilation", w->dilation, 1)).ok()) return st;
+  w->ceil_mode = options.ceil_mode;
+  if (options.auto_pad != AutoPad::explicit_padding) {
+    // Both sides come from the input extent (max_pool_output_shape).
+    if (options.auto_pad < AutoPad::explicit_padding || options.auto_pad > AutoPad::valid) {
+      return invalid("auto_pad: unknown value");
+    }
+    if (!options.padding_end.empty() || *std::max_element(w->padding.begin(), w->padding.end()) != 0) {
+      return invalid("padding: given with auto_pad");
+    }
+    if (options.ceil_mode && options.auto_pad != AutoPad::valid) {
+      return invalid("ceil_mode: given with auto_pad SAME");
+    }
+    w->padding_end = w->padding;
+    return Status();
+  }
+  if (!options.padding_end.empty()) {
+    // ONNX's asymmetric padding: each side below the undilated kernel (ONNX Runtime's check).
+    if (!(st = expand_list("padding_end", nd, options.padding_end, &zeros, &w->padding_end)).ok()) {
+      return st;
+    }
+    if (!(st = check_min("padding_end", w->padding_end, 0)).ok()) return st;
+    for (int i = 0; i < nd; ++i) {
+      if (w->padding[i] >= w->kernel[i] || w->padding_end[i] >= w->kernel[i]) {
+        return invalid("padding[" + std::to_string(i) + "]: both sides must be below the kernel");
+      }
+    }
+    return Status();
+  }
+  w->padding_end = w->padding;
   for (int i = 0; i < nd; ++i) {
     // 1-D/2-D: half the dilated kernel; 3-D: half the raw kernel (as PyTorch).
     const int64_t limit = nd == 3 ? w->kernel[i] / 2
@@ -174,8 +240,20 @@ Status expand_pool_options(int nd, const PoolOptions& options, PoolWindow* w) {
                      " (" + std::to_string(limit) + "), got " + std::to_string(w->padding[i]));
     }
   }
-  w->ceil_mode = options.ceil_mode;
   return Status();
+}
+
+// The padding auto_pad gives for `input_shape` (ONNX Runtime's SAME: the padding an undilated
+// window needs for ceil(in / s) outputs, the odd one after the end for SAME_UPPER).
+void resolve_padding(int nd, const Ints& input_shape, AutoPad auto_pad, PoolWindow* w) {
+  if (auto_pad != AutoPad::same_upper && auto_pad != AutoPad::same_lower) return;
+  for (int i = 0; i < nd; ++i) {
+    const int64_t in = input_shape[input_shape.size() - nd + i], s = w->stride[i];
+    const int64_t outputs = (in + s - 1) / s;
+    const int64_t needed = std::max<int64_t>(0, (outputs - 1) * s + w->kernel[i] - in);
+    w->padding[i] = auto_pad == AutoPad::same_upper ? needed / 2 : needed - needed / 2;
+    w->padding_end[i] = needed - w->padding[i];
+  }
 }
 
 Status expand_unpool_options(int nd, const UnpoolOptions& options, PoolWindow* w) {
@@ -199,12 +277,13 @@ Status max_pool_output_shape(int nd, const Ints& input_shape, const PoolOptions&
   Status st = expand_pool_options(nd, options, &w);
   if (!st.ok()) return st;
   if (!(st = check_shape("input", nd, input_shape)).ok()) return st;
+  resolve_padding(nd, input_shape, options.auto_pad, &w);
   Ints out = input_shape;
   const size_t first = input_shape.size() - nd;
   for (int i = 0; i < nd; ++i) {
     const int64_t in = input_shape[first + i];
-    const int64_t e = pool_extent(in, w.kernel[i], w.stride[i], w.padding[i], w.dilation[i],
-                                  w.ceil_mode);
+    const int64_t e = pool_extent(in, w.kernel[i], w.stride[i], w.padding[i], w.padding_end[i],
+                                  w.dilation[i], w.ceil_mode);
     if (e < 1) {
       return invalid("output size of spatial dimension " + std::to_string(i) +
                      " would be " + std::to_string(e) + " (input extent " + std::to_string(in) +
@@ -287,6 +366,7 @@ Status max_pool(int nd, const Ints& input_shape, const std::vector<T>& input,
   }
   PoolWindow w;
   expand_pool_options(nd, options, &w);
+  resolve_padding(nd, input_shape, options.auto_pad, &w);
   // Work in 3-D: missing leading spatial dimensions get extent 1 and a trivial window.
   int64_t k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, p[3] = {0, 0, 0}, d[3] = {1, 1, 1};
   for (int i = 0; i < nd; ++i) {
@@ -301,6 +381,7 @@ Status max_pool(int nd, const Ints& input_shape, const std::vector<T>& input,
   const int64_t in_plane = in[0] * in[1] * in[2];
   const int64_t out_plane = out[0] * out[1] * out[2];
   const int64_t planes = numel(input_shape) / in_plane;  // N*C (may be 0)
+  const int64_t channels = input_shape[input_shape.size() - nd - 1];
 
   std::vector<T> vals(static_cast<size_t>(planes * out_plane));
   std::vector<int64_t> idxs(static_cast<size_t>(planes * out_plane));
@@ -318,28 +399,42 @@ Status max_pool(int nd, const Ints& input_shape, const std::vector<T>& input,
           }
           T best = lowest_value<T>();
           int64_t best_index = (start[0] * in[1] + start[1]) * in[2] + start[2];
+          bool scanned = false;  // first_tap: the first tap is taken as it is
           for (int64_t id = start[0]; id < end[0]; id += d[0]) {
             for (int64_t ih = start[1]; ih < end[1]; ih += d[1]) {
               for (int64_t iw = start[2]; iw < end[2]; iw += d[2]) {
                 const int64_t flat = (id * in[1] + ih) * in[2] + iw;
                 const T v = src[flat];
-                if (key(v) > key(best) || is_nan(v)) {
+                const bool wins = options.max_rule == MaxRule::first_tap
+                                      ? !scanned || key(v) > key(best)
+                                      : key(v) > key(best) || is_nan(v);
+                if (wins) {
                   best = v;
                   best_index = flat;
                 }
+                scanned = true;
               }
             }
           }
           const int64_t at = pl * out_plane + (od * out[1] + oh) * out[2] + ow;
           // PyTorch's bf16 kernels narrow the f32 maximum back: a NaN comes out as 0x7fc0.
+          // ONNX Runtime and TensorFlow (first_tap) copy the winning element as it is.
           if constexpr (std::is_same_v<T, bf16_t>) {
-            if (is_nan(best)) best = bf16_t{0x7fc0};
+            if (is_nan(best) && options.max_rule == MaxRule::any_nan) best = bf16_t{0x7fc0};
           }
           vals[at] = best;
-          idxs[at] = best_index;
+          idxs[at] = formatted_index(options.index_format, best_index, pl, channels, in, o, k, s,
+                                     p, d);
         }
       }
     }
+  }
+  const auto unformatted = std::find(idxs.begin(), idxs.end(), -1);
+  if (options.index_format != IndexFormat::plane && unformatted != idxs.end()) {
+    return Status(Code::index_out_of_range,
+                  "indices: an empty window's index has no form in index format " +
+                      std::to_string(static_cast<int>(options.index_format)) + " (element " +
+                      std::to_string(unformatted - idxs.begin()) + ")");
   }
   *output_shape = oshape;
   *values = std::move(vals);

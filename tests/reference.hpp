@@ -18,6 +18,7 @@ namespace poolgen::ref {
 // Per-dimension window parameters after defaults and broadcasting (nd entries each).
 struct PoolWindow {
   Ints kernel, stride, padding, dilation;
+  Ints padding_end;  // pooling: after each dimension's end (resolved by max_pool_output_shape)
   bool ceil_mode = false;
 };
 
@@ -27,6 +28,9 @@ Status expand_unpool_options(int nd, const UnpoolOptions& options, PoolWindow* w
 
 // Output extent of one pooled dimension (no validation).
 int64_t pool_extent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode);
+// The same with p before the start and p_end after the end.
+int64_t pool_extent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t p_end, int64_t d,
+                    bool ceil_mode);
 
 // Output shape of max pooling; same error rules as the library.
 Status max_pool_output_shape(int nd, const Ints& input_shape, const PoolOptions& options,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden vectors of the index formats, made by the frameworks that define them.
+"""Golden vectors of other frameworks' pooling and index formats, made by those frameworks.
 
     . ~/.cache/poolgen-frameworks/env.sh   # ../shared/tools/framework-env.sh makes it
     $FRAMEWORKS_PY tools/make_framework_golden.py [OUTDIR]   # default tests/golden
@@ -10,8 +10,17 @@ maxima's indices as ONNX Runtime's CPU MaxPool returns them (opset 12, storage_o
 indices_onnx, indices_onnx_column_major) and, for 2-D windows TensorFlow can express (no padding
 or dilation), as tf.nn.max_pool_with_argmax returns them (NHWC, without and with the batch:
 indices_tensorflow, indices_tensorflow_with_batch). The format is make_golden.py's with op
-index_formats and the indices_* lines; tests/index_formats_test.cpp reads it. CI needs none of
-these frameworks: the output is checked in.
+index_formats and the indices_* lines.
+
+Writes frameworks_pool.txt: op pool cases computed by ONNX Runtime's CPU MaxPool with Indices
+(opset 12: asymmetric pads up to kernel - 1, auto_pad, dilations, ceil_mode, storage_order) and
+by tf.nn.max_pool_with_argmax (SAME / VALID, with and without the batch in the index) and its
+gradient (MaxPoolGradWithArgmax, op pool_backward), on values
+with ties, NaN and infinities in every dtype each framework takes, with the PoolOptions that
+ask poolgen for the same (padding_end, auto_pad, max_rule first_tap, index_format lines).
+
+tests/frameworks_test.cpp reads both. CI needs none of these frameworks: the output is checked
+in.
 """
 import os
 import sys
@@ -89,17 +98,189 @@ CASES = [
 ]
 
 
+# Element types: (golden dtype, numpy dtype, ONNX element type).
+TYPES = {
+    "f32": (np.float32, TensorProto.FLOAT),
+    "f64": (np.float64, TensorProto.DOUBLE),
+    "f16": (np.float16, TensorProto.FLOAT16),
+    "i8": (np.int8, TensorProto.INT8),
+    "u8": (np.uint8, TensorProto.UINT8),
+}
+
+
+def hexbits(a):
+    a = np.ascontiguousarray(a)
+    width = a.dtype.itemsize
+    return " ".join("%0*x" % (2 * width, b) for b in a.view("u%d" % width).reshape(-1))
+
+
+def sample(g, shape, dt):
+    """Values with ties; floats also NaN, -inf and +inf now and then."""
+    kind = np.dtype(dt).kind
+    if kind == "f":
+        x = g.integers(-3, 4, shape).astype(np.float64) + 0.5 * g.integers(0, 2, shape)
+        x[g.random(shape) < 0.08] = np.nan
+        x[g.random(shape) < 0.05] = -np.inf
+        x[g.random(shape) < 0.02] = np.inf
+        return x.astype(dt)
+    info = np.iinfo(dt)
+    x = g.integers(-3, 4, shape) + (0 if info.min < 0 else 3)
+    x[g.random(shape) < 0.1] = info.min
+    x[g.random(shape) < 0.05] = info.max
+    return x.astype(dt)
+
+
+def pool_case(name, nd, dt, x, opts, y, i, grads=None):
+    """A pool case; with grads (grad_output, grad_input), the gradient's pool_backward case."""
+    op = "pool" if grads is None else "pool_backward"
+    t = "case %s\nop %s\nnd %d\ndtype %s\n" % (name, op, nd, dt)
+    for key in ("kernel_size", "stride", "padding", "padding_end", "dilation"):
+        if key in opts:
+            t += "%s %s\n" % (key, ints(opts[key]))
+    t += "ceil_mode %d\n" % int(opts.get("ceil_mode", 0))
+    for key in ("auto_pad", "max_rule", "index_format"):
+        t += "%s %s\n" % (key, opts[key])
+    t += "input_shape %s\nin_values %s\n" % (ints(x.shape), hexbits(x))
+    t += "output_shape %s\n" % ints(y.shape)
+    if grads is None:
+        t += "out_values %s\n" % hexbits(y)
+    else:
+        t += "grad_output %s\ngrad_input %s\n" % tuple(hexbits(v) for v in grads)
+    return t + "out_indices %s\nend\n" % ints(i)
+
+
+def onnx_run(x, attrs):
+    elem = TYPES[[k for k, v in TYPES.items() if v[0] == x.dtype][0]][1]
+    node = helper.make_node("MaxPool", ["X"], ["Y", "I"], **attrs)
+    graph = helper.make_graph(
+        [node], "pool", [helper.make_tensor_value_info("X", elem, list(x.shape))],
+        [helper.make_tensor_value_info("Y", elem, None),
+         helper.make_tensor_value_info("I", TensorProto.INT64, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)], ir_version=8)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"X": x})
+
+
+# name, nd, spatial extents, ONNX attributes (besides storage_order)
+ONNX_CASES = [
+    ("pads_beyond_half", 1, [9], dict(kernel_shape=[3], pads=[2, 2])),
+    ("asym", 1, [10], dict(kernel_shape=[3], strides=[2], pads=[0, 2])),
+    ("asym_ceil", 1, [8], dict(kernel_shape=[2], strides=[2], pads=[0, 1], ceil_mode=1)),
+    ("same_upper_dil", 1, [9], dict(kernel_shape=[2], dilations=[2], auto_pad="SAME_UPPER")),
+    ("asym", 2, [7, 8], dict(kernel_shape=[3, 2], strides=[2, 1], pads=[2, 0, 0, 1])),
+    ("same_upper", 2, [7, 9], dict(kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER")),
+    ("same_lower", 2, [8, 7], dict(kernel_shape=[2, 3], strides=[2, 2], auto_pad="SAME_LOWER")),
+    ("valid_ceil", 2, [7, 9], dict(kernel_shape=[2, 2], strides=[2, 2], auto_pad="VALID",
+                                   ceil_mode=1)),
+    ("dil_pads", 2, [8, 8], dict(kernel_shape=[3, 2], dilations=[2, 3], pads=[2, 1, 1, 1])),
+    ("k2s2_end", 2, [7, 7], dict(kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 1, 1])),
+    ("asym", 3, [4, 5, 6], dict(kernel_shape=[2, 3, 2], strides=[1, 2, 2],
+                                pads=[1, 0, 1, 0, 2, 0])),
+    ("same_upper", 3, [5, 4, 6], dict(kernel_shape=[3, 2, 3], strides=[2, 1, 2],
+                                      auto_pad="SAME_UPPER")),
+]
+
+AUTO_PAD = {"SAME_UPPER": "same_upper", "SAME_LOWER": "same_lower", "VALID": "valid"}
+
+
+def onnx_cases(out):
+    count = 0
+    for j, (name, nd, spatial, attrs) in enumerate(ONNX_CASES):
+        for dt in TYPES:
+            for order in (0, 1):
+                g = np.random.default_rng(100 * j + 10 * order + list(TYPES).index(dt))
+                x = sample(g, ([1, 2] if nd == 3 else [2, 2]) + spatial, TYPES[dt][0])
+                try:
+                    y, i = onnx_run(x, dict(attrs, storage_order=order))
+                except Exception as e:  # a type ONNX Runtime's MaxPool with Indices lacks
+                    print("onnx %s %s: skipped (%s)" % (name, dt, str(e).splitlines()[0][:80]))
+                    break
+                opts = dict(kernel_size=attrs["kernel_shape"],
+                            stride=attrs.get("strides", [1] * nd),
+                            dilation=attrs.get("dilations", [1] * nd),
+                            ceil_mode=attrs.get("ceil_mode", 0), max_rule="first_tap",
+                            index_format="onnx_column_major" if order else "onnx")
+                if "auto_pad" in attrs:
+                    opts["auto_pad"] = AUTO_PAD[attrs["auto_pad"]]
+                else:
+                    pads = attrs.get("pads", [0] * 2 * nd)
+                    opts.update(auto_pad="explicit_padding", padding=pads[:nd],
+                                padding_end=pads[nd:])
+                out.write(pool_case("onnx%dd_%s_%s_order%d" % (nd, name, dt, order), nd, dt, x,
+                                    opts, y, i))
+                count += 1
+    return count
+
+
+TF_TYPES = {"f32": tf.float32, "f64": tf.float64, "f16": tf.float16, "bf16": tf.bfloat16}
+
+# name, spatial extents, ksize, strides, padding
+TF_CASES = [
+    ("k2s2_valid", [6, 7], [2, 2], [2, 2], "VALID"),
+    ("k3s2_same", [7, 8], [3, 3], [2, 2], "SAME"),
+    ("k3x2s1x2_same", [5, 9], [3, 2], [1, 2], "SAME"),
+    ("k2s1_valid", [4, 5], [2, 2], [1, 1], "VALID"),
+]
+
+
+def tf_cases(out):
+    count = 0
+    for j, (name, spatial, k, s, padding) in enumerate(TF_CASES):
+        for dt, tf_dt in TF_TYPES.items():
+            for batch in (False, True):
+                g = np.random.default_rng(5000 + 100 * j + 10 * batch + list(TF_TYPES).index(dt))
+                x32 = sample(g, [2, 2] + spatial, np.float32)
+                nhwc = tf.cast(tf.constant(np.transpose(x32, (0, 2, 3, 1))), tf_dt)
+                try:
+                    y, i = tf.nn.max_pool_with_argmax(nhwc, [1] + k + [1], [1] + s + [1],
+                                                      padding, include_batch_in_index=batch)
+                except Exception as e:
+                    print("tf %s %s: skipped (%s)" % (name, dt, str(e).splitlines()[0][:80]))
+                    break
+                x = np.transpose(nhwc.numpy(), (0, 3, 1, 2))
+                y = np.transpose(y.numpy(), (0, 3, 1, 2))
+                i = np.transpose(i.numpy(), (0, 3, 1, 2))
+                opts = dict(kernel_size=k, stride=s, dilation=[1, 1], max_rule="first_tap",
+                            auto_pad="same_upper" if padding == "SAME" else "valid",
+                            index_format="tensorflow_with_batch" if batch else "tensorflow")
+                label = "%s_%s%s" % (name, dt, "_batch" if batch else "")
+                out.write(pool_case("tf2d_" + label, 2, dt, x, opts, y, i))
+                # The gradient, MaxPoolGradWithArgmax, with TensorFlow's own argmax.
+                grad = tf.cast(tf.constant(g.normal(size=y.shape[:1] + y.shape[2:] + y.shape[1:2])
+                                           .astype(np.float32)), tf_dt)
+                _, argmax = tf.nn.max_pool_with_argmax(nhwc, [1] + k + [1], [1] + s + [1],
+                                                       padding, include_batch_in_index=batch)
+                gin = tf.raw_ops.MaxPoolGradWithArgmax(
+                    input=nhwc, grad=grad, argmax=argmax, ksize=[1] + k + [1],
+                    strides=[1] + s + [1], padding=padding, include_batch_in_index=batch)
+                out.write(pool_case("tf2d_grad_" + label, 2, dt, x, opts, y, i, grads=(
+                    np.transpose(grad.numpy(), (0, 3, 1, 2)),
+                    np.transpose(gin.numpy(), (0, 3, 1, 2)))))
+                count += 2
+    return count
+
+
+def header():
+    return ("# Generated by tools/make_framework_golden.py with PyTorch %s, ONNX Runtime %s, "
+            "TensorFlow %s; do not edit.\n" % (torch.__version__, ort.__version__, tf.__version__))
+
+
 def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden")
     path = os.path.join(outdir, "index_formats.txt")
     with open(path, "w") as f:
-        f.write("# Generated by tools/make_framework_golden.py with PyTorch %s, ONNX Runtime %s, "
-                "TensorFlow %s; do not edit.\n" % (torch.__version__, ort.__version__,
-                                                   tf.__version__))
+        f.write(header())
         for seed, c in enumerate(CASES):
             f.write(case(*c, seed=seed))
     print("%s: %d cases, %d bytes" % (path, len(CASES), os.path.getsize(path)))
+    path = os.path.join(outdir, "frameworks_pool.txt")
+    with open(path, "w") as f:
+        f.write(header())
+        n_onnx = onnx_cases(f)
+        n_tf = tf_cases(f)
+    print("%s: %d ONNX Runtime and %d TensorFlow cases, %d bytes" % (
+        path, n_onnx, n_tf, os.path.getsize(path)))
 
 
 if __name__ == "__main__":

@@ -42,6 +42,27 @@ typedef struct poolgen_tensor {
   int32_t device;     /* POOLGEN_CPU (0) or POOLGEN_CUDA: data is a CUDA device pointer */
 } poolgen_tensor;
 
+/* Index formats (poolgen::IndexFormat): the conventions of PyTorch, ONNX, TensorFlow and
+ * XNNPACK. */
+enum {
+  POOLGEN_INDEX_PLANE = 0,
+  POOLGEN_INDEX_ONNX = 1,
+  POOLGEN_INDEX_ONNX_COLUMN_MAJOR = 2,
+  POOLGEN_INDEX_TENSORFLOW = 3,
+  POOLGEN_INDEX_TENSORFLOW_WITH_BATCH = 4,
+  POOLGEN_INDEX_WINDOW = 5
+};
+
+/* Other frameworks' pooling (poolgen::AutoPad, poolgen::MaxRule; the index formats are the
+ * POOLGEN_INDEX_* values below). */
+enum {
+  POOLGEN_EXPLICIT_PADDING = 0,
+  POOLGEN_SAME_UPPER = 1,
+  POOLGEN_SAME_LOWER = 2,
+  POOLGEN_VALID = 3
+};
+enum { POOLGEN_MAX_ANY_NAN = 0, POOLGEN_MAX_FIRST_TAP = 1 };
+
 typedef struct poolgen_pool_options {
   int64_t kernel_size[3];
   int64_t stride[3]; /* all zero: kernel_size */
@@ -49,6 +70,12 @@ typedef struct poolgen_pool_options {
   int64_t dilation[3]; /* all zero: 1 */
   int32_t ceil_mode;
   int32_t device; /* POOLGEN_CUDA: run on the GPU, copying host tensors there and back */
+  /* Zero-initialized: PyTorch's definition. The rest as PoolOptions' fields of these names. */
+  int32_t padding_end_given; /* nonzero: padding_end holds the end padding (ONNX's pads) */
+  int64_t padding_end[3];
+  int32_t auto_pad;     /* POOLGEN_EXPLICIT_PADDING, POOLGEN_SAME_UPPER, ... */
+  int32_t max_rule;     /* POOLGEN_MAX_ANY_NAN (PyTorch) or POOLGEN_MAX_FIRST_TAP */
+  int32_t index_format; /* POOLGEN_INDEX_PLANE (PyTorch), POOLGEN_INDEX_ONNX, ... */
 } poolgen_pool_options;
 
 typedef struct poolgen_unpool_options {
@@ -94,16 +121,6 @@ int32_t poolgen_max_unpool_backward(int32_t nd, const poolgen_tensor* grad_outpu
                                     const poolgen_unpool_options* options, char* message,
                                     size_t message_size);
 
-/* Index formats (poolgen::IndexFormat): the conventions of PyTorch, ONNX, TensorFlow and
- * XNNPACK. */
-enum {
-  POOLGEN_INDEX_PLANE = 0,
-  POOLGEN_INDEX_ONNX = 1,
-  POOLGEN_INDEX_ONNX_COLUMN_MAJOR = 2,
-  POOLGEN_INDEX_TENSORFLOW = 3,
-  POOLGEN_INDEX_TENSORFLOW_WITH_BATCH = 4,
-  POOLGEN_INDEX_WINDOW = 5
-};
 
 /* poolgen::convert_indices: frame_shape has frame_rank entries; window may be NULL unless a
  * format is POOLGEN_INDEX_WINDOW. */

@@ -108,8 +108,36 @@ POOLGEN_TYPED_VIEWS(int64_t)
 // gradient have one CPU algorithm, which `winner` takes.
 enum class Path : int32_t { automatic = 0, general = 1, winner = 2 };
 
+// How an index names an element of the frame it points into: the pooling input, or the unpooled
+// output, of shape (N, C, spatial...). Each format is one system's convention (docs/semantics.md,
+// "Index formats"); the ops write and read `plane`.
+enum class IndexFormat : int32_t {
+  plane = 0,              // PyTorch: row-major offset inside the element's (n, c) plane
+  onnx = 1,               // ONNX MaxPool (storage_order 0), MaxUnpool: row-major over the frame
+  onnx_column_major = 2,  // ONNX MaxPool storage_order 1: (n*C + c) * plane + the plane offset
+                          // with the first spatial dimension fastest (h + w*H in 2-D)
+  tensorflow = 3,         // tf.nn.max_pool_with_argmax: offset in one item's (spatial..., C)
+                          // tensor, offset * C + c
+  tensorflow_with_batch = 4,  // include_batch_in_index: (n * plane + offset) * C + c
+  window = 5,  // XNNPACK's argmax pooling: the tap inside the element's window, the first
+               // spatial dimension fastest (x * KH + y in 2-D); needs the pooling options
+};
+const char* index_format_name(IndexFormat format);  // "plane", "onnx", ...
+
+// How pooling's padding is given: explicitly (padding, padding_end), or computed from the input
+// as ONNX's auto_pad (TensorFlow's "SAME" is same_upper, "VALID" valid).
+enum class AutoPad : int32_t { explicit_padding = 0, same_upper = 1, same_lower = 2, valid = 3 };
+
+// Which tap wins a window (docs/semantics.md, "Other frameworks"). any_nan: PyTorch's scan, where
+// a tap replaces the maximum when greater or NaN (any NaN wins). first_tap: ONNX Runtime's and
+// TensorFlow's, which start from the window's first tap and replace it only by a greater one (a
+// NaN after the first tap never wins, a NaN first tap stays). Ties go to the first either way,
+// and the two agree on every window without a NaN.
+enum class MaxRule : int32_t { any_nan = 0, first_tap = 1 };
+
 // Mirrors torch.nn.functional.max_pool{1,2,3}d(..., return_indices=True). Each list holds one
-// entry per spatial dimension, or a single entry used for all of them.
+// entry per spatial dimension, or a single entry used for all of them. The last four fields
+// (defaults: PyTorch's) give ONNX's MaxPool and TensorFlow's max_pool_with_argmax.
 struct PoolOptions {
   Ints kernel_size;
   Ints stride;  // empty: kernel_size
@@ -120,6 +148,17 @@ struct PoolOptions {
   // Where to run: cuda runs on the GPU even for host views (copied there and back). Views on
   // the device always run there.
   Device device = Device::cpu;
+  // Padding after each dimension's end (ONNX's pads end half); empty: `padding` on both sides.
+  // Given, each side may be up to kernel_size - 1 (ONNX Runtime's limit) instead of PyTorch's
+  // half the kernel.
+  Ints padding_end;
+  // Padding computed from the input extent (then padding stays 0, padding_end unset and ceil_mode
+  // false): ONNX's SAME_UPPER (TensorFlow's "SAME"), SAME_LOWER, VALID, as ONNX Runtime computes
+  // them (docs/semantics.md).
+  AutoPad auto_pad = AutoPad::explicit_padding;
+  MaxRule max_rule = MaxRule::any_nan;
+  // The format of the indices written (max_pool) or read (max_pool_backward).
+  IndexFormat index_format = IndexFormat::plane;
 };
 
 // Mirrors torch.nn.functional.max_unpool{1,2,3}d. output_size is empty, nd spatial extents, or
@@ -183,21 +222,6 @@ Status max_pool_backward(int nd, const TensorView& grad_output, const TensorView
 Status max_unpool_backward(int nd, const TensorView& grad_output, const TensorView& indices,
                            const TensorView& grad_values, const UnpoolOptions& options);
 
-// How an index names an element of the frame it points into: the pooling input, or the unpooled
-// output, of shape (N, C, spatial...). Each format is one system's convention (docs/semantics.md,
-// "Index formats"); the ops write and read `plane`.
-enum class IndexFormat : int32_t {
-  plane = 0,              // PyTorch: row-major offset inside the element's (n, c) plane
-  onnx = 1,               // ONNX MaxPool (storage_order 0), MaxUnpool: row-major over the frame
-  onnx_column_major = 2,  // ONNX MaxPool storage_order 1: (n*C + c) * plane + the plane offset
-                          // with the first spatial dimension fastest (h + w*H in 2-D)
-  tensorflow = 3,         // tf.nn.max_pool_with_argmax: offset in one item's (spatial..., C)
-                          // tensor, offset * C + c
-  tensorflow_with_batch = 4,  // include_batch_in_index: (n * plane + offset) * C + c
-  window = 5,  // XNNPACK's argmax pooling: the tap inside the element's window, the first
-               // spatial dimension fastest (x * KH + y in 2-D); needs the pooling options
-};
-const char* index_format_name(IndexFormat format);  // "plane", "onnx", ...
 
 // Rewrites the indices of `from` (format from_format) into `to` as to_format. Both have one shape,
 // of the frame's rank, N and C; frame_shape is the frame's (N, C, spatial...) or (C, spatial...).

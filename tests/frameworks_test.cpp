@@ -1,13 +1,18 @@
-// convert_indices against the frameworks themselves (tests/golden/index_formats.txt: ONNX
-// Runtime's and TensorFlow's indices of the maxima PyTorch's name), the window format against
-// the pooled values, round trips through every format, and every error.
+// Other frameworks' definitions against those frameworks themselves: max_pool with ONNX
+// Runtime's and TensorFlow's options (tests/golden/frameworks_pool.txt: their MaxPool and
+// max_pool_with_argmax on values with ties, NaN and infinities), and convert_indices
+// (tests/golden/index_formats.txt: their indices of the maxima PyTorch's name), the window format
+// against the pooled values, round trips through every format, and every error.
+#include "built_kernels.hpp"
 #include "golden.hpp"
 #include "poolgen/poolgen.h"
 #include "poolgen/poolgen.hpp"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 
 namespace poolgen {
@@ -21,6 +26,13 @@ const std::map<std::string, IndexFormat> kFormats = {
     {"tensorflow_with_batch", IndexFormat::tensorflow_with_batch},
     {"window", IndexFormat::window}};
 
+void expect_error(const Status& st, Code code, const std::vector<std::string>& parts) {
+  EXPECT_EQ(st.code(), code) << st.message();
+  for (const std::string& p : parts) {
+    EXPECT_NE(st.message().find(p), std::string::npos) << "'" << p << "' in " << st.message();
+  }
+}
+
 const std::vector<golden::Case>& cases() {
   static const std::vector<golden::Case> all =
       golden::load_file(POOLGEN_GOLDEN_DIR, "index_formats.txt");
@@ -33,6 +45,189 @@ Status convert(const golden::Case& c, const Ints& from, IndexFormat a, IndexForm
   out->assign(from.size(), -1);
   return convert_indices(c.nd, c.input_shape, contiguous(from.data(), c.output_shape), a,
                          contiguous(out->data(), c.output_shape), b, &c.pool);
+}
+
+// ONNX Runtime's MaxPool and TensorFlow's max_pool_with_argmax and its gradient, bit for bit, in
+// every dtype they take: values (NaN bits included), indices in their formats, gradient sums.
+TEST(Frameworks, PoolingGolden) {
+  const std::vector<golden::Case> all = golden::load_file(POOLGEN_GOLDEN_DIR, "frameworks_pool.txt");
+  std::map<std::string, int> checked;
+  int skipped = 0;
+  for (const golden::Case& c : all) {
+    if (c.op == "pool_backward") {
+      if (!test::pool_backward_kernel_built(c.dtype, DType::i64)) {
+        ++skipped;
+        continue;
+      }
+      // TensorFlow's MaxPoolGradWithArgmax, from its own argmax.
+      std::vector<uint8_t> grad_input(c.grad_input.size(), 0xa5);
+      const Status st = max_pool_backward(
+          c.nd, contiguous(const_cast<uint8_t*>(c.grad_output.data()), c.dtype, c.output_shape),
+          contiguous(const_cast<int64_t*>(c.out_indices.data()), c.output_shape),
+          contiguous(grad_input.data(), c.dtype, c.input_shape), c.pool);
+      ASSERT_TRUE(st.ok()) << c.name << ": " << st.message();
+      EXPECT_TRUE(grad_input == c.grad_input)
+          << c.name << ": "
+          << golden::compare_values(c.dtype, c.grad_input, grad_input, c.input_shape);
+      ++checked["tf2d"];
+      continue;
+    }
+    if (!test::pool_kernel_built(c.dtype, DType::i64)) {
+      ++skipped;
+      continue;
+    }
+    std::vector<uint8_t> values(c.out_values.size(), 0xa5);
+    Ints indices(c.out_indices.size(), -7);
+    const Status st = max_pool(c.nd, contiguous(const_cast<uint8_t*>(c.in_values.data()),
+                                                c.dtype, c.input_shape),
+                               contiguous(values.data(), c.dtype, c.output_shape),
+                               contiguous(indices.data(), c.output_shape), c.pool);
+    ASSERT_TRUE(st.ok()) << c.name << ": " << st.message();
+    EXPECT_TRUE(values == c.out_values)
+        << c.name << ": " << golden::compare_values(c.dtype, c.out_values, values, c.output_shape)
+        << " (or NaN bits)";
+    EXPECT_EQ(golden::compare_indices(c.out_indices, indices), "") << c.name;
+    ++checked[c.name.substr(0, c.name.find('_'))];
+  }
+  EXPECT_GE(checked["onnx1d"] + checked["onnx2d"] + checked["onnx3d"] + skipped / 2, 100);
+  EXPECT_GE(checked["tf2d"] + skipped / 2, 64);
+}
+
+// Every way to misuse the frameworks' options.
+TEST(Frameworks, PoolOptionErrors) {
+  std::vector<float> in(16, 1.0f), values(16);
+  Ints indices(16);
+  auto run = [&](const PoolOptions& o, const Ints& out_shape = {1, 1, 2, 2}) {
+    return max_pool(2, contiguous(in.data(), {1, 1, 4, 4}), contiguous(values.data(), out_shape),
+                    contiguous(indices.data(), out_shape), o);
+  };
+  PoolOptions base;
+  base.kernel_size = {2};
+  ASSERT_TRUE(run(base).ok());
+  {
+    PoolOptions o = base;
+    o.auto_pad = static_cast<AutoPad>(4);
+    expect_error(run(o), Code::invalid_argument, {"auto_pad: expected an AutoPad", "got 4"});
+    o.auto_pad = AutoPad::same_upper;
+    o.padding = {1};
+    expect_error(run(o), Code::invalid_argument,
+                 {"padding: expected 0 and no padding_end with auto_pad 1", "got padding [1]"});
+    o.padding = {0};
+    o.padding_end = {0};
+    expect_error(run(o), Code::invalid_argument, {"padding_end [0]"});
+    o.padding_end = {};
+    o.ceil_mode = true;
+    expect_error(run(o), Code::invalid_argument, {"ceil_mode: expected false with auto_pad 1"});
+    o.auto_pad = AutoPad::valid;  // VALID keeps ceil_mode, as ONNX Runtime does
+    EXPECT_TRUE(run(o).ok());
+  }
+  {
+    PoolOptions o = base;
+    o.padding_end = {1, 1, 1};
+    expect_error(run(o), Code::invalid_argument, {"padding_end: expected 1 or 2 entries, got 3"});
+    o.padding_end = {-1};
+    expect_error(run(o), Code::invalid_argument, {"padding_end: expected every entry >= 0"});
+    o.padding_end = {2};
+    expect_error(run(o, {1, 1, 3, 3}), Code::invalid_argument,
+                 {"padding_end: expected less than kernel_size (2)", "got 2"});
+    o.padding_end = {0};
+    o.padding = {1, 2};
+    expect_error(run(o, {1, 1, 3, 3}), Code::invalid_argument,
+                 {"padding: expected less than kernel_size (2)", "spatial dimension 1, got 2"});
+    o.padding = {1};  // beyond PyTorch's half kernel, within ONNX's limit
+    EXPECT_TRUE(run(o, {1, 1, 2, 2}).ok());
+  }
+  {
+    PoolOptions o = base;
+    o.max_rule = static_cast<MaxRule>(2);
+    expect_error(run(o), Code::invalid_argument, {"max_rule: expected a MaxRule", "got 2"});
+    o.max_rule = MaxRule::first_tap;
+    o.index_format = static_cast<IndexFormat>(7);
+    expect_error(run(o), Code::invalid_argument, {"index_format: expected an IndexFormat", "got 7"});
+  }
+  {
+    // An empty window (PyTorch's dilation and padding) has no index in other formats.
+    std::vector<float> row(2, 1.0f), v(1);
+    Ints i(1);
+    PoolOptions o;
+    o.kernel_size = {1, 2};
+    o.stride = {3, 1};
+    o.padding = {0, 1};
+    o.dilation = {3, 3};
+    const Ints out = {1, 1, 1, 1};
+    ASSERT_TRUE(max_pool(2, contiguous(row.data(), {1, 1, 1, 2}), contiguous(v.data(), out),
+                         contiguous(i.data(), out), o)
+                    .ok());
+    EXPECT_EQ(i[0], 2);  // outside the 1x2 plane
+    o.index_format = IndexFormat::onnx;
+    expect_error(max_pool(2, contiguous(row.data(), {1, 1, 1, 2}), contiguous(v.data(), out),
+                          contiguous(i.data(), out), o),
+                 Code::index_out_of_range, {"got 2", "[0, 0, 0, 0]"});
+  }
+  {
+    // i32 indices must hold the format's largest index, checked before anything is read: the
+    // planes of a 65536 x 65536 x 4 frame fit i32, its ONNX indices do not (with N = 0 there is
+    // no index at all).
+    PoolOptions o = base;
+    o.index_format = IndexFormat::onnx;
+    const Ints frame = {0, 65536, 65536, 4}, pooled = {0, 65536, 32768, 2};
+    Status st = max_pool(2, contiguous(static_cast<float*>(nullptr), frame),
+                         contiguous(static_cast<float*>(nullptr), pooled),
+                         contiguous(static_cast<int32_t*>(nullptr), pooled), o);
+    EXPECT_TRUE(st.ok()) << st.message();  // N = 0: no index at all
+    const Ints big = {1, 65536, 65536, 4}, big_pooled = {1, 65536, 32768, 2};
+    std::vector<float> one(1);
+    st = max_pool(2, contiguous(one.data(), big), contiguous(one.data(), big_pooled),
+                  contiguous(reinterpret_cast<int32_t*>(one.data()), big_pooled), o);
+    expect_error(st, Code::invalid_argument, {"indices: expected i64", "reach", "got i32"});
+  }
+}
+
+// The C API's fields for the same options: ONNX's pads (1, 0) on a 1x4 row, first tap, global
+// indices in the second plane.
+TEST(Frameworks, CApiPoolOptions) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  float in[8] = {0, 0, 0, 0, 1, nan, 2, 3};  // planes (0, 0) and (0, 1) of 1x2x1x4
+  float values[4];
+  int64_t indices[4];
+  poolgen_tensor t_in{}, t_values{}, t_indices{};
+  t_in.data = in;
+  t_values.data = values;
+  t_indices.data = indices;
+  t_in.dtype = t_values.dtype = POOLGEN_F32;
+  t_indices.dtype = POOLGEN_I64;
+  t_in.rank = t_values.rank = t_indices.rank = 3;
+  const int64_t in_shape[3] = {1, 2, 4}, out_shape[3] = {1, 2, 2};
+  std::memcpy(t_in.shape, in_shape, sizeof in_shape);
+  std::memcpy(t_values.shape, out_shape, sizeof out_shape);
+  std::memcpy(t_indices.shape, out_shape, sizeof out_shape);
+  poolgen_pool_options o{};
+  o.kernel_size[0] = 2;
+  o.stride[0] = 2;
+  o.padding[0] = 1;
+  o.padding_end_given = 1;  // (1, 0): windows [-1, 0] and [1, 2]
+  o.max_rule = POOLGEN_MAX_FIRST_TAP;
+  o.index_format = POOLGEN_INDEX_ONNX;
+  char message[256] = {};
+  ASSERT_EQ(poolgen_max_pool(1, &t_in, &t_values, &t_indices, &o, message, sizeof message),
+            POOLGEN_OK)
+      << message;
+  // Plane (0, 1): window [-1, 0] holds 1; [1, 2] holds NaN then 2: the NaN first tap stays.
+  EXPECT_EQ(values[2], 1.0f);
+  EXPECT_TRUE(std::isnan(values[3]));
+  EXPECT_EQ(indices[2], 4 + 0);
+  EXPECT_EQ(indices[3], 4 + 1);
+  o.padding_end_given = 0;  // symmetric (1, 1): three windows, a 1x2 output is refused
+  EXPECT_EQ(poolgen_max_pool(1, &t_in, &t_values, &t_indices, &o, message, sizeof message),
+            POOLGEN_INVALID_ARGUMENT);
+  o.padding[0] = 0;
+  o.auto_pad = POOLGEN_SAME_UPPER;  // 4 / 2 = 2 windows, no padding needed
+  ASSERT_EQ(poolgen_max_pool(1, &t_in, &t_values, &t_indices, &o, message, sizeof message),
+            POOLGEN_OK)
+      << message;
+  EXPECT_EQ(indices[2], 4 + 0);  // (1, NaN): first tap 1, NaN never wins
+  EXPECT_EQ(values[2], 1.0f);
+  EXPECT_EQ(indices[3], 4 + 3);
 }
 
 TEST(IndexFormats, Names) {
@@ -156,13 +351,6 @@ struct ErrorCase {
     return convert_indices(2, frame, contiguous(from.data(), pooled), a, t, b, &options);
   }
 };
-
-void expect_error(const Status& st, Code code, const std::vector<std::string>& parts) {
-  EXPECT_EQ(st.code(), code) << st.message();
-  for (const std::string& p : parts) {
-    EXPECT_NE(st.message().find(p), std::string::npos) << "'" << p << "' in " << st.message();
-  }
-}
 
 TEST(IndexFormats, Errors) {
   {

@@ -1,0 +1,100 @@
+// MaxRule::first_tap, ONNX Runtime's and TensorFlow's scan: the window's first tap, replaced only
+// by a greater one. It differs from PyTorch's (greater or NaN) only on windows holding a NaN, and
+// those are the windows whose PyTorch maximum is NaN: the kernels compute PyTorch's scan, and this
+// pass rescans just those windows. It costs a read of the values where no NaN is (no kernel
+// variant per rule, nothing added to the footprint of programs that keep PyTorch's rule).
+#include "first_tap.hpp"
+
+#include "float16.hpp"
+
+#include <cmath>
+#include <cstring>
+
+namespace poolgen::detail {
+namespace {
+
+// Element `offset` of a float view, widened (exactly) to double.
+double widened(const View& v, int64_t offset) {
+  const char* at = static_cast<const char*>(v.data) + offset * static_cast<int64_t>(dtype_size(v.dtype));
+  switch (v.dtype) {
+    case DType::f32: {
+      float f;
+      std::memcpy(&f, at, sizeof f);
+      return f;
+    }
+    case DType::f64: {
+      double d;
+      std::memcpy(&d, at, sizeof d);
+      return d;
+    }
+    case DType::f16:
+    case DType::bf16: {
+      uint16_t b;
+      std::memcpy(&b, at, sizeof b);
+      return v.dtype == DType::f16 ? f16_to_float(b) : bf16_to_float(b);
+    }
+    default: return 0;
+  }
+}
+
+bool is_float(DType t) {
+  return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16;
+}
+
+}  // namespace
+
+void apply_first_tap_rule(const View& input, const View& values, const View& indices,
+                          const Window& w) {
+  if (!is_float(values.dtype)) return;
+  const int nd = w.nd;
+  const size_t width = dtype_size(values.dtype);
+  for_each_element(values, [&](int64_t position, int64_t at) {
+    if (!std::isnan(widened(values, at))) return;
+    // The element's (n, c, o...) from its row-major position.
+    int64_t o[3] = {}, rest = position;
+    for (int i = nd - 1; i >= 0; --i) {
+      o[i] = rest % values.shape[2 + i];
+      rest /= values.shape[2 + i];
+    }
+    const int64_t c = rest % values.shape[1], n = rest / values.shape[1];
+    const int64_t base = n * input.strides[0] + c * input.strides[1];
+    // Taps in row-major order: the first in the plane is taken, later ones only when greater.
+    int64_t tap[3] = {}, best_offset = -1, best_index = 0;
+    double best = 0;
+    for (bool more = true; more;) {
+      int64_t offset = base, index = 0;
+      bool inside = true;
+      for (int i = 0; i < nd; ++i) {
+        const int64_t x = o[i] * w.stride[i] - w.padding[i] + tap[i] * w.dilation[i];
+        inside = inside && x >= 0 && x < input.shape[2 + i];
+        offset += x * input.strides[2 + i];
+        index = index * input.shape[2 + i] + x;
+      }
+      if (inside) {
+        const double v = widened(input, offset);
+        if (best_offset < 0 || v > best) best = v, best_offset = offset, best_index = index;
+      }
+      int i = nd - 1;
+      while (i >= 0 && ++tap[i] == w.kernel[i]) tap[i--] = 0;
+      more = i >= 0;
+    }
+    if (best_offset < 0) return;  // an empty window keeps PyTorch's answer
+    std::memcpy(static_cast<char*>(values.data) + at * static_cast<int64_t>(width),
+                static_cast<const char*>(input.data) + best_offset * static_cast<int64_t>(width),
+                width);
+    // The indices share the values' shape; their offset is found the same way.
+    int64_t index_at = 0;
+    rest = position;
+    for (int d = values.rank - 1; d >= 0; --d) {
+      index_at += rest % values.shape[d] * indices.strides[d];
+      rest /= values.shape[d];
+    }
+    if (indices.dtype == DType::i32) {
+      static_cast<int32_t*>(indices.data)[index_at] = static_cast<int32_t>(best_index);
+    } else {
+      static_cast<int64_t*>(indices.data)[index_at] = best_index;
+    }
+  });
+}
+
+}  // namespace poolgen::detail
