@@ -4,17 +4,33 @@
 
 #include "poolgen/poolgen.hpp"
 
-#include <sstream>
+#include <initializer_list>
 #include <string>
+#include <type_traits>
 
 namespace poolgen::detail {
 
-// Builds a Status whose message is the concatenation of `parts`.
+// One part of an error message: text, an integer or an address.
+struct MessagePart {
+  enum Kind { text_part, number_part, address_part };
+  MessagePart(const char* text) : text(text) {}
+  MessagePart(const std::string& text) : text(text.c_str()) {}
+  MessagePart(const void* address) : address(address), kind(address_part) {}
+  template <typename I, std::enable_if_t<std::is_integral_v<I>, int> = 0>
+  MessagePart(I number) : number(static_cast<int64_t>(number)), kind(number_part) {}
+  const char* text = nullptr;
+  int64_t number = 0;
+  const void* address = nullptr;
+  Kind kind = text_part;
+};
+
+// A Status whose message is the concatenation of `parts`. Out of line: each of the runtime's
+// many error sites is then a list of parts and one call, not a stream's inlined code.
+Status fail_with(Code code, std::initializer_list<MessagePart> parts);
+
 template <typename... Parts>
 Status fail(Code code, const Parts&... parts) {
-  std::ostringstream message;
-  (message << ... << parts);
-  return Status(code, message.str());
+  return fail_with(code, {MessagePart(parts)...});
 }
 
 #define POOLGEN_RETURN_IF_ERROR(expr)         \
