@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <type_traits>
 
 namespace poolgen {
 
@@ -119,30 +118,38 @@ struct Row {
 // The first window tap of pooled coordinate o in spatial dimension i.
 int64_t window_origin(const Window& w, int i, int64_t o) { return o * w.stride[i] - w.padding[i]; }
 
-// A row's elements: i64 or i32, read or written at a unit step (loops that vectorize) or another.
-template <typename T, bool kUnit>
-struct Elements {
-  T* data;
-  int64_t step;
-  T& operator[](int64_t j) const { return data[kUnit ? j : j * step]; }
-};
+// A row's indices as i64: the view's own memory where it holds i64 at a unit step, else a copy
+// in `buffer`.
+const int64_t* load_row(const View& v, int64_t offset, int64_t step, int64_t count,
+                        int64_t* buffer) {
+  if (v.dtype == DType::i64 && step == 1) return static_cast<const int64_t*>(v.data) + offset;
+  for (int64_t j = 0; j < count; ++j) {
+    buffer[j] = v.dtype == DType::i32 ? static_cast<const int32_t*>(v.data)[offset + j * step]
+                                      : static_cast<const int64_t*>(v.data)[offset + j * step];
+  }
+  return buffer;
+}
 
-// Calls f(elements) with the Elements of `count` indices of `v` from `offset` at `step`.
-template <typename F>
-void with_elements(const View& v, int64_t offset, int64_t step, F f) {
-  if (v.dtype == DType::i32) {
-    int32_t* data = static_cast<int32_t*>(v.data) + offset;
-    step == 1 ? f(Elements<int32_t, true>{data, 1}) : f(Elements<int32_t, false>{data, step});
-  } else {
-    int64_t* data = static_cast<int64_t*>(v.data) + offset;
-    step == 1 ? f(Elements<int64_t, true>{data, 1}) : f(Elements<int64_t, false>{data, step});
+// Where a row's new indices go: straight into the view where it holds i64 at a unit step, else
+// into `buffer`, which store_row then copies out.
+int64_t* row_target(const View& v, int64_t offset, int64_t step, int64_t* buffer) {
+  return v.dtype == DType::i64 && step == 1 ? static_cast<int64_t*>(v.data) + offset : buffer;
+}
+
+void store_row(const View& v, int64_t offset, int64_t step, int64_t count, const int64_t* row) {
+  if (v.dtype == DType::i64 && step == 1) return;  // row_target put it there
+  for (int64_t j = 0; j < count; ++j) {
+    if (v.dtype == DType::i32) {
+      static_cast<int32_t*>(v.data)[offset + j * step] = static_cast<int32_t>(row[j]);
+    } else {
+      static_cast<int64_t*>(v.data)[offset + j * step] = row[j];
+    }
   }
 }
 
 // Plane offsets of a row's indices in format f; false when some index names no element of its
 // own plane (no tap of its window inside the plane).
-template <typename In>
-bool decode_row(IndexFormat f, const Frame& fr, const Row& row, In in, int64_t* p,
+bool decode_row(IndexFormat f, const Frame& fr, const Row& row, const int64_t* in, int64_t* p,
                 int64_t count) {
   // Locals, not fr's fields: stores through p could alias those, which would keep the loops
   // scalar.
@@ -205,44 +212,40 @@ bool decode_row(IndexFormat f, const Frame& fr, const Row& row, In in, int64_t* 
 
 // decode_row, and the position of the first bad index (found element by element: the call
 // fails), or -1.
-template <typename In>
-int64_t decode(IndexFormat f, const Frame& fr, const Row& row, In in, int64_t* p,
+int64_t decode(IndexFormat f, const Frame& fr, const Row& row, const int64_t* in, int64_t* p,
                int64_t count) {
   if (decode_row(f, fr, row, in, p, count)) return -1;
   for (int64_t j = 0; j < count; ++j) {
     Row one = row;
     one.first = row.first + j;
     int64_t offset = 0;
-    const int64_t value = in[j];
-    if (!decode_row(f, fr, one, Elements<const int64_t, true>{&value, 1}, &offset, 1)) return j;
+    if (!decode_row(f, fr, one, in + j, &offset, 1)) return j;
   }
   return -1;
 }
 
 // Indices of format f for a row's plane offsets (valid ones): the position of the first offset
 // no tap of its window reaches (window), or -1.
-template <typename Out>
-int64_t encode(IndexFormat f, const Frame& fr, const Row& row, const int64_t* p, Out out,
+int64_t encode(IndexFormat f, const Frame& fr, const Row& row, const int64_t* p, int64_t* out,
                int64_t count) {
-  using T = std::remove_reference_t<decltype(out[0])>;
   const int64_t plane = fr.plane, channels = fr.channels;  // locals: as in decode_row
   const int64_t plane_base = (row.n * channels + row.c) * plane;
   switch (f) {
     case IndexFormat::plane:
-      for (int64_t j = 0; j < count; ++j) out[j] = static_cast<T>(p[j]);
+      for (int64_t j = 0; j < count; ++j) out[j] = p[j];
       return -1;
     case IndexFormat::onnx:
-      for (int64_t j = 0; j < count; ++j) out[j] = static_cast<T>(plane_base + p[j]);
+      for (int64_t j = 0; j < count; ++j) out[j] = plane_base + p[j];
       return -1;
     case IndexFormat::onnx_column_major:
       for (int64_t j = 0; j < count; ++j) {
-        out[j] = static_cast<T>(plane_base + fr.to_column_major(p[j]));
+        out[j] = plane_base + fr.to_column_major(p[j]);
       }
       return -1;
     case IndexFormat::tensorflow:
     case IndexFormat::tensorflow_with_batch: {
       const int64_t base = f == IndexFormat::tensorflow ? 0 : row.n * plane, c = row.c;
-      for (int64_t j = 0; j < count; ++j) out[j] = static_cast<T>((base + p[j]) * channels + c);
+      for (int64_t j = 0; j < count; ++j) out[j] = (base + p[j]) * channels + c;
       return -1;
     }
     case IndexFormat::window: {
@@ -256,7 +259,7 @@ int64_t encode(IndexFormat f, const Frame& fr, const Row& row, const int64_t* p,
           if (k < 0 || k % w.dilation[i] != 0 || k / w.dilation[i] >= w.kernel[i]) return j;
           t = t * w.kernel[i] + k / w.dilation[i];
         }
-        out[j] = static_cast<T>(t);
+        out[j] = t;
       }
       return -1;
     }
@@ -354,8 +357,10 @@ Status check_capacity(const char* argument, DType dtype, IndexFormat format,
               fr.largest(format), "), got i32");
 }
 
-Status rewrite(const Frame& fr, const Ints& frame_shape, const View& src, IndexFormat from_format,
-               const View& dst, IndexFormat to_format, bool batchless) {
+// Not inlined: convert_indices and the ops' rewrite_indices share one copy of the loops.
+[[gnu::noinline]] Status rewrite(const Frame& fr, const Ints& frame_shape, const View& src,
+                                 IndexFormat from_format, const View& dst, IndexFormat to_format,
+                                 bool batchless) {
   const bool windowed = from_format == IndexFormat::window || to_format == IndexFormat::window;
   // Rows of the innermost pooled dimension; whole planes where both views' spatial dimensions
   // are one flat dimension and no format needs the pooled coordinates (long rows: the per-row
@@ -364,7 +369,7 @@ Status rewrite(const Frame& fr, const Ints& frame_shape, const View& src, IndexF
   const int last = flat ? 2 : src.rank - 1;
   const int64_t length = flat ? src.plane() : src.shape[last];
   constexpr int64_t kChunk = 512;
-  int64_t p[kChunk];  // plane offsets
+  int64_t in_buffer[kChunk], p[kChunk], out_buffer[kChunk];  // p: plane offsets
   int64_t outer[3] = {};  // pooled coordinates but the innermost
   const int64_t outer_count = src.elements() / (src.shape[0] * src.shape[1] * length);
   for (int64_t n = 0; n < src.shape[0]; ++n) {
@@ -382,23 +387,20 @@ Status rewrite(const Frame& fr, const Ints& frame_shape, const View& src, IndexF
           const int64_t count = std::min(kChunk, length - first);
           Row row{n, c, {outer[0], outer[1], outer[2]}, first};
           const int64_t src_step = src.strides[src.rank - 1], dst_step = dst.strides[dst.rank - 1];
-          int64_t bad = -1, value = 0;
-          with_elements(src, from_at + first * src_step, src_step, [&](auto in) {
-            bad = decode(from_format, fr, row, in, p, count);
-            if (bad >= 0) value = in[bad];
-          });
+          const int64_t from_offset = from_at + first * src_step;
+          const int64_t to_offset = to_at + first * dst_step;
+          // The row is read whole before anything is written: `to` may be `from`.
+          const int64_t* in = load_row(src, from_offset, src_step, count, in_buffer);
+          int64_t bad = decode(from_format, fr, row, in, p, count);
           const char* why = "naming an element of its own plane";
           if (bad < 0) {
-            // Read before written, so `to` may be `from`.
-            with_elements(dst, to_at + first * dst_step, dst_step, [&](auto out) {
-              bad = encode(to_format, fr, row, p, out, count);
-            });
+            int64_t* out = row_target(dst, to_offset, dst_step, out_buffer);
+            bad = encode(to_format, fr, row, p, out, count);
             why = "naming an element its pooled element's window reaches";
-            if (bad >= 0) {
-              with_elements(src, from_at + first * src_step, src_step,
-                            [&](auto in) { value = in[bad]; });
-            }
+            if (bad < 0) store_row(dst, to_offset, dst_step, count, out);
           }
+          // encode stops at the first it cannot write, so an in-place `in` still holds it.
+          const int64_t value = bad >= 0 ? in[bad] : 0;
           if (bad >= 0) {
             // The element's coordinates: the innermost (flat: the plane's) position unravelled.
             Ints at(src.rank);
