@@ -41,11 +41,64 @@ bool is_float(DType t) {
   return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16;
 }
 
+// Whether any of `count` elements from `at`, `step` apart, is NaN: a plain loop per type (the
+// 16-bit floats by their bits), as this scan is all the rule costs where no NaN is.
+// NaN tests: floats by comparison, the 16-bit floats by their bits (exponent all ones, mantissa
+// not zero: above the infinity's bits once the sign is off).
+template <typename T, uint16_t kInfinity = 0>
+bool nan_at(const T* at, int64_t j) {
+  if constexpr (kInfinity != 0) {
+    return (at[j] & 0x7fff) > kInfinity;
+  } else {
+    return at[j] != at[j];
+  }
+}
+
+template <typename T, uint16_t kInfinity = 0>
+bool any_nan_in(const T* at, int64_t step, int64_t count) {
+  bool found = false;
+  if (step == 1) {  // a loop of its own: it vectorizes
+    for (int64_t j = 0; j < count; ++j) found |= nan_at<T, kInfinity>(at, j);
+  } else {
+    for (int64_t j = 0; j < count; ++j) found |= nan_at<T, kInfinity>(at, j * step);
+  }
+  return found;
+}
+
+bool row_has_nan(const View& v, int64_t offset, int64_t step, int64_t count) {
+  switch (v.dtype) {
+    case DType::f32: return any_nan_in(static_cast<const float*>(v.data) + offset, step, count);
+    case DType::f64: return any_nan_in(static_cast<const double*>(v.data) + offset, step, count);
+    case DType::f16:
+      return any_nan_in<uint16_t, 0x7c00>(static_cast<const uint16_t*>(v.data) + offset, step,
+                                          count);
+    case DType::bf16:
+      return any_nan_in<uint16_t, 0x7f80>(static_cast<const uint16_t*>(v.data) + offset, step,
+                                          count);
+    default: return false;
+  }
+}
+
+// Whether `values` holds a NaN anywhere, row by row of its innermost dimension.
+bool has_nan(const View& values) {
+  const int last = values.rank - 1;
+  const int64_t rows = values.elements() / values.shape[last];
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t rest = r, offset = 0;
+    for (int d = last - 1; d >= 0; --d) {
+      offset += rest % values.shape[d] * values.strides[d];
+      rest /= values.shape[d];
+    }
+    if (row_has_nan(values, offset, values.strides[last], values.shape[last])) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void apply_first_tap_rule(const View& input, const View& values, const View& indices,
                           const Window& w) {
-  if (!is_float(values.dtype)) return;
+  if (!is_float(values.dtype) || values.elements() == 0 || !has_nan(values)) return;
   const int nd = w.nd;
   const size_t width = dtype_size(values.dtype);
   for_each_element(values, [&](int64_t position, int64_t at) {

@@ -365,58 +365,62 @@ Status check_capacity(const char* argument, DType dtype, IndexFormat format,
   // Rows of the innermost pooled dimension; whole planes where both views' spatial dimensions
   // are one flat dimension and no format needs the pooled coordinates (long rows: the per-row
   // work is most of the time on short ones).
-  const bool flat = !windowed && flat_spatial(src) && flat_spatial(dst);
+  // Channels-last memory (the channel's stride below the rows'): the channels of one row are
+  // visited together, so that the cache lines a row touches serve all of them.
+  const bool channels_inner = src.strides[1] < src.strides[src.rank - 1];
+  const bool flat = !windowed && !channels_inner && flat_spatial(src) && flat_spatial(dst);
   const int last = flat ? 2 : src.rank - 1;
   const int64_t length = flat ? src.plane() : src.shape[last];
   constexpr int64_t kChunk = 512;
   int64_t in_buffer[kChunk], p[kChunk], out_buffer[kChunk];  // p: plane offsets
   int64_t outer[3] = {};  // pooled coordinates but the innermost
-  const int64_t outer_count = src.elements() / (src.shape[0] * src.shape[1] * length);
+  const int64_t channels = src.shape[1];
+  const int64_t outer_count = src.elements() / (src.shape[0] * channels * length);
   for (int64_t n = 0; n < src.shape[0]; ++n) {
-    for (int64_t c = 0; c < src.shape[1]; ++c) {
-      for (int64_t r = 0; r < outer_count; ++r) {
-        int64_t rest = r, from_at = n * src.strides[0] + c * src.strides[1],
-                to_at = n * dst.strides[0] + c * dst.strides[1];
-        for (int d = last - 1; d >= 2; --d) {
-          outer[d - 2] = rest % src.shape[d];
-          rest /= src.shape[d];
-          from_at += outer[d - 2] * src.strides[d];
-          to_at += outer[d - 2] * dst.strides[d];
+    for (int64_t a = 0; a < channels * outer_count; ++a) {
+      const int64_t c = channels_inner ? a % channels : a / outer_count;
+      const int64_t r = channels_inner ? a / channels : a % outer_count;
+      int64_t rest = r, from_at = n * src.strides[0] + c * src.strides[1],
+              to_at = n * dst.strides[0] + c * dst.strides[1];
+      for (int d = last - 1; d >= 2; --d) {
+        outer[d - 2] = rest % src.shape[d];
+        rest /= src.shape[d];
+        from_at += outer[d - 2] * src.strides[d];
+        to_at += outer[d - 2] * dst.strides[d];
+      }
+      for (int64_t first = 0; first < length; first += kChunk) {
+        const int64_t count = std::min(kChunk, length - first);
+        Row row{n, c, {outer[0], outer[1], outer[2]}, first};
+        const int64_t src_step = src.strides[src.rank - 1], dst_step = dst.strides[dst.rank - 1];
+        const int64_t from_offset = from_at + first * src_step;
+        const int64_t to_offset = to_at + first * dst_step;
+        // The row is read whole before anything is written: `to` may be `from`.
+        const int64_t* in = load_row(src, from_offset, src_step, count, in_buffer);
+        int64_t bad = decode(from_format, fr, row, in, p, count);
+        const char* why = "naming an element of its own plane";
+        if (bad < 0) {
+          int64_t* out = row_target(dst, to_offset, dst_step, out_buffer);
+          bad = encode(to_format, fr, row, p, out, count);
+          why = "naming an element its pooled element's window reaches";
+          if (bad < 0) store_row(dst, to_offset, dst_step, count, out);
         }
-        for (int64_t first = 0; first < length; first += kChunk) {
-          const int64_t count = std::min(kChunk, length - first);
-          Row row{n, c, {outer[0], outer[1], outer[2]}, first};
-          const int64_t src_step = src.strides[src.rank - 1], dst_step = dst.strides[dst.rank - 1];
-          const int64_t from_offset = from_at + first * src_step;
-          const int64_t to_offset = to_at + first * dst_step;
-          // The row is read whole before anything is written: `to` may be `from`.
-          const int64_t* in = load_row(src, from_offset, src_step, count, in_buffer);
-          int64_t bad = decode(from_format, fr, row, in, p, count);
-          const char* why = "naming an element of its own plane";
-          if (bad < 0) {
-            int64_t* out = row_target(dst, to_offset, dst_step, out_buffer);
-            bad = encode(to_format, fr, row, p, out, count);
-            why = "naming an element its pooled element's window reaches";
-            if (bad < 0) store_row(dst, to_offset, dst_step, count, out);
+        // encode stops at the first it cannot write, so an in-place `in` still holds it.
+        const int64_t value = bad >= 0 ? in[bad] : 0;
+        if (bad >= 0) {
+          // The element's coordinates: the innermost (flat: the plane's) position unravelled.
+          Ints at(src.rank);
+          at[0] = n, at[1] = c;
+          int64_t position = first + bad;
+          for (int d = src.rank - 1; d >= last; --d) {
+            at[d] = position % src.shape[d];
+            position /= src.shape[d];
           }
-          // encode stops at the first it cannot write, so an in-place `in` still holds it.
-          const int64_t value = bad >= 0 ? in[bad] : 0;
-          if (bad >= 0) {
-            // The element's coordinates: the innermost (flat: the plane's) position unravelled.
-            Ints at(src.rank);
-            at[0] = n, at[1] = c;
-            int64_t position = first + bad;
-            for (int d = src.rank - 1; d >= last; --d) {
-              at[d] = position % src.shape[d];
-              position /= src.shape[d];
-            }
-            for (int d = 2; d < last; ++d) at[d] = outer[d - 2];
-            if (batchless) at.erase(at.begin());
-            return fail(Code::index_out_of_range, "from: expected ",
-                        index_format_name(from_format), " indices ", why, " (frame_shape ",
-                        format_shape(frame_shape), "), got ", value, " at element ",
-                        format_shape(at));
-          }
+          for (int d = 2; d < last; ++d) at[d] = outer[d - 2];
+          if (batchless) at.erase(at.begin());
+          return fail(Code::index_out_of_range, "from: expected ",
+                      index_format_name(from_format), " indices ", why, " (frame_shape ",
+                      format_shape(frame_shape), "), got ", value, " at element ",
+                      format_shape(at));
         }
       }
     }

@@ -230,7 +230,7 @@ Status max_unpool_backward(int nd, const TensorView& grad_output, const TensorVi
 // strides, host memory; `to` may be `from` itself (in place) but must not otherwise overlap it,
 // and an i32 `to` must hold every index to_format can give for the frame. An index that names no
 // element of its own (n, c) plane, or (window) none its element's window reaches, is
-// index_out_of_range naming the first in row-major order (`to` is then partly written): PyTorch's
+// index_out_of_range naming the first in memory order (`to` is then partly written): PyTorch's
 // out-of-plane index of an empty window (docs/semantics.md, "Gradients") has no other format.
 // One pass on the calling thread: reads and writes each index once.
 Status convert_indices(int nd, const Ints& frame_shape, const TensorView& from,

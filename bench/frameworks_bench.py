@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""poolgen's ONNX and TensorFlow pooling against ONNX Runtime and TensorFlow themselves.
+
+    . ~/.cache/poolgen-frameworks/env.sh    # onnx, onnxruntime, tensorflow, numpy
+    $FRAMEWORKS_PY bench/frameworks_bench.py [install/lib/libpoolgen.so] [--threads 1,2]
+
+Each row times one framework's operator as its users call it and poolgen's C API (writing into
+the caller's arrays, as C and C++ users call it) on the same numpy arrays with the options that give that framework's definition (checked equal first:
+values bit for bit, indices exactly): ONNX Runtime's CPU MaxPool with Indices (opset 12, an
+InferenceSession of the one node, intra-op threads = threads) and TensorFlow's
+tf.nn.max_pool_with_argmax (NHWC; intra-op threads = threads, set before TensorFlow starts, so
+each thread count runs in a process of its own). Medians of repeated timings, milliseconds;
+poolgen through ctypes (a few microseconds a call).
+"""
+import ctypes
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+F32, I64 = 0, 1
+SHAPES = [  # name, N, C, H, W, kernel, stride, pads (begin h, w, end h, w) or SAME
+    ("v0.1 8x64x112x112 k2s2", (8, 64, 112, 112), 2, 2, (0, 0, 0, 0)),
+    ("v0.1 8x64x112x112 k3s2 SAME", (8, 64, 112, 112), 3, 2, "SAME"),
+    ("1x64x56x56 k2s2", (1, 64, 56, 56), 2, 2, (0, 0, 0, 0)),
+    ("1x64x56x56 k3s2 pads 0,0,1,1", (1, 64, 56, 56), 3, 2, (0, 0, 1, 1)),
+]
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int32), ("rank", ctypes.c_int32),
+                ("shape", ctypes.c_int64 * 5), ("strides", ctypes.c_int64 * 5),
+                ("device", ctypes.c_int32)]
+
+
+class PoolOptions(ctypes.Structure):
+    _fields_ = [("kernel_size", ctypes.c_int64 * 3), ("stride", ctypes.c_int64 * 3),
+                ("padding", ctypes.c_int64 * 3), ("dilation", ctypes.c_int64 * 3),
+                ("ceil_mode", ctypes.c_int32), ("device", ctypes.c_int32),
+                ("padding_end_given", ctypes.c_int32), ("padding_end", ctypes.c_int64 * 3),
+                ("auto_pad", ctypes.c_int32), ("max_rule", ctypes.c_int32),
+                ("index_format", ctypes.c_int32)]
+
+
+def tensor(a, dtype):
+    t = Tensor()
+    t.data = a.ctypes.data
+    t.dtype = dtype
+    t.rank = a.ndim
+    for i, e in enumerate(a.shape):
+        t.shape[i] = e
+        t.strides[i] = a.strides[i] // a.itemsize
+    return t
+
+
+class Poolgen:
+    def __init__(self, path, threads):
+        self.lib = ctypes.CDLL(path)
+        self.lib.poolgen_set_num_threads(threads)
+        self.message = ctypes.create_string_buffer(512)
+
+    def pool(self, x, values, indices, options):
+        """x, values, indices: numpy arrays in PyTorch's dimension order (any strides)."""
+        args = [tensor(x, F32), tensor(values, F32), tensor(indices, I64)]
+        rc = self.lib.poolgen_max_pool(2, *(ctypes.byref(a) for a in args), ctypes.byref(options),
+                                       self.message, 512)
+        if rc:
+            raise RuntimeError(self.message.value.decode())
+
+
+def options(k, s, pads, index_format):
+    o = PoolOptions()
+    o.kernel_size[0] = o.kernel_size[1] = k
+    o.stride[0] = o.stride[1] = s
+    if pads == "SAME":
+        o.auto_pad = 1
+    else:
+        o.padding[0], o.padding[1], o.padding_end[0], o.padding_end[1] = pads
+        o.padding_end_given = 1
+    o.max_rule = 1  # first_tap
+    o.index_format = index_format
+    return o
+
+
+def median_ms(f, reps):
+    f()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - start)
+    return 1000 * sorted(times)[len(times) // 2]
+
+
+def onnx_rows(pg, threads, reps):
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+    rows = []
+    for name, shape, k, s, pads in SHAPES:
+        attrs = dict(kernel_shape=[k, k], strides=[s, s])
+        if pads == "SAME":
+            attrs["auto_pad"] = "SAME_UPPER"
+        else:
+            attrs["pads"] = list(pads)
+        node = helper.make_node("MaxPool", ["X"], ["Y", "I"], **attrs)
+        graph = helper.make_graph(
+            [node], "pool", [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(shape))],
+            [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None),
+             helper.make_tensor_value_info("I", TensorProto.INT64, None)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)],
+                                  ir_version=8)
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        sess = ort.InferenceSession(model.SerializeToString(), so,
+                                    providers=["CPUExecutionProvider"])
+        x = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
+        y, i = sess.run(None, {"X": x})
+        values, indices = np.empty_like(y), np.empty_like(i)
+        o = options(k, s, pads, 1)  # onnx
+        pg.pool(x, values, indices, o)
+        assert np.array_equal(values.view(np.uint32), y.view(np.uint32)), name
+        assert np.array_equal(indices, i), name
+        t_ort = median_ms(lambda: sess.run(None, {"X": x}), reps)
+        # poolgen writes into the caller's buffers (ONNX Runtime's arena reuses its own).
+        t_pg = median_ms(lambda: pg.pool(x, values, indices, o), reps)
+        rows.append(("ONNX Runtime MaxPool " + name, threads, t_ort, t_pg))
+    return rows
+
+
+def tf_rows(pg, threads, reps):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import tensorflow as tf
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    rows = []
+    for name, shape, k, s, pads in SHAPES:
+        if pads != "SAME" and any(pads):
+            continue  # TensorFlow's argmax pooling takes SAME or VALID only
+        n, c, h, w = shape
+        x_nhwc = np.random.default_rng(0).standard_normal((n, h, w, c), dtype=np.float32)
+        padding = "SAME" if pads == "SAME" else "VALID"
+        xt = tf.constant(x_nhwc)
+        run = lambda: tf.nn.max_pool_with_argmax(xt, [1, k, k, 1], [1, s, s, 1], padding,
+                                                 include_batch_in_index=True)
+        y, i = run()
+        y = np.transpose(y.numpy(), (0, 3, 1, 2))
+        i = np.transpose(i.numpy(), (0, 3, 1, 2))
+        x = np.transpose(x_nhwc, (0, 3, 1, 2))  # an NHWC view in PyTorch's order
+        # Outputs in NHWC memory, as TensorFlow's.
+        values = np.transpose(np.empty((n, y.shape[2], y.shape[3], c), np.float32), (0, 3, 1, 2))
+        indices = np.transpose(np.empty((n, y.shape[2], y.shape[3], c), np.int64), (0, 3, 1, 2))
+        o = options(k, s, pads if pads == "SAME" else (0, 0, 0, 0), 4)  # tensorflow_with_batch
+        if pads != "SAME":
+            o.auto_pad = 3  # valid
+            o.padding_end_given = 0
+        pg.pool(x, values, indices, o)
+        assert np.array_equal(values, y) and np.array_equal(indices, i), name
+        t_tf = median_ms(lambda: [t.numpy() for t in run()], reps)
+        t_pg = median_ms(lambda: pg.pool(x, values, indices, o), reps)
+        rows.append(("TensorFlow max_pool_with_argmax NHWC " + name, threads, t_tf, t_pg))
+    return rows
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    lib = args[0] if args else os.path.join(os.path.dirname(__file__), "..", "install", "lib",
+                                           "libpoolgen.so")
+    if "--child" in sys.argv:  # one framework, one thread count: rows as Python literals
+        framework, threads = sys.argv[sys.argv.index("--child") + 1].split(":")
+        pg = Poolgen(lib, int(threads))
+        rows = (onnx_rows if framework == "onnx" else tf_rows)(pg, int(threads), 21)
+        print(repr(rows))
+        return
+    threads = [1, 2]
+    if "--threads" in sys.argv:
+        threads = [int(t) for t in sys.argv[sys.argv.index("--threads") + 1].split(",")]
+    rows = []
+    for framework in ("onnx", "tf"):
+        for t in threads:
+            out = subprocess.run([sys.executable, __file__, lib, "--child", "%s:%d" % (framework, t)],
+                                 check=True, capture_output=True, text=True).stdout
+            rows += eval(out.strip().splitlines()[-1])
+    print("| case | threads | framework ms | poolgen ms | speed-up |")
+    print("|---|---:|---:|---:|---:|")
+    for name, t, theirs, ours in rows:
+        print("| %s | %d | %.3g | %.3g | %.2fx |" % (name, t, theirs, ours, theirs / ours))
+
+
+if __name__ == "__main__":
+    main()
