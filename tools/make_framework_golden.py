@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Golden vectors of other frameworks' pooling and index formats, made by those frameworks.
 
-    . ~/.cache/poolgen-frameworks/env.sh   # ../shared/tools/framework-env.sh makes it
-    $FRAMEWORKS_PY tools/make_framework_golden.py [OUTDIR]   # default tests/golden
+    . ~/.cache/poolgen-frameworks/env.sh   # ../shared/tools/framework-env.sh makes it, or any
+    $FRAMEWORKS_PY tools/make_framework_golden.py [OUTDIR]   # venv with numpy, torch, onnx,
+                                                             # onnxruntime 1.31, tensorflow 2.21
+                                                             # (default OUTDIR: tests/golden)
 
 Writes index_formats.txt: pooling cases (1-, 2- and 3-D, N = 2, C = 3, distinct values so that
 every convention picks the same element) with PyTorch's plane indices (out_indices) and the same
