@@ -156,22 +156,26 @@ bool decode_row(IndexFormat f, const Frame& fr, const Row& row, const int64_t* i
   const int64_t plane = fr.plane, channels = fr.channels;
   const int64_t plane_base = (row.n * channels + row.c) * plane;
   // Offsets in [0, plane) leave the sign bit of p | (plane - 1 - p) clear: a test that
-  // vectorizes, where comparisons of 64-bit integers do not on baseline x86-64.
+  // vectorizes, where comparisons of 64-bit integers do not on baseline x86-64. Any index may
+  // come in, so the differences wrap (unsigned) instead of overflowing.
+  const auto minus = [](int64_t a, int64_t b) {
+    return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+  };
   int64_t outside = 0;
   bool bad = false;
   switch (f) {
     case IndexFormat::plane:
       for (int64_t j = 0; j < count; ++j) {
         p[j] = in[j];
-        outside |= p[j] | (plane - 1 - p[j]);
+        outside |= p[j] | minus(plane - 1, p[j]);
       }
       bad = outside < 0;
       break;
     case IndexFormat::onnx:
     case IndexFormat::onnx_column_major:
       for (int64_t j = 0; j < count; ++j) {
-        p[j] = in[j] - plane_base;
-        outside |= p[j] | (plane - 1 - p[j]);
+        p[j] = minus(in[j], plane_base);
+        outside |= p[j] | minus(plane - 1, p[j]);
       }
       bad = outside < 0;
       if (!bad && f == IndexFormat::onnx_column_major && fr.nd > 1) {
@@ -184,9 +188,9 @@ bool decode_row(IndexFormat f, const Frame& fr, const Row& row, const int64_t* i
       const int64_t base = (f == IndexFormat::tensorflow ? 0 : row.n * plane * channels) + row.c;
       const Divider by_channels = fr.by_channels;
       for (int64_t j = 0; j < count; ++j) {
-        const int64_t v = in[j] - base;
+        const int64_t v = minus(in[j], base);
         p[j] = v < 0 ? -1 : by_channels.quotient(v);
-        outside |= p[j] | (plane - 1 - p[j]) | -(p[j] * channels != v);
+        outside |= p[j] | minus(plane - 1, p[j]) | -int64_t{p[j] * channels != v};
       }
       bad = outside < 0;
       break;

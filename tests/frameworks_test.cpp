@@ -377,6 +377,20 @@ TEST(IndexFormats, Errors) {
     expect_error(e.run(), Code::index_out_of_range, {"onnx indices", "got 3", "[0, 1, 0, 1]"});
   }
   {
+    // Any value may come in: the extremes are refused, never overflowed (UBSan's build checks).
+    for (IndexFormat f : {IndexFormat::plane, IndexFormat::onnx, IndexFormat::tensorflow,
+                          IndexFormat::tensorflow_with_batch, IndexFormat::onnx_column_major}) {
+      for (int64_t extreme : {std::numeric_limits<int64_t>::min(),
+                              std::numeric_limits<int64_t>::max()}) {
+        ErrorCase e;
+        e.a = f;
+        e.b = IndexFormat::plane;
+        e.from.assign(8, extreme);
+        expect_error(e.run(), Code::index_out_of_range, {"got " + std::to_string(extreme)});
+      }
+    }
+  }
+  {
     ErrorCase e;  // TensorFlow: offset * C + c, so odd indices belong to channel 1
     e.a = IndexFormat::tensorflow;
     e.b = IndexFormat::plane;
