@@ -48,7 +48,8 @@ Status convert(const golden::Case& c, const Ints& from, IndexFormat a, IndexForm
 }
 
 // ONNX Runtime's MaxPool and TensorFlow's max_pool_with_argmax and its gradient, bit for bit, in
-// every dtype they take: values (NaN bits included), indices in their formats, gradient sums.
+// every dtype they take: values (NaN bits included), indices in their formats, gradient sums;
+// and ONNX's own backend node tests for MaxPool (onnxnode_*).
 TEST(Frameworks, PoolingGolden) {
   const std::vector<golden::Case> all = golden::load_file(POOLGEN_GOLDEN_DIR, "frameworks_pool.txt");
   std::map<std::string, int> checked;
@@ -91,6 +92,8 @@ TEST(Frameworks, PoolingGolden) {
   }
   EXPECT_GE(checked["onnx1d"] + checked["onnx2d"] + checked["onnx3d"] + skipped / 2, 100);
   EXPECT_GE(checked["tf2d"] + skipped / 2, 64);
+  // ONNX's own backend node tests for MaxPool (all but the two largest; the u8 one needs u8).
+  EXPECT_GE(checked["onnxnode"], 16);
 }
 
 // Every way to misuse the frameworks' options.

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""ONNX's own backend node tests for MaxPool and MaxUnpool, run on poolgen's C API by hand.
+
+    . ~/.cache/poolgen-frameworks/env.sh
+    $FRAMEWORKS_PY bench/onnx_node_tests.py [install/lib/libpoolgen.so]
+
+Every node test of the onnx package's backend cases whose operator is MaxPool or MaxUnpool,
+the large ones included (tests/golden/frameworks_pool.txt holds the others, which CI runs).
+poolgen gets the options that give ONNX's definition; a test passes when its expected outputs
+come back exactly (values bit for bit, indices equal). MaxUnpool is reported as not served.
+"""
+import os
+import sys
+
+import numpy as np
+from onnx import helper
+from onnx.backend.test.case.node import collect_testcases
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import frameworks_bench as fb  # noqa: E402  (its ctypes mirror of the C API)
+
+DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 2, np.dtype(np.float16): 3,
+          np.dtype(np.int8): 5, np.dtype(np.uint8): 6}
+AUTO_PAD = {"NOTSET": 0, "SAME_UPPER": 1, "SAME_LOWER": 2, "VALID": 3}
+
+
+def run_maxpool(pg, x, attrs, out_shape):
+    nd = x.ndim - 2
+    o = fb.PoolOptions()
+    for j in range(nd):
+        o.kernel_size[j] = attrs["kernel_shape"][j]
+        o.stride[j] = attrs.get("strides", [1] * nd)[j]
+        o.dilation[j] = attrs.get("dilations", [1] * nd)[j]
+    o.ceil_mode = attrs.get("ceil_mode", 0)
+    o.auto_pad = AUTO_PAD[attrs.get("auto_pad", "NOTSET")]
+    if o.auto_pad == 0:
+        pads = attrs.get("pads", [0] * 2 * nd)
+        o.padding_end_given = 1
+        for j in range(nd):
+            o.padding[j], o.padding_end[j] = pads[j], pads[nd + j]
+    o.max_rule = 1
+    o.index_format = 2 if attrs.get("storage_order") else 1
+    values = np.empty(out_shape, x.dtype)
+    indices = np.empty(out_shape, np.int64)
+    args = [fb.tensor(x, DTYPES[x.dtype]), fb.tensor(values, DTYPES[x.dtype]),
+            fb.tensor(indices, fb.I64)]
+    rc = pg.lib.poolgen_max_pool(nd, *(fb.ctypes.byref(a) for a in args), fb.ctypes.byref(o),
+                                 pg.message, 512)
+    if rc:
+        raise RuntimeError(pg.message.value.decode())
+    return values, indices
+
+
+def main():
+    lib = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "install", "lib", "libpoolgen.so")
+    pg = fb.Poolgen(lib, 1)
+    passed = failed = unserved = 0
+    for c in collect_testcases(None):
+        node = c.model.graph.node[0]
+        if node.op_type not in ("MaxPool", "MaxUnpool"):
+            continue
+        if node.op_type == "MaxUnpool":
+            print("%-50s not served (ONNX's MaxUnpool)" % c.name)
+            unserved += 1
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
+        (x,), expected = c.data_sets[0]
+        try:
+            values, indices = run_maxpool(pg, np.ascontiguousarray(x), attrs, expected[0].shape)
+            ok = values.tobytes() == expected[0].tobytes() and (
+                len(expected) < 2 or np.array_equal(indices, expected[1]))
+        except RuntimeError as e:
+            ok, values = False, str(e)
+        print("%-50s %s" % (c.name, "pass" if ok else "FAIL"))
+        passed += ok
+        failed += not ok
+    print("MaxPool: %d passed, %d failed; MaxUnpool: %d not served" % (passed, failed, unserved))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
