@@ -27,13 +27,6 @@ int32_t report(const Status& status, char* message, size_t size) {
   return static_cast<int32_t>(status.code());
 }
 
-
-bool nd_ok(int32_t nd) { return nd >= 1 && nd <= 3; }
-
-Status bad_nd(int32_t nd) {
-  return Status(Code::invalid_argument, "nd: expected 1, 2 or 3, got " + std::to_string(nd));
-}
-
 Status unpool_options(int32_t nd, const poolgen_unpool_options& o, UnpoolOptions* u) {
   if (o.output_size_len < 0 || o.output_size_len > 5) {
     return Status(Code::invalid_argument,
@@ -74,6 +67,12 @@ Status shape_query(int32_t rank, const int64_t* input_shape, int64_t* out_shape,
 }
 
 }  // namespace
+
+bool nd_ok(int32_t nd) { return nd >= 1 && nd <= 3; }
+
+Status bad_nd(int32_t nd) {
+  return Status(Code::invalid_argument, "nd: expected 1, 2 or 3, got " + std::to_string(nd));
+}
 
 Status tensor_view(const char* argument, const poolgen_tensor* t, TensorView* out) {
   if (!t) {

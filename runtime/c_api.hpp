@@ -10,6 +10,10 @@
 
 namespace poolgen::c_api {
 
+// nd is 1, 2 or 3; bad_nd is the error for one that is not.
+bool nd_ok(int32_t nd);
+Status bad_nd(int32_t nd);
+
 // A C tensor as a view (`argument` names it in messages): null pointers and ranks outside 2..5
 // are invalid_argument.
 Status tensor_view(const char* argument, const poolgen_tensor* t, TensorView* out);

@@ -16,9 +16,7 @@ int32_t poolgen_convert_indices(int32_t nd, int32_t frame_rank, const int64_t* f
                                 const poolgen_pool_options* window, char* message,
                                 size_t message_size) {
   return guarded(message, message_size, [&]() -> Status {
-    if (nd < 1 || nd > 3) {
-      return Status(Code::invalid_argument, "nd: expected 1, 2 or 3, got " + std::to_string(nd));
-    }
+    if (!nd_ok(nd)) return bad_nd(nd);
     if (!frame_shape) {
       return Status(Code::invalid_argument, "frame_shape: expected an array, got a null pointer");
     }

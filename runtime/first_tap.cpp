@@ -37,12 +37,6 @@ double widened(const View& v, int64_t offset) {
   }
 }
 
-bool is_float(DType t) {
-  return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16;
-}
-
-// Whether any of `count` elements from `at`, `step` apart, is NaN: a plain loop per type (the
-// 16-bit floats by their bits), as this scan is all the rule costs where no NaN is.
 // NaN tests: floats by comparison, the 16-bit floats by their bits (exponent all ones, mantissa
 // not zero: above the infinity's bits once the sign is off).
 template <typename T, uint16_t kInfinity = 0>
@@ -54,6 +48,8 @@ bool nan_at(const T* at, int64_t j) {
   }
 }
 
+// Whether any of `count` elements from `at`, `step` apart, is NaN: a plain loop per type, as this
+// scan is all the rule costs where no NaN is.
 template <typename T, uint16_t kInfinity = 0>
 bool any_nan_in(const T* at, int64_t step, int64_t count) {
   bool found = false;
@@ -79,75 +75,80 @@ bool row_has_nan(const View& v, int64_t offset, int64_t step, int64_t count) {
   }
 }
 
-// Whether `values` holds a NaN anywhere, row by row of its innermost dimension.
-bool has_nan(const View& values) {
-  const int last = values.rank - 1;
-  const int64_t rows = values.elements() / values.shape[last];
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t rest = r, offset = 0;
-    for (int d = last - 1; d >= 0; --d) {
-      offset += rest % values.shape[d] * values.strides[d];
-      rest /= values.shape[d];
-    }
-    if (row_has_nan(values, offset, values.strides[last], values.shape[last])) return true;
+// Rescans the window of the values' element at row-major `position` (memory offset `at`) by the
+// first-tap rule and writes its value and plane offset.
+void rescan(const View& input, const View& values, const View& indices, const Window& w,
+            int64_t position, int64_t at) {
+  const int nd = w.nd;
+  // The element's (n, c, o...) from its row-major position.
+  int64_t o[3] = {}, rest = position;
+  for (int i = nd - 1; i >= 0; --i) {
+    o[i] = rest % values.shape[2 + i];
+    rest /= values.shape[2 + i];
   }
-  return false;
+  const int64_t c = rest % values.shape[1], n = rest / values.shape[1];
+  const int64_t base = n * input.strides[0] + c * input.strides[1];
+  // Taps in row-major order: the first in the plane is taken, later ones only when greater.
+  int64_t tap[3] = {}, best_offset = -1, best_index = 0;
+  double best = 0;
+  for (bool more = true; more;) {
+    int64_t offset = base, index = 0;
+    bool inside = true;
+    for (int i = 0; i < nd; ++i) {
+      const int64_t x = o[i] * w.stride[i] - w.padding[i] + tap[i] * w.dilation[i];
+      inside = inside && x >= 0 && x < input.shape[2 + i];
+      offset += x * input.strides[2 + i];
+      index = index * input.shape[2 + i] + x;
+    }
+    if (inside) {
+      const double v = widened(input, offset);
+      if (best_offset < 0 || v > best) best = v, best_offset = offset, best_index = index;
+    }
+    int i = nd - 1;
+    while (i >= 0 && ++tap[i] == w.kernel[i]) tap[i--] = 0;
+    more = i >= 0;
+  }
+  if (best_offset < 0) return;  // an empty window keeps PyTorch's answer
+  const int64_t width = static_cast<int64_t>(dtype_size(values.dtype));
+  std::memcpy(static_cast<char*>(values.data) + at * width,
+              static_cast<const char*>(input.data) + best_offset * width, width);
+  // The indices share the values' shape; their offset is found the same way.
+  int64_t index_at = 0;
+  rest = position;
+  for (int d = values.rank - 1; d >= 0; --d) {
+    index_at += rest % values.shape[d] * indices.strides[d];
+    rest /= values.shape[d];
+  }
+  if (indices.dtype == DType::i32) {
+    static_cast<int32_t*>(indices.data)[index_at] = static_cast<int32_t>(best_index);
+  } else {
+    static_cast<int64_t*>(indices.data)[index_at] = best_index;
+  }
 }
 
 }  // namespace
 
 void apply_first_tap_rule(const View& input, const View& values, const View& indices,
                           const Window& w) {
-  if (!is_float(values.dtype) || values.elements() == 0 || !has_nan(values)) return;
-  const int nd = w.nd;
-  const size_t width = dtype_size(values.dtype);
-  for_each_element(values, [&](int64_t position, int64_t at) {
-    if (!std::isnan(widened(values, at))) return;
-    // The element's (n, c, o...) from its row-major position.
-    int64_t o[3] = {}, rest = position;
-    for (int i = nd - 1; i >= 0; --i) {
-      o[i] = rest % values.shape[2 + i];
-      rest /= values.shape[2 + i];
-    }
-    const int64_t c = rest % values.shape[1], n = rest / values.shape[1];
-    const int64_t base = n * input.strides[0] + c * input.strides[1];
-    // Taps in row-major order: the first in the plane is taken, later ones only when greater.
-    int64_t tap[3] = {}, best_offset = -1, best_index = 0;
-    double best = 0;
-    for (bool more = true; more;) {
-      int64_t offset = base, index = 0;
-      bool inside = true;
-      for (int i = 0; i < nd; ++i) {
-        const int64_t x = o[i] * w.stride[i] - w.padding[i] + tap[i] * w.dilation[i];
-        inside = inside && x >= 0 && x < input.shape[2 + i];
-        offset += x * input.strides[2 + i];
-        index = index * input.shape[2 + i] + x;
-      }
-      if (inside) {
-        const double v = widened(input, offset);
-        if (best_offset < 0 || v > best) best = v, best_offset = offset, best_index = index;
-      }
-      int i = nd - 1;
-      while (i >= 0 && ++tap[i] == w.kernel[i]) tap[i--] = 0;
-      more = i >= 0;
-    }
-    if (best_offset < 0) return;  // an empty window keeps PyTorch's answer
-    std::memcpy(static_cast<char*>(values.data) + at * static_cast<int64_t>(width),
-                static_cast<const char*>(input.data) + best_offset * static_cast<int64_t>(width),
-                width);
-    // The indices share the values' shape; their offset is found the same way.
-    int64_t index_at = 0;
-    rest = position;
-    for (int d = values.rank - 1; d >= 0; --d) {
-      index_at += rest % values.shape[d] * indices.strides[d];
+  if (!is_float_dtype(values.dtype) || values.elements() == 0) return;
+  // Row by row of the innermost dimension; only rows holding a NaN are looked at element by
+  // element.
+  const int last = values.rank - 1;
+  const int64_t length = values.shape[last], step = values.strides[last];
+  const int64_t rows = values.elements() / length;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t rest = r, offset = 0;
+    for (int d = last - 1; d >= 0; --d) {
+      offset += rest % values.shape[d] * values.strides[d];
       rest /= values.shape[d];
     }
-    if (indices.dtype == DType::i32) {
-      static_cast<int32_t*>(indices.data)[index_at] = static_cast<int32_t>(best_index);
-    } else {
-      static_cast<int64_t*>(indices.data)[index_at] = best_index;
+    if (!row_has_nan(values, offset, step, length)) continue;
+    for (int64_t j = 0; j < length; ++j) {
+      if (std::isnan(widened(values, offset + j * step))) {
+        rescan(input, values, indices, w, r * length + j, offset + j * step);
+      }
     }
-  });
+  }
 }
 
 }  // namespace poolgen::detail

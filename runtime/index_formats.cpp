@@ -29,10 +29,6 @@ const char* index_format_name(IndexFormat format) {
 namespace detail {
 namespace {
 
-bool known(IndexFormat f) {
-  return f >= IndexFormat::plane && f <= IndexFormat::window;
-}
-
 // Division of values in [0, 2^59] by a fixed divisor >= 1: a multiplication by its reciprocal,
 // exact to within one below 2^52 (then corrected), where a 64-bit division takes tens of cycles.
 struct Divider {
@@ -271,14 +267,6 @@ int64_t encode(IndexFormat f, const Frame& fr, const Row& row, const int64_t* p,
   return -1;
 }
 
-Status check_format(const char* argument, IndexFormat format) {
-  if (known(format)) return {};
-  return fail(Code::invalid_argument, argument, ": expected an IndexFormat (0 to 5), got ",
-              static_cast<int>(format));
-}
-
-// The frame from its shape and, for the window format, the pooling options (then `pooled` must
-// be the shape they give).
 // The frame of a checked frame_shape, with the window (resolved padding) where given.
 Frame frame_of(int nd, const Ints& frame_shape, const Window* window) {
   Frame fr;
@@ -299,6 +287,8 @@ Frame frame_of(int nd, const Ints& frame_shape, const Window* window) {
   return fr;
 }
 
+// The frame from its shape and, for the window format, the pooling options (then `pooled` must
+// be the shape they give).
 Status make_frame(int nd, const Ints& frame_shape, const Ints& pooled, const PoolOptions* options,
                   bool windowed, Frame* fr) {
   POOLGEN_RETURN_IF_ERROR(check_input_shape("convert_indices", nd, "frame_shape", frame_shape));
@@ -368,9 +358,9 @@ Status check_capacity(const char* argument, DType dtype, IndexFormat format,
   const bool windowed = from_format == IndexFormat::window || to_format == IndexFormat::window;
   // Rows of the innermost pooled dimension; whole planes where both views' spatial dimensions
   // are one flat dimension and no format needs the pooled coordinates (long rows: the per-row
-  // work is most of the time on short ones).
-  // Channels-last memory (the channel's stride below the rows'): the channels of one row are
-  // visited together, so that the cache lines a row touches serve all of them.
+  // work is most of the time on short ones). In channels-last memory (the channel's stride
+  // below the rows') the channels of one row are visited together, so that the cache lines a
+  // row touches serve all of them.
   const bool channels_inner = src.strides[1] < src.strides[src.rank - 1];
   const bool flat = !windowed && !channels_inner && flat_spatial(src) && flat_spatial(dst);
   const int last = flat ? 2 : src.rank - 1;
@@ -408,8 +398,6 @@ Status check_capacity(const char* argument, DType dtype, IndexFormat format,
           why = "naming an element its pooled element's window reaches";
           if (bad < 0) store_row(dst, to_offset, dst_step, count, out);
         }
-        // encode stops at the first it cannot write, so an in-place `in` still holds it.
-        const int64_t value = bad >= 0 ? in[bad] : 0;
         if (bad >= 0) {
           // The element's coordinates: the innermost (flat: the plane's) position unravelled.
           Ints at(src.rank);
@@ -421,9 +409,10 @@ Status check_capacity(const char* argument, DType dtype, IndexFormat format,
           }
           for (int d = 2; d < last; ++d) at[d] = outer[d - 2];
           if (batchless) at.erase(at.begin());
+          // encode stops at the first it cannot write, so an in-place `in` still holds it.
           return fail(Code::index_out_of_range, "from: expected ",
                       index_format_name(from_format), " indices ", why, " (frame_shape ",
-                      format_shape(frame_shape), "), got ", value, " at element ",
+                      format_shape(frame_shape), "), got ", in[bad], " at element ",
                       format_shape(at));
         }
       }
@@ -434,8 +423,8 @@ Status check_capacity(const char* argument, DType dtype, IndexFormat format,
 
 Status convert(int nd, const Ints& frame_shape, const TensorView& from, IndexFormat from_format,
                const TensorView& to, IndexFormat to_format, const PoolOptions* options) {
-  POOLGEN_RETURN_IF_ERROR(check_format("from_format", from_format));
-  POOLGEN_RETURN_IF_ERROR(check_format("to_format", to_format));
+  POOLGEN_RETURN_IF_ERROR(check_index_format("from_format", from_format));
+  POOLGEN_RETURN_IF_ERROR(check_index_format("to_format", to_format));
   const bool windowed = from_format == IndexFormat::window || to_format == IndexFormat::window;
   Frame fr;
   POOLGEN_RETURN_IF_ERROR(make_frame(nd, frame_shape, from.shape, options, windowed, &fr));

@@ -123,8 +123,7 @@ Status padding_mode(int nd, const PoolOptions& o, Window* w) {
     }
     return {};
   }
-  w->asymmetric = !o.padding_end.empty();
-  if (!w->asymmetric) {
+  if (o.padding_end.empty()) {
     std::copy(w->padding, w->padding + nd, w->padding_end);
     return {};
   }
@@ -133,6 +132,12 @@ Status padding_mode(int nd, const PoolOptions& o, Window* w) {
 }
 
 }  // namespace
+
+Status check_index_format(const char* argument, IndexFormat format) {
+  if (format >= IndexFormat::plane && format <= IndexFormat::window) return {};
+  return fail(Code::invalid_argument, argument, ": expected an IndexFormat (0 to 5), got ",
+              static_cast<int>(format));
+}
 
 Status pool_window(int nd, const PoolOptions& o, Window* w) {
   POOLGEN_RETURN_IF_ERROR(common_window(nd, o.kernel_size, o.stride, o.padding, w));
@@ -146,10 +151,7 @@ Status pool_window(int nd, const PoolOptions& o, Window* w) {
     return fail(Code::invalid_argument, "max_rule: expected a MaxRule (0 or 1), got ",
                 static_cast<int>(o.max_rule));
   }
-  if (o.index_format < IndexFormat::plane || o.index_format > IndexFormat::window) {
-    return fail(Code::invalid_argument, "index_format: expected an IndexFormat (0 to 5), got ",
-                static_cast<int>(o.index_format));
-  }
+  POOLGEN_RETURN_IF_ERROR(check_index_format("index_format", o.index_format));
   int64_t volume = 1;
   for (int i = 0; i < nd; ++i) {
     // Parameters are below 2^31: this cannot overflow. auto_pad's padding is below the span.
@@ -171,7 +173,7 @@ Status pool_window(int nd, const PoolOptions& o, Window* w) {
                   "elements (the product of its dilated spans), got at least ", volume,
                   " (spatial dimensions 0 to ", i, ")");
     }
-    if (w->asymmetric) {
+    if (!o.padding_end.empty()) {
       // ONNX Runtime's limit: each side below the (undilated) kernel.
       for (const auto& [name, pad] : {std::pair{"padding", w->padding[i]},
                                       std::pair{"padding_end", w->padding_end[i]}}) {

@@ -76,9 +76,8 @@ struct Window {
   int nd = 0;
   int64_t kernel[3] = {}, stride[3] = {}, padding[3] = {}, dilation[3] = {1, 1, 1};
   // Padding after the end (pooling): `padding` but where PoolOptions::padding_end was given
-  // (asymmetric) or auto_pad computes both sides (pool_output_shape sets them then).
+  // or auto_pad computes both sides (pool_output_shape sets them then).
   int64_t padding_end[3] = {};
-  bool asymmetric = false;
   AutoPad auto_pad = AutoPad::explicit_padding;
   bool ceil_mode = false;
   // Some window reaches past the input's end (ceil_mode, or the right padding): fixed-window
@@ -90,6 +89,9 @@ struct Window {
 };
 
 Status pool_window(int nd, const PoolOptions& options, Window* window);
+
+// `format` is one of IndexFormat's values: else invalid_argument naming `argument`.
+Status check_index_format(const char* argument, IndexFormat format);
 Status unpool_window(int nd, const UnpoolOptions& options, Window* window);
 
 // For unpooling by the indices alone: the window such a call most likely undoes, kernel = stride

@@ -180,11 +180,13 @@ Status check_dtype(const char* argument, DType dtype) {
   return {};
 }
 
+bool is_float_dtype(DType dtype) {
+  return dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16;
+}
+
 Status check_gradient_dtype(const char* argument, DType dtype) {
   POOLGEN_RETURN_IF_ERROR(check_dtype(argument, dtype));
-  if (dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16) {
-    return {};
-  }
+  if (is_float_dtype(dtype)) return {};
   return fail(Code::invalid_argument, argument, ": expected a floating dtype (f32, f64, f16 or ",
               "bf16: gradients are floats), got ", dtype_name(dtype));
 }

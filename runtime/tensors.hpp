@@ -50,6 +50,9 @@ Status check_view(const char* argument, const TensorView& view, DType dtype, con
 // A dtype the API knows (whatever this build compiled).
 Status check_dtype(const char* argument, DType dtype);
 
+// f32, f64, f16 or bf16.
+bool is_float_dtype(DType dtype);
+
 // Gradients (the backward ops' values) are floats: f32, f64, f16 or bf16.
 Status check_gradient_dtype(const char* argument, DType dtype);
 
