@@ -5,6 +5,7 @@
 // against the pooled values, round trips through every format, and every error.
 #include "built_kernels.hpp"
 #include "golden.hpp"
+#include "typed_views.hpp"
 #include "poolgen/poolgen.h"
 #include "poolgen/poolgen.hpp"
 
@@ -45,6 +46,17 @@ Status convert(const golden::Case& c, const Ints& from, IndexFormat a, IndexForm
   out->assign(from.size(), -1);
   return convert_indices(c.nd, c.input_shape, contiguous(from.data(), c.output_shape), a,
                          contiguous(out->data(), c.output_shape), b, &c.pool);
+}
+
+// Elements of `width` bytes in row-major order, laid out as packed channels-last memory.
+std::vector<uint8_t> channels_last_bytes(const std::vector<uint8_t>& logical, size_t width,
+                                         const Ints& shape, int nd) {
+  std::vector<uint8_t> memory(logical.size());
+  const std::vector<int64_t> offsets = test::typed::channels_last_offsets(shape, nd);
+  for (size_t k = 0; k < offsets.size(); ++k) {
+    std::memcpy(memory.data() + offsets[k] * width, logical.data() + k * width, width);
+  }
+  return memory;
 }
 
 // ONNX Runtime's MaxPool and TensorFlow's max_pool_with_argmax and its gradient, bit for bit, in
@@ -89,6 +101,21 @@ TEST(Frameworks, PoolingGolden) {
         << " (or NaN bits)";
     EXPECT_EQ(golden::compare_indices(c.out_indices, indices), "") << c.name;
     ++checked[c.name.substr(0, c.name.find('_'))];
+    // The same in channels-last memory (TensorFlow's own layout; the NaN rule's rescan and the
+    // index rewrite then walk strided views).
+    const size_t width = golden::dtype_bytes(c.dtype);
+    const std::vector<uint8_t> in_cl = channels_last_bytes(c.in_values, width, c.input_shape, c.nd);
+    std::vector<uint8_t> values_cl(values.size(), 0xa5);
+    Ints indices_cl(indices.size(), -7);
+    const Status st_cl = max_pool(
+        c.nd, channels_last(const_cast<uint8_t*>(in_cl.data()), c.dtype, c.input_shape, c.nd),
+        channels_last(values_cl.data(), c.dtype, c.output_shape, c.nd),
+        channels_last(indices_cl.data(), c.output_shape, c.nd), c.pool);
+    ASSERT_TRUE(st_cl.ok()) << c.name << " channels-last: " << st_cl.message();
+    EXPECT_TRUE(values_cl == channels_last_bytes(c.out_values, width, c.output_shape, c.nd))
+        << c.name << " channels-last values";
+    EXPECT_TRUE(indices_cl == test::typed::to_channels_last(c.out_indices, c.output_shape, c.nd))
+        << c.name << " channels-last indices";
   }
   EXPECT_GE(checked["onnx1d"] + checked["onnx2d"] + checked["onnx3d"] + skipped / 2, 100);
   EXPECT_GE(checked["tf2d"] + skipped / 2, 64);
