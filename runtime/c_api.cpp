@@ -38,6 +38,9 @@ Status unpool_options(int32_t nd, const poolgen_unpool_options& o, UnpoolOptions
   u->padding = list(o.padding, nd);
   u->output_size = list(o.output_size, o.output_size_len);
   u->device = static_cast<Device>(o.device);
+  if (o.padding_end_given) u->padding_end = list(o.padding_end, nd);
+  u->output_size_rule = static_cast<OutputSizeRule>(o.output_size_rule);
+  u->index_format = static_cast<IndexFormat>(o.index_format);
   return {};
 }
 

@@ -8,6 +8,7 @@
 #include "tensors.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 namespace poolgen {
@@ -354,7 +355,7 @@ Status check_capacity(const char* argument, DType dtype, IndexFormat format,
 // Not inlined: convert_indices and the ops' rewrite_indices share one copy of the loops.
 [[gnu::noinline]] Status rewrite(const Frame& fr, const Ints& frame_shape, const View& src,
                                  IndexFormat from_format, const View& dst, IndexFormat to_format,
-                                 bool batchless) {
+                                 bool batchless, const char* argument) {
   const bool windowed = from_format == IndexFormat::window || to_format == IndexFormat::window;
   // Rows of the innermost pooled dimension; whole planes where both views' spatial dimensions
   // are one flat dimension and no format needs the pooled coordinates (long rows: the per-row
@@ -410,7 +411,7 @@ Status check_capacity(const char* argument, DType dtype, IndexFormat format,
           for (int d = 2; d < last; ++d) at[d] = outer[d - 2];
           if (batchless) at.erase(at.begin());
           // encode stops at the first it cannot write, so an in-place `in` still holds it.
-          return fail(Code::index_out_of_range, "from: expected ",
+          return fail(Code::index_out_of_range, argument, ": expected ",
                       index_format_name(from_format), " indices ", why, " (frame_shape ",
                       format_shape(frame_shape), "), got ", in[bad], " at element ",
                       format_shape(at));
@@ -419,6 +420,29 @@ Status check_capacity(const char* argument, DType dtype, IndexFormat format,
     }
   }
   return {};
+}
+
+// The offset (in elements) of element (n, c, plane offset p) of a view, p unravelled over the
+// view's own spatial extents.
+int64_t element_offset(const View& v, int64_t n, int64_t c, int64_t p) {
+  int64_t at = n * v.strides[0] + c * v.strides[1];
+  for (int d = v.rank - 1; d >= 2; --d) {
+    at += (p % v.shape[d]) * v.strides[d];
+    p /= v.shape[d];
+  }
+  return at;
+}
+
+// Coordinates (n, c, spatial...) of element (n, c, p) of a view, as an error names them.
+Ints element_at(const View& v, int64_t n, int64_t c, int64_t p, bool batchless) {
+  Ints at(v.rank);
+  at[0] = n, at[1] = c;
+  for (int d = v.rank - 1; d >= 2; --d) {
+    at[d] = p % v.shape[d];
+    p /= v.shape[d];
+  }
+  if (batchless) at.erase(at.begin());
+  return at;
 }
 
 Status convert(int nd, const Ints& frame_shape, const TensorView& from, IndexFormat from_format,
@@ -441,7 +465,7 @@ Status convert(int nd, const Ints& frame_shape, const TensorView& from, IndexFor
                         std::equal(src.strides, src.strides + src.rank, dst.strides);
   if (!in_place) POOLGEN_RETURN_IF_ERROR(check_apart({{"to", &dst}}, {{"from", &src}}));
   return rewrite(fr, frame_shape, src, from_format, dst, to_format,
-                 from.shape.size() < static_cast<size_t>(src.rank));
+                 from.shape.size() < static_cast<size_t>(src.rank), "from");
 }
 
 }  // namespace
@@ -455,7 +479,83 @@ Status rewrite_indices(int nd, const Ints& frame_shape, const Window* window, co
                        IndexFormat from_format, const View& dst, IndexFormat to_format,
                        bool batchless) {
   return rewrite(frame_of(nd, frame_shape, window), frame_shape, src, from_format, dst, to_format,
-                 batchless);
+                 batchless, "indices");
+}
+
+Status unpool_plane_offsets(int nd, const Ints& frame_shape, const Ints& output_shape,
+                            const View& src, IndexFormat format, const View& dst,
+                            bool batchless) {
+  const Frame fr = frame_of(nd, frame_shape, nullptr);
+  POOLGEN_RETURN_IF_ERROR(
+      rewrite(fr, frame_shape, src, format, dst, IndexFormat::plane, batchless, "indices"));
+  const Frame out = frame_of(nd, output_shape, nullptr);
+  if (out.plane == fr.plane) return {};  // extents at least the frame's: the same frame
+  // ONNX's definition: the frame's coordinates, in the larger output.
+  const int64_t count = dst.elements();
+  for (int64_t j = 0; j < count; ++j) {
+    int64_t x[3];
+    if (dst.dtype == DType::i32) {
+      int32_t* p = static_cast<int32_t*>(dst.data) + j;
+      fr.unravel(*p, x);
+      *p = static_cast<int32_t>(out.ravel(x));
+    } else {
+      int64_t* p = static_cast<int64_t*>(dst.data) + j;
+      fr.unravel(*p, x);
+      *p = out.ravel(x);
+    }
+  }
+  return {};
+}
+
+Status unpool_across_planes(int nd, const Ints& frame_shape, const View& values,
+                            const View& indices, IndexFormat format, const View& output,
+                            bool batchless) {
+  const Frame fr = frame_of(nd, frame_shape, nullptr);
+  const int64_t batch = values.shape[0], channels = values.shape[1], plane = values.plane();
+  const size_t size = dtype_size(values.dtype);
+  char* const out = static_cast<char*>(output.data);
+  const char* const in = static_cast<const char*>(values.data);
+  for (int64_t j = 0; j < output.elements(); ++j) {
+    const int64_t n = j / (channels * output.plane()), rest = j % (channels * output.plane());
+    std::memset(out + element_offset(output, n, rest / output.plane(), rest % output.plane()) *
+                          static_cast<int64_t>(size),
+                0, size);
+  }
+  const bool nhwc = format == IndexFormat::tensorflow || format == IndexFormat::tensorflow_with_batch;
+  const int64_t bound = fr.largest(format) + 1;
+  for (int64_t n = 0; n < batch; ++n) {
+    // The format's order: (c, p) row-major for ONNX's, (p, c) for TensorFlow's NHWC.
+    for (int64_t k = 0; k < channels * plane; ++k) {
+      const int64_t c = nhwc ? k % channels : k / plane, p = nhwc ? k / channels : k % plane;
+      const int64_t from = element_offset(indices, n, c, p);
+      const int64_t g = indices.dtype == DType::i32 ? static_cast<const int32_t*>(indices.data)[from]
+                                                    : static_cast<const int64_t*>(indices.data)[from];
+      if (g < 0 || g >= bound) {
+        return fail(Code::index_out_of_range, "indices: expected ", index_format_name(format),
+                    " indices in [0, ", bound, ") (the output frame ", format_shape(frame_shape),
+                    "), got ", g, " at element ", format_shape(element_at(indices, n, c, p, batchless)));
+      }
+      int64_t to_n = n, to_c = c, to_p = 0;
+      if (nhwc) {
+        const int64_t item = fr.plane * fr.channels;
+        if (format == IndexFormat::tensorflow_with_batch) to_n = g / item;
+        to_p = g % item / fr.channels;
+        to_c = g % item % fr.channels;
+      } else {
+        to_n = g / (fr.channels * fr.plane);
+        to_c = g / fr.plane % fr.channels;
+        to_p = g % fr.plane;
+        if (format == IndexFormat::onnx_column_major) to_p = fr.from_column_major(to_p);
+      }
+      int64_t x[3];
+      fr.unravel(to_p, x);
+      int64_t at = to_n * output.strides[0] + to_c * output.strides[1];
+      for (int i = 0; i < nd; ++i) at += x[i] * output.strides[2 + i];
+      std::memcpy(out + at * static_cast<int64_t>(size),
+                  in + element_offset(values, n, c, p) * static_cast<int64_t>(size), size);
+    }
+  }
+  return {};
 }
 
 }  // namespace detail

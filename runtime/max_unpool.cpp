@@ -1,6 +1,8 @@
 // max_unpool: validate, try the gather fast path, else scatter; on CUDA (or Path::winner) the
-// deterministic winner kernel; report invalid indices.
+// deterministic winner kernel; report invalid indices. Other frameworks' indices become plane
+// offsets first (a packed copy), or, where some cross planes, go through the host's flat store.
 #include "cuda.hpp"
+#include "index_formats.hpp"
 #include "kernels.hpp"
 #include "by_index.hpp"
 #include "shapes.hpp"
@@ -36,6 +38,24 @@ struct UnpoolCall {
   const Kernel* scatter = nullptr;
   const Kernel* winner = nullptr;  // CUDA calls and Path::winner: the only kernel they run
 };
+
+// Whether the indices are read through a rewrite into plane offsets of the output: another
+// framework's format, or ONNX's frame (the default-sized output) inside a larger output.
+bool rewrites_indices(const UnpoolOptions& o) {
+  return o.index_format != IndexFormat::plane ||
+         (o.output_size_rule == OutputSizeRule::onnx && !o.output_size.empty());
+}
+
+// The conventions the CPU's scatter alone serves.
+Status check_conventions(const UnpoolOptions& o, Device device) {
+  if (rewrites_indices(o) && (device == Device::cuda || o.path == Path::winner)) {
+    return fail(Code::unsupported, "index_format: expected plane offsets in PyTorch's frame on ",
+                "CUDA and with Path::winner (other frameworks' unpooling runs on the CPU's ",
+                "scatter), got index_format ", index_format_name(o.index_format),
+                " with output_size_rule ", static_cast<int>(o.output_size_rule));
+  }
+  return {};
+}
 
 // Everything about a call but the indices' and output's views, the data and the kernels.
 Status prepare(int nd, const TensorView& values, DType index_dtype, const UnpoolOptions& options,
@@ -112,8 +132,27 @@ Status unpool(int nd, const TensorView& values, const TensorView& indices,
   // the smaller tensors, so they are the ones packed; packing the output cost 1.8x the call.
   const Layout output_layout = layout_of(o);
   const Layout layout = fits(o, output_layout) ? output_layout : layout_of(v);
+  POOLGEN_RETURN_IF_ERROR(check_conventions(options, call_device(options.device, values)));
   POOLGEN_RETURN_IF_ERROR(choose(values, indices.dtype, options, layout, &call));
   if (o.elements() == 0) return {};
+
+  std::vector<char> plane_offsets;
+  if (rewrites_indices(options)) {
+    const bool batchless = values.shape.size() == static_cast<size_t>(nd) + 1;
+    Ints frame = call.output_shape;  // ONNX's rule: the default-sized output's
+    if (options.output_size_rule == OutputSizeRule::onnx) {
+      POOLGEN_RETURN_IF_ERROR(unpool_output_shape(call.window, values.shape, {}, &frame));
+    }
+    plane_offsets.resize(static_cast<size_t>(i.bytes()));
+    const View offsets = packed(i, layout, plane_offsets.data());
+    const Status st = unpool_plane_offsets(nd, frame, call.output_shape, i,
+                                           options.index_format, offsets, batchless);
+    if (st.code() == Code::index_out_of_range && options.index_format != IndexFormat::plane) {
+      return unpool_across_planes(nd, frame, v, i, options.index_format, o, batchless);
+    }
+    POOLGEN_RETURN_IF_ERROR(st);
+    i = offsets;
+  }
 
   if (const Kernel* w = call.winner) {
     POOLGEN_RETURN_IF_ERROR(check_device_view("values", v, w->layout, true));

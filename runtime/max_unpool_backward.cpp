@@ -25,6 +25,14 @@ struct UnpoolBackwardCall {
 Status prepare(int nd, const TensorView& grad_output, DType index_dtype, const Ints& values_shape,
                const UnpoolOptions& options, UnpoolBackwardCall* call) {
   POOLGEN_RETURN_IF_ERROR(unpool_window(nd, options, &call->window));
+  // ONNX and TensorFlow train no unpooling: their formats and ONNX's frame have no gradient here.
+  if (options.index_format != IndexFormat::plane ||
+      (options.output_size_rule == OutputSizeRule::onnx && !options.output_size.empty())) {
+    return fail(Code::unsupported, "index_format: expected plane offsets in the output's frame ",
+                "for max_unpool_backward, got index_format ",
+                index_format_name(options.index_format), " with output_size_rule ",
+                static_cast<int>(options.output_size_rule));
+  }
   POOLGEN_RETURN_IF_ERROR(
       check_input_shape("max_unpool_backward", nd, "grad_values", values_shape));
   POOLGEN_RETURN_IF_ERROR(

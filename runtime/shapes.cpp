@@ -196,10 +196,43 @@ Status pool_window(int nd, const PoolOptions& o, Window* w) {
   return {};
 }
 
+// Unpooling's conventions: the output_size rule, the index format, the end padding.
+Status unpool_conventions(int nd, const UnpoolOptions& o, Window* w) {
+  if (o.output_size_rule < OutputSizeRule::pytorch || o.output_size_rule > OutputSizeRule::any) {
+    return fail(Code::invalid_argument, "output_size_rule: expected an OutputSizeRule (0 to 3), ",
+                "got ", static_cast<int>(o.output_size_rule));
+  }
+  w->size_rule = o.output_size_rule;
+  POOLGEN_RETURN_IF_ERROR(check_index_format("index_format", o.index_format));
+  if (o.index_format == IndexFormat::window) {
+    return fail(Code::invalid_argument, "index_format: expected plane, onnx, onnx_column_major, ",
+                "tensorflow or tensorflow_with_batch for unpooling (window taps name no slot ",
+                "without the pooling's windows), got window");
+  }
+  if (o.padding_end.empty()) {
+    std::copy(w->padding, w->padding + nd, w->padding_end);
+    return {};
+  }
+  const int64_t zeros[3] = {0, 0, 0};
+  POOLGEN_RETURN_IF_ERROR(expand("padding_end", o.padding_end, nd, zeros, w->padding_end));
+  return check_range("padding_end", w->padding_end, nd, 0);
+}
+
 Status unpool_window(int nd, const UnpoolOptions& o, Window* w) {
   POOLGEN_RETURN_IF_ERROR(check_device_option(o.device));
   if (!o.kernel_size.empty() || o.output_size.empty()) {
-    return common_window(nd, o.kernel_size, o.stride, o.padding, w);
+    POOLGEN_RETURN_IF_ERROR(common_window(nd, o.kernel_size, o.stride, o.padding, w));
+    return unpool_conventions(nd, o, w);
+  }
+  if (o.output_size_rule == OutputSizeRule::onnx ||
+      o.output_size_rule == OutputSizeRule::onnx_runtime) {
+    return fail(Code::invalid_argument, "kernel_size: expected one with output_size_rule ",
+                static_cast<int>(o.output_size_rule), " (ONNX's rules compare with the default ",
+                "extent), got none");
+  }
+  if (!o.padding_end.empty()) {
+    return fail(Code::invalid_argument, "padding_end: expected none without a kernel_size ",
+                "(unpooling by the indices alone), got ", format_shape(o.padding_end));
   }
   // By the indices alone: a stride or padding would describe a window there is none of.
   POOLGEN_RETURN_IF_ERROR(check_nd(nd));
@@ -215,7 +248,7 @@ Status unpool_window(int nd, const UnpoolOptions& o, Window* w) {
     return fail(Code::invalid_argument, "padding: expected 0 without a kernel_size (unpooling ",
                 "by the indices alone), got ", format_shape(o.padding));
   }
-  return {};
+  return unpool_conventions(nd, o, w);
 }
 
 bool implied_window(int nd, const Ints& in, const Ints& out, Window* w) {
@@ -311,7 +344,21 @@ Status unpool_output_shape(const Window& w, const Ints& in, const Ints& output_s
     return fail(Code::invalid_argument, "output_size: expected 0, ", w.nd, " or ", w.nd + 2,
                 " entries, got ", given, " (", format_shape(output_size), ")");
   }
+  const bool onnx_rule =
+      w.size_rule == OutputSizeRule::onnx || w.size_rule == OutputSizeRule::onnx_runtime;
+  if (given == static_cast<size_t>(w.nd) + 2 && w.size_rule != OutputSizeRule::pytorch) {
+    // Other frameworks' full shapes are the output's: its N and C are the values'.
+    const Ints lead(output_size.begin(), output_size.begin() + 2);
+    const Ints values_lead(in.begin(), in.end() - w.nd);
+    if (values_lead.size() != 2 || lead != values_lead) {
+      return fail(Code::invalid_argument, "output_size: expected the values' ",
+                  values_lead.size() == 2 ? "batch and channels " : "rank ",
+                  format_shape(values_lead), " leading a full shape (output_size_rule ",
+                  static_cast<int>(w.size_rule), "), got ", format_shape(output_size));
+    }
+  }
   *out = in;
+  int64_t default_count = 1, count = 1;  // spatial elements, for onnx_runtime
   for (int i = 0; i < w.nd; ++i) {
     const int64_t s = w.stride[i];
     // Window parameters are below 2^31 and extents below 2^59: only the product can overflow.
@@ -320,14 +367,26 @@ Status unpool_output_shape(const Window& w, const Ints& in, const Ints& output_s
       return fail(Code::invalid_argument, output, ": expected an unpooled extent of at most 2^59, ",
                   "got (", in[first + i], " - 1) * stride ", s, " in spatial dimension ", i);
     }
-    const int64_t natural = span - 2 * w.padding[i] + w.kernel[i];
+    const int64_t natural = span - w.padding[i] - w.padding_end[i] + w.kernel[i];
+    if (onnx_rule && natural < 1) {
+      return fail(Code::invalid_argument, "kernel_size: expected a default extent >= 1 (ONNX's ",
+                  "rules), got ", natural, " in spatial dimension ", i, " (input extent ",
+                  in[first + i], ", stride ", s, ", padding ", w.padding[i], " and ",
+                  w.padding_end[i], ")");
+    }
     int64_t extent = natural;
     if (given) {
       extent = output_size[given - w.nd + i];
       // By the indices alone any extent goes; after a window, those its last cell reaches.
-      if (!w.by_indices && (extent <= natural - s || extent >= natural + s)) {
+      if (w.size_rule == OutputSizeRule::pytorch && !w.by_indices &&
+          (extent <= natural - s || extent >= natural + s)) {
         return fail(Code::invalid_argument, "output_size: expected spatial dimension ", i,
                     " between ", natural - s + 1, " and ", natural + s - 1, ", got ", extent);
+      }
+      if (w.size_rule == OutputSizeRule::onnx && extent < natural) {
+        return fail(Code::invalid_argument, "output_size: expected spatial dimension ", i,
+                    " at least the default extent ", natural, " (output_size_rule onnx), got ",
+                    extent);
       }
     }
     if (extent < 1 && w.by_indices) {
@@ -341,6 +400,16 @@ Status unpool_output_shape(const Window& w, const Ints& in, const Ints& output_s
                   ")");
     }
     (*out)[first + i] = extent;
+    if (onnx_rule) {  // below 2^59 each, checked above: the products saturate instead
+      default_count = multiply_within(default_count, natural, kMaxElements, &default_count)
+                          ? default_count : kMaxElements;
+      count = multiply_within(count, extent, kMaxElements, &count) ? count : kMaxElements;
+    }
+  }
+  if (w.size_rule == OutputSizeRule::onnx_runtime && count < default_count) {
+    return fail(Code::invalid_argument, "output_size: expected at least the default shape's ",
+                default_count, " elements per plane (output_size_rule onnx_runtime), got ",
+                format_shape(output_size), " with ", count);
   }
   return check_elements(output, *out);
 }

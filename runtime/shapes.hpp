@@ -75,8 +75,8 @@ bool multiply_within(int64_t a, int64_t b, int64_t limit, int64_t* out);
 struct Window {
   int nd = 0;
   int64_t kernel[3] = {}, stride[3] = {}, padding[3] = {}, dilation[3] = {1, 1, 1};
-  // Padding after the end (pooling): `padding` but where PoolOptions::padding_end was given
-  // or auto_pad computes both sides (pool_output_shape sets them then).
+  // Padding after the end: `padding` but where padding_end was given or auto_pad computes both
+  // sides (pool_output_shape sets them then).
   int64_t padding_end[3] = {};
   AutoPad auto_pad = AutoPad::explicit_padding;
   bool ceil_mode = false;
@@ -86,6 +86,7 @@ struct Window {
   // Unpooling by the indices alone (no kernel_size; output_size gives the extents): kernel,
   // stride and padding are 0.
   bool by_indices = false;
+  OutputSizeRule size_rule = OutputSizeRule::pytorch;  // unpooling's
 };
 
 Status pool_window(int nd, const PoolOptions& options, Window* window);

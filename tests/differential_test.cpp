@@ -291,6 +291,125 @@ TEST_P(DifferentialUnpool, LibraryMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Rank, DifferentialUnpool, ::testing::Values(1, 2, 3));
 
+// Unpooling in other frameworks' conventions: a random window and values (random_unpool_case),
+// then end padding, an output_size rule with an output_size it allows, an index format, and
+// indices drawn in the frame the rule gives: most in their own plane, some anywhere the format
+// reaches (crossing planes or channels), now and then one out of range.
+UnpoolOptions random_unpool_conventions(Rng& rng, int nd, const Ints& shape, UnpoolOptions o) {
+  for (;;) {
+    UnpoolOptions c = o;
+    c.output_size.clear();
+    Ints k = c.kernel_size;
+    if (k.size() == 1) k.assign(nd, k[0]);
+    if (rng.chance(0.4)) {
+      c.padding_end.assign(nd, 0);
+      for (int i = 0; i < nd; ++i) c.padding_end[i] = rng.uniform(0, k[i] - 1);
+    }
+    c.output_size_rule = static_cast<OutputSizeRule>(rng.uniform(0, 3));
+    c.index_format = static_cast<IndexFormat>(rng.uniform(0, 4));  // all but window
+    Ints def;
+    if (!ref::max_unpool_output_shape(nd, shape, c, &def).ok()) continue;
+    if (rng.chance(0.6)) {  // extents the rule allows (pytorch: the default itself)
+      Ints size(def.end() - nd, def.end());
+      for (int64_t& e : size) {
+        if (c.output_size_rule == OutputSizeRule::any) e = rng.uniform(1, e + 2);
+        if (c.output_size_rule == OutputSizeRule::onnx ||
+            c.output_size_rule == OutputSizeRule::onnx_runtime) {
+          e += rng.uniform(0, 2);
+        }
+      }
+      c.output_size = size;
+    }
+    Ints out;
+    if (ref::max_unpool_output_shape(nd, shape, c, &out).ok()) return c;
+  }
+}
+
+std::vector<int64_t> random_formatted_indices(Rng& rng, int nd, const Ints& shape,
+                                              const UnpoolOptions& o, bool invalid,
+                                              int* anywhere) {
+  UnpoolOptions frame_options = o;
+  if (o.output_size_rule == OutputSizeRule::onnx) frame_options.output_size.clear();
+  Ints frame;
+  ref::max_unpool_output_shape(nd, shape, frame_options, &frame);
+  const int64_t plane = ref::numel(Ints(frame.end() - nd, frame.end()));
+  const int64_t in_plane = ref::numel(Ints(shape.end() - nd, shape.end()));
+  const int64_t channels = shape[shape.size() - nd - 1];
+  const int64_t total = ref::numel(shape), planes = total / in_plane;
+  const IndexFormat f = o.index_format;
+  const int64_t bound = f == IndexFormat::plane        ? plane
+                        : f == IndexFormat::tensorflow ? plane * channels
+                                                       : planes * plane;
+  std::vector<int64_t> indices(static_cast<size_t>(total));
+  for (int64_t j = 0; j < total; ++j) {
+    const int64_t pl = j / in_plane, n = pl / channels, c = pl % channels;
+    int64_t p = rng.uniform(0, plane - 1);  // own plane; the column-major reading differs, fine
+    int64_t index = f == IndexFormat::plane                   ? p
+                    : f == IndexFormat::tensorflow            ? p * channels + c
+                    : f == IndexFormat::tensorflow_with_batch ? (n * plane + p) * channels + c
+                                                              : pl * plane + p;
+    if (f != IndexFormat::plane && rng.chance(0.08)) {
+      index = rng.uniform(0, bound - 1);
+      ++*anywhere;
+    }
+    if (rng.chance(0.1)) index = index / 2;  // duplicates
+    indices[static_cast<size_t>(j)] = index;
+  }
+  if (invalid && total > 0) {
+    indices[static_cast<size_t>(rng.uniform(0, total - 1))] = rng.chance(0.5) ? -1 : bound;
+  }
+  return indices;
+}
+
+class DifferentialUnpoolConventions : public ::testing::TestWithParam<int> {};
+
+TEST_P(DifferentialUnpoolConventions, LibraryMatchesReference) {
+  const int nd = GetParam();
+  Rng rng(0xc0de + nd);
+  int failures = 0, errors = 0, crossing = 0;
+  for (int iter = 0; iter < kConfigsPerRank / 2 && failures < kMaxReportedFailures; ++iter) {
+    auto [shape, values, unused, window] = random_unpool_case(rng, nd, 0);
+    const UnpoolOptions o = random_unpool_conventions(rng, nd, shape, window);
+    const std::vector<int64_t> indices =
+        random_formatted_indices(rng, nd, shape, o, rng.chance(0.1), &crossing);
+    Ints out_shape;
+    std::vector<float> expected;
+    const Status ref_status =
+        ref::max_unpool<float>(nd, shape, values, indices, o, &out_shape, &expected);
+    if (!ref_status.ok()) {
+      ASSERT_EQ(ref_status.code(), Code::index_out_of_range) << ref_status.message();
+      ASSERT_TRUE(ref::max_unpool_output_shape(nd, shape, o, &out_shape).ok());
+      ++errors;
+    }
+    for (Path path : {Path::automatic, Path::general}) {
+      Ints lib_shape;
+      const Status st = max_unpool_output_shape(nd, shape, o, &lib_shape);
+      test::UnpoolRun run = test::run_unpool(nd, shape, values, indices, out_shape, o, path);
+      bool ok = st.ok() && lib_shape == out_shape && run.guards_ok &&
+                run.status.code() == ref_status.code();
+      if (ref_status.ok()) ok = ok && same_floats(expected, run.output);
+      if (!ok) {
+        ++failures;
+        ADD_FAILURE() << "config " << iter << ": " << describe(shape, o) << " padding_end "
+                      << str(o.padding_end) << " rule "
+                      << static_cast<int>(o.output_size_rule) << " format "
+                      << index_format_name(o.index_format) << " path " << test::path_name(path)
+                      << "\n  indices " << str(indices) << "\n  shape status: " << st.message()
+                      << " lib shape " << str(lib_shape) << " expected " << str(out_shape)
+                      << "\n  status: " << run.status.message()
+                      << " expected: " << ref_status.message()
+                      << "\n  guards intact: " << run.guards_ok << "\n  output: "
+                      << (ref_status.ok() ? same_floats(expected, run.output).message() : "");
+        break;
+      }
+    }
+  }
+  EXPECT_GT(errors, 0) << "no invalid-index configuration was generated";
+  EXPECT_GT(crossing, kConfigsPerRank / 10) << "too few indices anywhere in the frame";
+}
+
+INSTANTIATE_TEST_SUITE_P(Rank, DifferentialUnpoolConventions, ::testing::Values(1, 2, 3));
+
 // The backward ops. Pooling's: indices from a real pooling (fast windows in half the cases), now
 // and then some moved outside their windows or outside the plane; gradients whose sums depend on
 // the order of the additions. Both paths must equal the reference bit for bit.

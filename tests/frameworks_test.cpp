@@ -59,6 +59,21 @@ std::vector<uint8_t> channels_last_bytes(const std::vector<uint8_t>& logical, si
   return memory;
 }
 
+// A pool_backward case (TensorFlow's MaxPoolGradWithArgmax from its own argmax, or Addons'
+// unpooling by scatter_nd): false where the build lacks its kernel.
+bool check_pool_backward(const golden::Case& c) {
+  if (!test::pool_backward_kernel_built(c.dtype, DType::i64)) return false;
+  std::vector<uint8_t> grad_input(c.grad_input.size(), 0xa5);
+  const Status st = max_pool_backward(
+      c.nd, contiguous(const_cast<uint8_t*>(c.grad_output.data()), c.dtype, c.output_shape),
+      contiguous(const_cast<int64_t*>(c.out_indices.data()), c.output_shape),
+      contiguous(grad_input.data(), c.dtype, c.input_shape), c.pool);
+  EXPECT_TRUE(st.ok()) << c.name << ": " << st.message();
+  EXPECT_TRUE(grad_input == c.grad_input)
+      << c.name << ": " << golden::compare_values(c.dtype, c.grad_input, grad_input, c.input_shape);
+  return true;
+}
+
 // ONNX Runtime's MaxPool and TensorFlow's max_pool_with_argmax and its gradient, bit for bit, in
 // every dtype they take: values (NaN bits included), indices in their formats, gradient sums;
 // and ONNX's own backend node tests for MaxPool (onnxnode_*).
@@ -68,21 +83,11 @@ TEST(Frameworks, PoolingGolden) {
   int skipped = 0;
   for (const golden::Case& c : all) {
     if (c.op == "pool_backward") {
-      if (!test::pool_backward_kernel_built(c.dtype, DType::i64)) {
+      if (check_pool_backward(c)) {
+        ++checked["tf2d"];
+      } else {
         ++skipped;
-        continue;
       }
-      // TensorFlow's MaxPoolGradWithArgmax, from its own argmax.
-      std::vector<uint8_t> grad_input(c.grad_input.size(), 0xa5);
-      const Status st = max_pool_backward(
-          c.nd, contiguous(const_cast<uint8_t*>(c.grad_output.data()), c.dtype, c.output_shape),
-          contiguous(const_cast<int64_t*>(c.out_indices.data()), c.output_shape),
-          contiguous(grad_input.data(), c.dtype, c.input_shape), c.pool);
-      ASSERT_TRUE(st.ok()) << c.name << ": " << st.message();
-      EXPECT_TRUE(grad_input == c.grad_input)
-          << c.name << ": "
-          << golden::compare_values(c.dtype, c.grad_input, grad_input, c.input_shape);
-      ++checked["tf2d"];
       continue;
     }
     if (!test::pool_kernel_built(c.dtype, DType::i64)) {
@@ -121,6 +126,224 @@ TEST(Frameworks, PoolingGolden) {
   EXPECT_GE(checked["tf2d"] + skipped / 2, 64);
   // ONNX's own backend node tests for MaxPool (all but the two largest; the u8 one needs u8).
   EXPECT_GE(checked["onnxnode"], 16);
+}
+
+// ONNX Runtime's MaxUnpool (of its MaxPool's indices, and of random ones crossing planes with
+// duplicates), ONNX's reference and backend node tests where an output_shape is larger than the
+// default (onnxref, onnxnode), and TensorFlow Addons' MaxUnpooling2D (scatter_nd: duplicates
+// add) as max_pool_backward with tensorflow indices, bit for bit; the unpooling cases also with
+// i32 indices and in channels-last memory.
+TEST(Frameworks, UnpoolingGolden) {
+  const std::vector<golden::Case> all =
+      golden::load_file(POOLGEN_GOLDEN_DIR, "frameworks_unpool.txt");
+  std::map<std::string, int> checked;
+  int skipped = 0;
+  for (const golden::Case& c : all) {
+    const std::string kind = c.name.substr(0, c.name.find('_'));
+    if (c.op == "pool_backward") {
+      if (check_pool_backward(c)) {
+        ++checked[kind];
+      } else {
+        ++skipped;
+      }
+      continue;
+    }
+    if (!test::unpool_kernel_built(c.dtype, DType::i64)) {
+      ++skipped;
+      continue;
+    }
+    Ints shape;
+    ASSERT_TRUE(max_unpool_output_shape(c.nd, c.input_shape, c.unpool, &shape).ok()) << c.name;
+    ASSERT_EQ(shape, c.output_shape) << c.name;
+    std::vector<uint8_t> out(c.out_values.size(), 0xa5);
+    uint8_t* values = const_cast<uint8_t*>(c.in_values.data());
+    const Status st = max_unpool(c.nd, contiguous(values, c.dtype, c.input_shape),
+                                 contiguous(const_cast<int64_t*>(c.in_indices.data()),
+                                            c.input_shape),
+                                 contiguous(out.data(), c.dtype, c.output_shape), c.unpool);
+    ASSERT_TRUE(st.ok()) << c.name << ": " << st.message();
+    EXPECT_TRUE(out == c.out_values)
+        << c.name << ": " << golden::compare_values(c.dtype, c.out_values, out, c.output_shape);
+    ++checked[kind];
+    if (test::unpool_kernel_built(c.dtype, DType::i32)) {
+      std::vector<int32_t> narrow(c.in_indices.begin(), c.in_indices.end());
+      std::vector<uint8_t> out32(out.size(), 0xa5);
+      ASSERT_TRUE(max_unpool(c.nd, contiguous(values, c.dtype, c.input_shape),
+                             contiguous(narrow.data(), c.input_shape),
+                             contiguous(out32.data(), c.dtype, c.output_shape), c.unpool)
+                      .ok())
+          << c.name << " i32";
+      EXPECT_TRUE(out32 == c.out_values) << c.name << " i32";
+    }
+    const size_t width = golden::dtype_bytes(c.dtype);
+    std::vector<uint8_t> values_cl = channels_last_bytes(c.in_values, width, c.input_shape, c.nd);
+    std::vector<int64_t> indices_cl = test::typed::to_channels_last(c.in_indices, c.input_shape, c.nd);
+    std::vector<uint8_t> out_cl(out.size(), 0xa5);
+    const Status st_cl =
+        max_unpool(c.nd, channels_last(values_cl.data(), c.dtype, c.input_shape, c.nd),
+                   channels_last(indices_cl.data(), c.input_shape, c.nd),
+                   channels_last(out_cl.data(), c.dtype, c.output_shape, c.nd), c.unpool);
+    ASSERT_TRUE(st_cl.ok()) << c.name << " channels-last: " << st_cl.message();
+    EXPECT_TRUE(out_cl == channels_last_bytes(c.out_values, width, c.output_shape, c.nd))
+        << c.name << " channels-last";
+  }
+  EXPECT_GE(checked["onnxrt1d"] + checked["onnxrt2d"] + checked["onnxrt3d"] + skipped, 14);
+  EXPECT_GE(checked["onnxref1d"] + checked["onnxref2d"], 2);
+  EXPECT_EQ(checked["onnxnode"], 2);  // both of ONNX's MaxUnpool node tests
+  EXPECT_GE(checked["tfaddons2d"] + skipped, 16);
+}
+
+// Every way to misuse unpooling's conventions, and ONNX Runtime's refusals (measured with 1.31:
+// an index outside the tensor, an output_shape of other N or C, or of fewer elements).
+TEST(Frameworks, UnpoolOptionErrors) {
+  std::vector<float> values(8, 1.0f), out(64);
+  Ints indices = {0, 1, 2, 3, 4, 5, 6, 7};  // 1x2x2x2, onnx: all in plane 0 of a 1x2x4x4 output
+  auto run = [&](const UnpoolOptions& o, const Ints& out_shape = {1, 2, 4, 4}) {
+    return max_unpool(2, contiguous(values.data(), {1, 2, 2, 2}),
+                      contiguous(indices.data(), {1, 2, 2, 2}),
+                      contiguous(out.data(), out_shape), o);
+  };
+  UnpoolOptions base;
+  base.kernel_size = {2};
+  base.index_format = IndexFormat::onnx;
+  base.output_size_rule = OutputSizeRule::onnx_runtime;
+  ASSERT_TRUE(run(base).ok());  // crossing into plane 0 from plane 1 is ONNX Runtime's too
+  EXPECT_EQ(out[7], 1.0f);
+  {
+    UnpoolOptions o = base;
+    o.output_size_rule = static_cast<OutputSizeRule>(4);
+    expect_error(run(o), Code::invalid_argument, {"output_size_rule: expected an OutputSizeRule"});
+    o.output_size_rule = OutputSizeRule::onnx_runtime;
+    o.index_format = IndexFormat::window;
+    expect_error(run(o), Code::invalid_argument, {"index_format: expected plane, onnx", "got window"});
+    o.index_format = static_cast<IndexFormat>(9);
+    expect_error(run(o), Code::invalid_argument, {"index_format: expected an IndexFormat"});
+  }
+  {
+    UnpoolOptions o = base;
+    o.output_size = {1, 3, 4, 4};  // ONNX Runtime: batch and channel dimensions must match
+    expect_error(run(o), Code::invalid_argument,
+                 {"output_size: expected the values' batch and channels [1, 2]", "got [1, 3, 4, 4]"});
+    o.output_size = {1, 2, 3, 3};  // ONNX Runtime: smaller than the minimum required
+    expect_error(run(o, {1, 2, 3, 3}), Code::invalid_argument,
+                 {"at least the default shape's 16 elements", "with 9"});
+    o.output_size = {2, 8};  // as many elements, another shape: ONNX Runtime takes it
+    EXPECT_TRUE(run(o, {1, 2, 2, 8}).ok());
+    o.output_size_rule = OutputSizeRule::onnx;  // ONNX's: each extent at least the default's
+    expect_error(run(o, {1, 2, 2, 8}), Code::invalid_argument,
+                 {"output_size: expected spatial dimension 0 at least the default extent 4",
+                  "got 2"});
+    o.output_size_rule = OutputSizeRule::pytorch;  // PyTorch's: within a stride of the default
+    expect_error(run(o, {1, 2, 2, 8}), Code::invalid_argument,
+                 {"output_size: expected spatial dimension 0 between 3 and 5, got 2"});
+    o.output_size_rule = OutputSizeRule::any;
+    EXPECT_TRUE(run(o, {1, 2, 2, 8}).ok());
+  }
+  {
+    UnpoolOptions o = base;
+    o.padding = {1};
+    o.padding_end = {2};  // default 4 - 1 - 2 = 1
+    EXPECT_TRUE(run(o, {1, 2, 1, 1}).code() == Code::index_out_of_range);
+    o.padding_end = {3, 3, 3};
+    expect_error(run(o), Code::invalid_argument, {"padding_end: expected 1 or 2 entries"});
+    o.padding_end = {-1};
+    expect_error(run(o), Code::invalid_argument, {"padding_end: expected every entry >= 0"});
+    o.padding_end = {3};  // default 4 - 1 - 3 = 0
+    expect_error(run(o), Code::invalid_argument, {"kernel_size: expected a default extent >= 1"});
+  }
+  {
+    UnpoolOptions o = base;
+    indices[5] = 32;  // ONNX Runtime: Index value out of bounds, valid range [0, 32)
+    expect_error(run(o), Code::index_out_of_range,
+                 {"indices: expected onnx indices in [0, 32)", "got 32 at element [0, 1, 0, 1]"});
+    o.index_format = IndexFormat::tensorflow;  // one item: (offset * C + c) below 16 * 2
+    expect_error(run(o), Code::index_out_of_range, {"tensorflow indices in [0, 32)"});
+    indices[5] = 5;
+    o.index_format = IndexFormat::plane;  // PyTorch's: inside the plane, or refused
+    indices[2] = 16;
+    expect_error(run(o), Code::index_out_of_range, {"16"});
+    indices[2] = 2;
+  }
+  {
+    UnpoolOptions o = base;  // no kernel: ONNX's rules measure against the default
+    o.kernel_size = {};
+    o.output_size = {4, 4};
+    expect_error(run(o), Code::invalid_argument, {"kernel_size: expected one with output_size_rule 1"});
+    o.output_size_rule = OutputSizeRule::any;
+    EXPECT_TRUE(run(o).ok());
+    o.padding_end = {0};
+    expect_error(run(o), Code::invalid_argument, {"padding_end: expected none without a kernel_size"});
+  }
+  {
+    UnpoolOptions o = base;  // the GPUs' algorithms take PyTorch's frame and plane offsets only
+    o.path = Path::winner;
+    expect_error(run(o), Code::unsupported, {"index_format: expected plane offsets", "got index_format onnx"});
+    o.index_format = IndexFormat::plane;
+    o.output_size_rule = OutputSizeRule::onnx;
+    o.output_size = {5, 5};
+    expect_error(run(o, {1, 2, 5, 5}), Code::unsupported, {"with output_size_rule 2"});
+  }
+  {
+    // No gradient in other frameworks' formats.
+    UnpoolOptions o = base;
+    std::vector<float> grad_values(8);
+    expect_error(max_unpool_backward(2, contiguous(out.data(), {1, 2, 4, 4}),
+                                     contiguous(indices.data(), {1, 2, 2, 2}),
+                                     contiguous(grad_values.data(), {1, 2, 2, 2}), o),
+                 Code::unsupported, {"index_format: expected plane offsets in the output's frame",
+                                     "max_unpool_backward"});
+  }
+}
+
+// The C API's unpooling fields: ONNX's node test with an output_shape (ONNX's rule), then the
+// same as ONNX Runtime reads it.
+TEST(Frameworks, CApiUnpoolOptions) {
+  float values[4] = {5, 6, 7, 8}, out[25];
+  int64_t indices[4] = {5, 7, 13, 15};  // of a 4x4 pooling input
+  poolgen_tensor t_values{}, t_indices{}, t_out{};
+  t_values.data = values;
+  t_indices.data = indices;
+  t_out.data = out;
+  t_values.dtype = t_out.dtype = POOLGEN_F32;
+  t_indices.dtype = POOLGEN_I64;
+  t_values.rank = t_indices.rank = t_out.rank = 4;
+  const int64_t in_shape[4] = {1, 1, 2, 2}, out_shape[4] = {1, 1, 5, 5};
+  std::memcpy(t_values.shape, in_shape, sizeof in_shape);
+  std::memcpy(t_indices.shape, in_shape, sizeof in_shape);
+  std::memcpy(t_out.shape, out_shape, sizeof out_shape);
+  poolgen_unpool_options o{};
+  o.kernel_size[0] = o.kernel_size[1] = 2;
+  o.output_size_len = 4;
+  std::memcpy(o.output_size, out_shape, sizeof out_shape);
+  o.output_size_rule = POOLGEN_OUTPUT_SIZE_ONNX;
+  o.index_format = POOLGEN_INDEX_ONNX;
+  char message[256] = {};
+  int64_t shape[4];
+  ASSERT_EQ(poolgen_max_unpool_output_shape(2, 4, in_shape, &o, shape, message, sizeof message),
+            POOLGEN_OK)
+      << message;
+  EXPECT_EQ(shape[3], 5);
+  ASSERT_EQ(poolgen_max_unpool(2, &t_values, &t_indices, &t_out, &o, message, sizeof message),
+            POOLGEN_OK)
+      << message;
+  EXPECT_EQ(out[6], 5.0f);  // (1, 1): the 4x4 frame's coordinates
+  EXPECT_EQ(out[18], 8.0f);
+  o.output_size_rule = POOLGEN_OUTPUT_SIZE_ONNX_RUNTIME;  // flat in the 5x5 output
+  ASSERT_EQ(poolgen_max_unpool(2, &t_values, &t_indices, &t_out, &o, message, sizeof message),
+            POOLGEN_OK)
+      << message;
+  EXPECT_EQ(out[5], 5.0f);
+  EXPECT_EQ(out[15], 8.0f);
+  EXPECT_EQ(out[6], 0.0f);
+  o.padding_end_given = 1;  // pads (0, 0) begin, (1, 1) end: default 3x3, 5x5 still >= 9
+  o.padding_end[0] = o.padding_end[1] = 1;
+  EXPECT_EQ(poolgen_max_unpool(2, &t_values, &t_indices, &t_out, &o, message, sizeof message),
+            POOLGEN_OK)
+      << message;
+  o.output_size_rule = POOLGEN_OUTPUT_SIZE_PYTORCH;  // 5 is beyond 3 + stride - 1
+  EXPECT_EQ(poolgen_max_unpool(2, &t_values, &t_indices, &t_out, &o, message, sizeof message),
+            POOLGEN_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(message, "between 2 and 4"), nullptr) << message;
 }
 
 // Every way to misuse the frameworks' options.

@@ -7,6 +7,7 @@
 // dtype (bit for bit, any NaN equal to any NaN).
 #pragma once
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdint>
@@ -359,8 +360,8 @@ inline bool sizes_match(const Case& c) {
     return c.in_values.size() == in * w && c.in_indices.size() == in &&
            c.out_values.size() == out * w;
   }
-  if (c.op == "pool_backward") {
-    return c.in_values.size() == in * w && c.out_indices.size() == out &&
+  if (c.op == "pool_backward") {  // in_values: the forward's input, where the case has one
+    return (c.in_values.empty() || c.in_values.size() == in * w) && c.out_indices.size() == out &&
            c.grad_output.size() == out * w && c.grad_input.size() == in * w;
   }
   return c.in_indices.size() == in && c.grad_output.size() == out * w &&
@@ -454,7 +455,15 @@ inline std::vector<Case> load_file(const std::string& dir, const std::string& fi
     } else if (key == "dilation") {
       c.pool.dilation = detail::parse_ints(tok, where);
     } else if (key == "padding_end") {
-      c.pool.padding_end = detail::parse_ints(tok, where);
+      c.pool.padding_end = c.unpool.padding_end = detail::parse_ints(tok, where);
+    } else if (key == "output_size_rule") {
+      const std::string v = word();
+      const char* const rules[] = {"pytorch", "onnx_runtime", "onnx", "any"};
+      const auto it = std::find(std::begin(rules), std::end(rules), v);
+      if (it == std::end(rules)) {
+        throw std::runtime_error("golden: unknown output_size_rule '" + v + "' at " + where);
+      }
+      c.unpool.output_size_rule = static_cast<OutputSizeRule>(it - std::begin(rules));
     } else if (key == "auto_pad" || key == "max_rule" || key == "index_format") {
       // Other frameworks' pooling (index_formats.txt): names as the enums spell them.
       const std::string v = word();
@@ -469,7 +478,9 @@ inline std::vector<Case> load_file(const std::string& dir, const std::string& fi
       if (value < 0) throw std::runtime_error("golden: unknown " + key + " '" + v + "' at " + where);
       if (key == "auto_pad") c.pool.auto_pad = static_cast<AutoPad>(value);
       if (key == "max_rule") c.pool.max_rule = static_cast<MaxRule>(value);
-      if (key == "index_format") c.pool.index_format = static_cast<IndexFormat>(value);
+      if (key == "index_format") {
+        c.pool.index_format = c.unpool.index_format = static_cast<IndexFormat>(value);
+      }
     } else if (key == "ceil_mode") {
       c.pool.ceil_mode = std::stoi(word()) != 0;
     } else if (key == "output_size") {

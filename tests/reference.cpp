@@ -266,6 +266,13 @@ Status expand_unpool_options(int nd, const UnpoolOptions& options, PoolWindow* w
   if (!(st = check_min("kernel_size", w->kernel, 1)).ok()) return st;
   if (!(st = check_min("stride", w->stride, 1)).ok()) return st;
   if (!(st = check_min("padding", w->padding, 0)).ok()) return st;
+  w->padding_end = w->padding;
+  if (!options.padding_end.empty()) {
+    if (!(st = expand_list("padding_end", nd, options.padding_end, &zeros, &w->padding_end)).ok()) {
+      return st;
+    }
+    if (!(st = check_min("padding_end", w->padding_end, 0)).ok()) return st;
+  }
   w->dilation = Ints(nd, 1);
   w->ceil_mode = false;
   return Status();
@@ -330,17 +337,29 @@ Status max_unpool_output_shape(int nd, const Ints& input_shape, const UnpoolOpti
     *output_shape = out;
     return Status();
   }
+  const OutputSizeRule rule = options.output_size_rule;
+  const bool onnx = rule == OutputSizeRule::onnx || rule == OutputSizeRule::onnx_runtime;
+  if (n_os == nd + 2 && rule != OutputSizeRule::pytorch &&
+      (input_shape.size() != static_cast<size_t>(nd) + 2 || os[0] != input_shape[0] ||
+       os[1] != input_shape[1])) {
+    return invalid("output_size: a full shape's N and C must be the values'");
+  }
+  int64_t default_count = 1, count = 1;
   for (int i = 0; i < nd; ++i) {
     const int64_t in = input_shape[first + i];
-    const int64_t def = (in - 1) * w.stride[i] - 2 * w.padding[i] + w.kernel[i];
+    const int64_t def = (in - 1) * w.stride[i] - w.padding[i] - w.padding_end[i] + w.kernel[i];
+    if (onnx && def < 1) return invalid("ONNX's default extent must be at least 1");
     int64_t e = def;
     if (n_os != 0) {
       e = os[n_os - nd + i];
       const int64_t lo = def - w.stride[i], hi = def + w.stride[i];
-      if (!(lo < e && e < hi)) {
+      if (rule == OutputSizeRule::pytorch && !(lo < e && e < hi)) {
         return invalid("output_size[" + std::to_string(n_os - nd + i) + "] (spatial dimension " +
                        std::to_string(i) + ") must lie strictly between " + std::to_string(lo) +
                        " and " + std::to_string(hi) + ", got " + std::to_string(e));
+      }
+      if (rule == OutputSizeRule::onnx && e < def) {
+        return invalid("output_size: under ONNX's rule each extent is at least the default");
       }
     }
     if (e < 1) {
@@ -348,6 +367,11 @@ Status max_unpool_output_shape(int nd, const Ints& input_shape, const UnpoolOpti
                      std::to_string(e) + "; it must be at least 1");
     }
     out[first + i] = e;
+    default_count *= std::max<int64_t>(def, 0);
+    count *= e;
+  }
+  if (rule == OutputSizeRule::onnx_runtime && count < default_count) {
+    return invalid("output_size: under ONNX Runtime's rule at least the default's elements");
   }
   *output_shape = out;
   return Status();
@@ -461,19 +485,61 @@ Status max_unpool(int nd, const Ints& input_shape, const std::vector<T>& values,
   const int64_t in_plane = in[0] * in[1] * in[2];
   const int64_t out_plane = out[0] * out[1] * out[2];
   const int64_t planes = total / in_plane;
+  const int64_t channels = input_shape[input_shape.size() - nd - 1];
+  const int64_t batch = planes / channels;
 
-  // Validate every index first (first invalid one in input order), then write.
-  for (int64_t i = 0; i < total; ++i) {
-    const int64_t idx = indices[i];
-    if (idx < 0 || idx >= out_plane) return index_error(i, idx, out_plane);
+  // The frame the indices address: the output, or under ONNX's rule the default-sized one.
+  int64_t frame[3] = {out[0], out[1], out[2]};
+  if (options.output_size_rule == OutputSizeRule::onnx) {
+    UnpoolOptions without_size = options;
+    without_size.output_size.clear();
+    Ints default_shape;
+    ref::max_unpool_output_shape(nd, input_shape, without_size, &default_shape);
+    spatial3(nd, default_shape, frame);
   }
-  std::vector<T> result(static_cast<size_t>(planes * out_plane), T{});  // all bits zero
-  for (int64_t pl = 0; pl < planes; ++pl) {
-    for (int64_t i = 0; i < in_plane; ++i) {
-      const int64_t src = pl * in_plane + i;
-      result[pl * out_plane + indices[src]] = values[src];  // later elements overwrite earlier
+  const int64_t frame_plane = frame[0] * frame[1] * frame[2];
+  const IndexFormat f = options.index_format;
+  const bool nhwc = f == IndexFormat::tensorflow || f == IndexFormat::tensorflow_with_batch;
+  const int64_t bound = f == IndexFormat::plane        ? frame_plane
+                        : f == IndexFormat::tensorflow ? frame_plane * channels
+                                                       : batch * channels * frame_plane;
+  // Each element in the format's order (TensorFlow's: NHWC), its index read as (the target
+  // plane, the frame's coordinates); validate every index first, then write, later overwriting.
+  std::vector<std::pair<int64_t, int64_t>> moves;  // (source element, output element)
+  for (int64_t n = 0; n < batch; ++n) {
+    for (int64_t k = 0; k < channels * in_plane; ++k) {
+      const int64_t c = nhwc ? k % channels : k / in_plane, p = nhwc ? k / channels : k % in_plane;
+      const int64_t src = (n * channels + c) * in_plane + p, idx = indices[src];
+      if (idx < 0 || idx >= bound) return index_error(src, idx, bound);
+      int64_t to_n = n, to_c = c, offset = idx;  // offset: in the frame's plane
+      if (f == IndexFormat::onnx || f == IndexFormat::onnx_column_major) {
+        to_n = idx / (channels * frame_plane);
+        to_c = idx / frame_plane % channels;
+        offset = idx % frame_plane;
+      } else if (nhwc) {
+        if (f == IndexFormat::tensorflow_with_batch) to_n = idx / (frame_plane * channels);
+        offset = idx / channels % frame_plane;
+        to_c = idx % channels;
+      }
+      int64_t x[3];  // coordinates in the frame (3-D terms: unused dimensions are 1)
+      if (f == IndexFormat::onnx_column_major) {  // the first of the nd dimensions fastest
+        int64_t q = offset;
+        x[0] = x[1] = x[2] = 0;
+        for (int d = 3 - nd; d < 3; ++d) {
+          x[d] = q % frame[d];
+          q /= frame[d];
+        }
+      } else {
+        x[0] = offset / (frame[1] * frame[2]);
+        x[1] = offset / frame[2] % frame[1];
+        x[2] = offset % frame[2];
+      }
+      const int64_t at = (x[0] * out[1] + x[1]) * out[2] + x[2];
+      moves.emplace_back(src, (to_n * channels + to_c) * out_plane + at);
     }
   }
+  std::vector<T> result(static_cast<size_t>(planes * out_plane), T{});  // all bits zero
+  for (const auto& [src, dst] : moves) result[dst] = values[src];
   *output_shape = oshape;
   *output = std::move(result);
   return Status();

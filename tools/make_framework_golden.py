@@ -305,6 +305,173 @@ def onnx_node_cases(out):
     return count
 
 
+def unpool_case(name, nd, x, i, opts, y, dt="f32"):
+    """An unpool case: values x, indices i (in opts' index_format), output y."""
+    t = "case %s\nop unpool\nnd %d\ndtype %s\n" % (name, nd, dt)
+    for key in ("kernel_size", "stride", "padding", "padding_end", "output_size"):
+        if key in opts:
+            t += "%s %s\n" % (key, ints(opts[key]))
+    for key in ("output_size_rule", "index_format"):
+        t += "%s %s\n" % (key, opts[key])
+    t += "input_shape %s\nin_values %s\nin_indices %s\n" % (ints(x.shape), hexbits(x), ints(i))
+    return t + "output_shape %s\nout_values %s\nend\n" % (ints(y.shape), hexbits(y))
+
+
+def onnx_unpool_run(x, i, attrs, output_shape=None, reference=False):
+    """ONNX Runtime's CPU MaxUnpool (opset 11), or ONNX's reference evaluator."""
+    names = ["X", "I"] + (["S"] if output_shape is not None else [])
+    node = helper.make_node("MaxUnpool", names, ["Y"], **attrs)
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(x.shape)),
+              helper.make_tensor_value_info("I", TensorProto.INT64, list(i.shape))]
+    if output_shape is not None:
+        inputs.append(helper.make_tensor_value_info("S", TensorProto.INT64, [len(output_shape)]))
+    graph = helper.make_graph([node], "unpool", inputs,
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)], ir_version=8)
+    feed = {"X": x, "I": i}
+    if output_shape is not None:
+        feed["S"] = np.array(output_shape, dtype=np.int64)
+    if reference:
+        from onnx.reference import ReferenceEvaluator
+        return ReferenceEvaluator(model).run(None, feed)[0]
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feed)[0]
+
+
+# name, nd, pooling input's spatial extents, MaxPool attributes, MaxUnpool attributes (strides
+# default 1, as ONNX's), output_shape's spatial extents (None: none given), "reference": ONNX's
+# reference evaluator computes it (output_size_rule onnx) instead of ONNX Runtime.
+ONNX_UNPOOL_CASES = [
+    ("k2s2", 2, [6, 8], dict(kernel_shape=[2, 2], strides=[2, 2]),
+     dict(kernel_shape=[2, 2], strides=[2, 2]), None, False),
+    ("k3s2p1_shape", 2, [8, 10], dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+     dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), [8, 10], False),
+    ("asym_stride1", 1, [9], dict(kernel_shape=[3], pads=[2, 0]),
+     dict(kernel_shape=[3], pads=[2, 0]), None, False),
+    ("k2s2_larger", 2, [6, 6], dict(kernel_shape=[2, 2], strides=[2, 2]),
+     dict(kernel_shape=[2, 2], strides=[2, 2]), [7, 7], False),
+    ("k2s2_reshaped", 2, [6, 8], dict(kernel_shape=[2, 2], strides=[2, 2]),
+     dict(kernel_shape=[2, 2], strides=[2, 2]), [4, 12], False),
+    ("k2s2", 3, [4, 6, 6], dict(kernel_shape=[2, 2, 2], strides=[2, 2, 2]),
+     dict(kernel_shape=[2, 2, 2], strides=[2, 2, 2]), None, False),
+    ("k3s2_end", 3, [5, 4, 7], dict(kernel_shape=[3, 2, 3], strides=[2, 2, 2],
+                                    pads=[0, 0, 1, 1, 0, 1]),
+     dict(kernel_shape=[3, 2, 3], strides=[2, 2, 2], pads=[0, 0, 1, 1, 0, 1]), [5, 4, 7], False),
+    ("k2s2_larger", 2, [6, 6], dict(kernel_shape=[2, 2], strides=[2, 2]),
+     dict(kernel_shape=[2, 2], strides=[2, 2]), [7, 9], True),
+    ("k3s2_larger", 1, [9], dict(kernel_shape=[3], strides=[2]),
+     dict(kernel_shape=[3], strides=[2]), [11], True),
+]
+
+
+def onnx_unpool_opts(nd, attrs, output_shape, rule):
+    pads = attrs.get("pads", [0] * 2 * nd)
+    opts = dict(kernel_size=attrs["kernel_shape"], stride=attrs.get("strides", [1] * nd),
+                padding=pads[:nd], padding_end=pads[nd:], output_size_rule=rule,
+                index_format="onnx")
+    if output_shape is not None:
+        opts["output_size"] = output_shape
+    return opts
+
+
+def onnx_unpool_cases(out):
+    """ONNX Runtime's MaxUnpool of its own MaxPool's outputs (duplicates where windows overlap),
+    and of random indices anywhere in the tensor (crossing planes, duplicates); ONNX's reference
+    where an output_shape is larger than the default (ONNX Runtime reads the indices in the given
+    shape, the reference in the default one); ONNX's own backend node tests for MaxUnpool."""
+    count = 0
+    for j, (name, nd, spatial, pool_attrs, attrs, out_spatial, reference) in enumerate(
+            ONNX_UNPOOL_CASES):
+        g = np.random.default_rng(7000 + j)
+        x = sample(g, [2, 3] + spatial, np.float32)
+        x[np.isnan(x)] = 0  # the pooling's maxima: NaN rules are the pooling's business
+        y, i = onnx_run(x, dict(pool_attrs))
+        shape = None if out_spatial is None else [2, 3] + out_spatial
+        rule = "onnx" if reference else "onnx_runtime"
+        kind = "onnxref" if reference else "onnxrt"
+        opts = onnx_unpool_opts(nd, attrs, shape, rule)
+        z = onnx_unpool_run(y, i, attrs, shape, reference)
+        out.write(unpool_case("%s%dd_%s" % (kind, nd, name), nd, y, i, opts, z))
+        count += 1
+        if not reference:  # random indices anywhere in the output
+            r = g.integers(0, z.size, y.shape).astype(np.int64)
+            r.reshape(-1)[::5] = r.reshape(-1)[0]  # duplicates across planes
+            v = sample(g, list(y.shape), np.float32)
+            out.write(unpool_case("%s%dd_%s_crossing" % (kind, nd, name), nd, v, r, opts,
+                                  onnx_unpool_run(v, r, attrs, shape)))
+            count += 1
+    from onnx.backend.test.case.node import collect_testcases
+    for c in collect_testcases(None):
+        node = c.model.graph.node[0]
+        if node.op_type != "MaxUnpool":
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        inputs, expected = c.data_sets[0]
+        x, i = inputs[0], inputs[1]
+        shape = list(inputs[2]) if len(inputs) > 2 else None
+        nd = x.ndim - 2
+        opts = onnx_unpool_opts(nd, attrs, shape, "onnx")
+        assert np.array_equal(onnx_unpool_run(x, i, attrs, shape, True), expected[0]), c.name
+        out.write(unpool_case("onnxnode_" + c.name, nd, x, i, opts, expected[0]))
+        count += 1
+    return count
+
+
+# TensorFlow Addons' MaxUnpooling2D (the layer TensorFlow models pair with
+# max_pool_with_argmax): name, pooling input's extents, pool size, strides, padding.
+TF_UNPOOL_CASES = [
+    ("k2s2_same", [6, 7], [2, 2], [2, 2], "SAME"),
+    ("k3s2_same", [7, 9], [3, 3], [2, 2], "SAME"),
+    ("k2s2_valid", [6, 8], [2, 2], [2, 2], "VALID"),
+    ("k3s1_valid", [5, 6], [3, 3], [1, 1], "VALID"),
+]
+
+
+def addons_unpool(updates, mask, k, s, padding):
+    """TensorFlow Addons' MaxUnpooling2D as it computes it, on NHWC tensors: each update goes to
+    (its batch, mask // (W*C), mask // C % W, its own channel) of the unpooled shape (SAME:
+    in * stride, VALID: (in - 1) * stride + pool), by tf.scatter_nd, which adds duplicates."""
+    n, h, w, c = updates.shape
+    if padding == "SAME":
+        oh, ow = h * s[0], w * s[1]
+    else:
+        oh, ow = (h - 1) * s[0] + k[0], (w - 1) * s[1] + k[1]
+    mask = tf.cast(mask, tf.int32)
+    ones = tf.ones_like(mask)
+    b = ones * tf.reshape(tf.range(n, dtype=tf.int32), [n, 1, 1, 1])
+    f = ones * tf.range(c, dtype=tf.int32)
+    y = mask // (ow * c)
+    x = (mask // c) % ow
+    coords = tf.stack([b, y, x, f], axis=-1)
+    return tf.scatter_nd(coords, updates, [n, oh, ow, c])
+
+
+def tf_unpool_cases(out):
+    """Addons' unpooling of max_pool_with_argmax's argmax, with random updates (so duplicates
+    add distinct values, in TensorFlow's order): poolgen computes it as max_pool_backward with
+    tensorflow indices over the unpooled shape (op pool_backward, grad_output = the updates)."""
+    count = 0
+    for j, (name, spatial, k, s, padding) in enumerate(TF_UNPOOL_CASES):
+        for dt, tf_dt in TF_TYPES.items():
+            g = np.random.default_rng(9000 + 10 * j + list(TF_TYPES).index(dt))
+            x32 = sample(g, [2, 3] + spatial, np.float32)
+            x32[~np.isfinite(x32)] = 0  # sums of finite values: no NaN bits to differ on
+            nhwc = tf.cast(tf.constant(np.transpose(x32, (0, 2, 3, 1))), tf_dt)
+            _, mask = tf.nn.max_pool_with_argmax(nhwc, [1] + k + [1], [1] + s + [1], padding)
+            updates = tf.cast(tf.constant(
+                (g.integers(-40, 41, mask.shape) / 8.0).astype(np.float32)), tf_dt)
+            z = addons_unpool(updates, mask, k, s, padding)
+            nchw = lambda t: np.transpose(t.numpy(), (0, 3, 1, 2))
+            opts = dict(kernel_size=k, stride=s, dilation=[1, 1], max_rule="any_nan",
+                        auto_pad="same_upper" if padding == "SAME" else "valid",
+                        index_format="tensorflow")
+            t = pool_case("tfaddons2d_%s_%s" % (name, dt), 2, dt, nchw(z) * 0, opts,
+                          nchw(updates), nchw(mask), grads=(nchw(updates), nchw(z)))
+            out.write(t)
+            count += 1
+    return count
+
+
 def header():
     return ("# Generated by tools/make_framework_golden.py with PyTorch %s, ONNX Runtime %s, "
             "TensorFlow %s; do not edit.\n" % (torch.__version__, ort.__version__, tf.__version__))
@@ -327,6 +494,13 @@ def main():
         n_node = onnx_node_cases(f)
     print("%s: %d ONNX Runtime, %d TensorFlow and %d ONNX node test cases, %d bytes" % (
         path, n_onnx, n_tf, n_node, os.path.getsize(path)))
+    path = os.path.join(outdir, "frameworks_unpool.txt")
+    with open(path, "w") as f:
+        f.write(header())
+        n_onnx = onnx_unpool_cases(f)
+        n_tf = tf_unpool_cases(f)
+    print("%s: %d ONNX (Runtime, reference, node tests) and %d TensorFlow Addons cases, "
+          "%d bytes" % (path, n_onnx, n_tf, os.path.getsize(path)))
 
 
 if __name__ == "__main__":

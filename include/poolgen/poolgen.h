@@ -62,6 +62,13 @@ enum {
   POOLGEN_VALID = 3
 };
 enum { POOLGEN_MAX_ANY_NAN = 0, POOLGEN_MAX_FIRST_TAP = 1 };
+/* Unpooling's output_size rules (poolgen::OutputSizeRule). */
+enum {
+  POOLGEN_OUTPUT_SIZE_PYTORCH = 0,
+  POOLGEN_OUTPUT_SIZE_ONNX_RUNTIME = 1,
+  POOLGEN_OUTPUT_SIZE_ONNX = 2,
+  POOLGEN_OUTPUT_SIZE_ANY = 3
+};
 
 typedef struct poolgen_pool_options {
   int64_t kernel_size[3];
@@ -85,6 +92,11 @@ typedef struct poolgen_unpool_options {
   int32_t output_size_len; /* 0, nd or nd + 2 */
   int64_t output_size[5];
   int32_t device; /* as poolgen_pool_options.device */
+  /* Zero-initialized: PyTorch's definition. The rest as UnpoolOptions' fields of these names. */
+  int32_t padding_end_given; /* nonzero: padding_end holds the end padding (ONNX's pads) */
+  int64_t padding_end[3];
+  int32_t output_size_rule; /* POOLGEN_OUTPUT_SIZE_PYTORCH, POOLGEN_OUTPUT_SIZE_ONNX_RUNTIME, ... */
+  int32_t index_format;     /* POOLGEN_INDEX_PLANE (PyTorch), POOLGEN_INDEX_ONNX, ... */
 } poolgen_unpool_options;
 
 /* Each returns a POOLGEN_* code; on failure the message (NUL-terminated, truncated to

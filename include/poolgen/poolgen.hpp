@@ -161,20 +161,41 @@ struct PoolOptions {
   IndexFormat index_format = IndexFormat::plane;
 };
 
+// Which framework's rule a given output_size follows (docs/semantics.md, "Unpooling in other
+// frameworks"); "default" is the extent with no output_size, (in - 1) * stride - padding -
+// padding_end + kernel_size.
+enum class OutputSizeRule : int32_t {
+  pytorch = 0,       // each extent strictly between default - stride and default + stride
+  onnx_runtime = 1,  // ONNX Runtime's MaxUnpool: a full shape's N and C are the values', and the
+                     // output holds at least as many elements as the default one
+  onnx = 2,          // ONNX's definition (its reference and backend tests): each extent at least
+                     // the default; the indices address the default-sized output, and each value
+                     // lands at the same coordinates of the larger one
+  any = 3,           // any extents >= 1 (TensorFlow Lite's MaxUnpooling2D sizes its own output)
+};
+
 // Mirrors torch.nn.functional.max_unpool{1,2,3}d. output_size is empty, nd spatial extents, or
-// a full shape of nd+2 entries whose leading N and C are ignored; each extent must lie strictly
-// between default - stride and default + stride (default: (in - 1) * stride - 2 * padding +
-// kernel_size).
+// a full shape of nd+2 entries whose leading N and C are ignored (PyTorch's rule); each extent
+// must satisfy output_size_rule. The last three fields (defaults: PyTorch's) give ONNX's
+// MaxUnpool and TensorFlow's unpooling by argmax.
 // Without a kernel_size, unpooling goes by the indices alone, as aten::max_unpool2d does (PyTorch's
 // functional form computes the output size and passes only that): output_size must then be given
 // and any extents >= 1 go; stride and padding must stay unset.
 struct UnpoolOptions {
   Ints kernel_size;
-  Ints stride;  // empty: kernel_size
+  Ints stride;  // empty: kernel_size (ONNX's default is 1: pass it)
   Ints padding{0};
   Ints output_size;
   Path path = Path::automatic;
   Device device = Device::cpu;  // as PoolOptions::device
+  Ints padding_end;  // ONNX's pads end half, for the default extent; empty: `padding`
+  OutputSizeRule output_size_rule = OutputSizeRule::pytorch;
+  // The format of the indices read (all but window): onnx addresses the whole output and may
+  // cross planes (ONNX Runtime stores those too, the latest in row-major order winning);
+  // tensorflow may cross channels (TensorFlow Lite's MaxUnpooling2D, the latest in its NHWC
+  // order winning). TensorFlow Addons' MaxUnpooling2D, whose duplicates add (scatter_nd), is
+  // max_pool_backward with tensorflow indices (docs/semantics.md).
+  IndexFormat index_format = IndexFormat::plane;
 };
 
 // Shape of the pooled values/indices for an input of `input_shape` (rank nd+1 or nd+2).
