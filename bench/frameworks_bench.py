@@ -7,9 +7,11 @@
 Each row times one framework's operator as its users call it and poolgen's C API (writing into
 the caller's arrays, as C and C++ users call it) on the same numpy arrays with the options that give that framework's definition (checked equal first:
 values bit for bit, indices exactly): ONNX Runtime's CPU MaxPool with Indices (opset 12, an
-InferenceSession of the one node, intra-op threads = threads) and TensorFlow's
-tf.nn.max_pool_with_argmax (NHWC; intra-op threads = threads, set before TensorFlow starts, so
-each thread count runs in a process of its own). Medians of repeated timings, milliseconds;
+InferenceSession of the one node, intra-op threads = threads) and MaxUnpool (opset 11) of its
+outputs; TensorFlow's tf.nn.max_pool_with_argmax (NHWC; intra-op threads = threads, set before
+TensorFlow starts, so each thread count runs in a process of its own) and TensorFlow Addons'
+MaxUnpooling2D of its argmax (Addons' tf.scatter_nd arithmetic as a tf.function: Addons itself
+is retired; poolgen runs it as max_pool_backward with tensorflow indices). Medians of repeated timings, milliseconds;
 poolgen through ctypes (a few microseconds a call).
 """
 import ctypes
@@ -44,6 +46,14 @@ class PoolOptions(ctypes.Structure):
                 ("index_format", ctypes.c_int32)]
 
 
+class UnpoolOptions(ctypes.Structure):
+    _fields_ = [("kernel_size", ctypes.c_int64 * 3), ("stride", ctypes.c_int64 * 3),
+                ("padding", ctypes.c_int64 * 3), ("output_size_len", ctypes.c_int32),
+                ("output_size", ctypes.c_int64 * 5), ("device", ctypes.c_int32),
+                ("padding_end_given", ctypes.c_int32), ("padding_end", ctypes.c_int64 * 3),
+                ("output_size_rule", ctypes.c_int32), ("index_format", ctypes.c_int32)]
+
+
 def tensor(a, dtype):
     t = Tensor()
     t.data = a.ctypes.data
@@ -68,6 +78,30 @@ class Poolgen:
                                        self.message, 512)
         if rc:
             raise RuntimeError(self.message.value.decode())
+
+    def call(self, fn, a, b, c, options, dtypes=(F32, I64, F32)):
+        args = [tensor(a, dtypes[0]), tensor(b, dtypes[1]), tensor(c, dtypes[2])]
+        rc = fn(2, *(ctypes.byref(t) for t in args), ctypes.byref(options), self.message, 512)
+        if rc:
+            raise RuntimeError(self.message.value.decode())
+
+    def unpool(self, values, indices, out, options):
+        self.call(self.lib.poolgen_max_unpool, values, indices, out, options)
+
+    def pool_backward(self, grad_output, indices, grad_input, options):
+        self.call(self.lib.poolgen_max_pool_backward, grad_output, indices, grad_input, options)
+
+
+def unpool_options(k, s, pads):
+    """ONNX Runtime's MaxUnpool: global indices, its output size rule."""
+    o = UnpoolOptions()
+    o.kernel_size[0] = o.kernel_size[1] = k
+    o.stride[0] = o.stride[1] = s
+    o.padding[0], o.padding[1], o.padding_end[0], o.padding_end[1] = pads
+    o.padding_end_given = 1
+    o.output_size_rule = 1  # onnx_runtime
+    o.index_format = 1  # onnx
+    return o
 
 
 def options(k, s, pads, index_format):
@@ -128,7 +162,41 @@ def onnx_rows(pg, threads, reps):
         # poolgen writes into the caller's buffers (ONNX Runtime's arena reuses its own).
         t_pg = median_ms(lambda: pg.pool(x, values, indices, o), reps)
         rows.append(("ONNX Runtime MaxPool " + name, threads, t_ort, t_pg))
+        # MaxUnpool (opset 11) of that pooling (SAME as its explicit pads).
+        pads = (0, 0, 1, 1) if pads == "SAME" else pads
+        node = helper.make_node("MaxUnpool", ["X", "I"], ["Y"], kernel_shape=[k, k],
+                                strides=[s, s], pads=list(pads))
+        graph = helper.make_graph(
+            [node], "unpool",
+            [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(y.shape)),
+             helper.make_tensor_value_info("I", TensorProto.INT64, list(i.shape))],
+            [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)],
+                                  ir_version=8)
+        sess = ort.InferenceSession(model.SerializeToString(), so,
+                                    providers=["CPUExecutionProvider"])
+        (z,) = sess.run(None, {"X": y, "I": i})
+        out = np.empty_like(z)
+        uo = unpool_options(k, s, pads)
+        pg.unpool(y, i, out, uo)
+        assert np.array_equal(out.view(np.uint32), z.view(np.uint32)), name
+        t_ort = median_ms(lambda: sess.run(None, {"X": y, "I": i}), reps)
+        t_pg = median_ms(lambda: pg.unpool(y, i, out, uo), reps)
+        rows.append(("ONNX Runtime MaxUnpool " + name, threads, t_ort, t_pg))
     return rows
+
+
+def addons_unpool(tf, updates, mask, out_hw):
+    """TensorFlow Addons' MaxUnpooling2D as it computes it (NHWC, argmax without the batch):
+    tf.scatter_nd of each update to (batch, mask // (W*C), mask // C % W, its channel)."""
+    n, _, _, c = updates.shape
+    oh, ow = out_hw
+    mask = tf.cast(mask, tf.int32)
+    ones = tf.ones_like(mask)
+    b = ones * tf.reshape(tf.range(n, dtype=tf.int32), [n, 1, 1, 1])
+    coords = tf.stack([b, mask // (ow * c), (mask // c) % ow, ones * tf.range(c, dtype=tf.int32)],
+                      axis=-1)
+    return tf.scatter_nd(coords, updates, [n, oh, ow, c])
 
 
 def tf_rows(pg, threads, reps):
@@ -162,11 +230,27 @@ def tf_rows(pg, threads, reps):
         t_tf = median_ms(lambda: [t.numpy() for t in run()], reps)
         t_pg = median_ms(lambda: pg.pool(x, values, indices, o), reps)
         rows.append(("TensorFlow max_pool_with_argmax NHWC " + name, threads, t_tf, t_pg))
+        # Addons' unpooling of that argmax (without the batch), as a tf.function; poolgen runs
+        # it as max_pool_backward with tensorflow indices over the unpooled shape.
+        _, mask = tf.nn.max_pool_with_argmax(xt, [1, k, k, 1], [1, s, s, 1], padding)
+        updates = tf.constant(np.transpose(y, (0, 2, 3, 1)))
+        oh, ow = (y.shape[2] * s, y.shape[3] * s) if padding == "SAME" else (h, w)
+        unpool = tf.function(lambda: addons_unpool(tf, updates, mask, (oh, ow)))
+        z = np.transpose(unpool().numpy(), (0, 3, 1, 2))
+        m = np.transpose(mask.numpy(), (0, 3, 1, 2))
+        out = np.transpose(np.empty((n, oh, ow, c), np.float32), (0, 3, 1, 2))
+        o.index_format = 3  # tensorflow
+        pg.pool_backward(y, m, out, o)
+        assert np.array_equal(out, z), name
+        t_tf = median_ms(lambda: unpool().numpy(), reps)
+        t_pg = median_ms(lambda: pg.pool_backward(y, m, out, o), reps)
+        rows.append(("TensorFlow Addons MaxUnpooling2D NHWC " + name, threads, t_tf, t_pg))
     return rows
 
 
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    args = [a for j, a in enumerate(sys.argv[1:])  # positional: not a flag nor a flag's value
+            if not a.startswith("--") and not sys.argv[j].startswith("--")]
     lib = args[0] if args else os.path.join(os.path.dirname(__file__), "..", "install", "lib",
                                            "libpoolgen.so")
     if "--child" in sys.argv:  # one framework, one thread count: rows as Python literals

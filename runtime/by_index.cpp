@@ -72,8 +72,10 @@ struct ScatterGroups {
   const Kernel* kernel;
   View values, indices, output;
   int64_t planes;
+  const IndexRewrite* rewrite = nullptr;
   std::mutex mutex;
   std::string error;  // the first kernel error message, if any
+  Status rewrite_failed;
 
   // Planes [first, first + count) of `v` (never crossing a batch).
   static View part(const View& v, int64_t first, int64_t count) {
@@ -86,8 +88,20 @@ struct ScatterGroups {
     const Layout layout = g.kernel->layout;
     const int64_t end = std::min((task + 1) * g.planes, g.output.shape[0] * g.output.shape[1]);
     for (int64_t first = task * g.planes; first < end;) {
-      const View v = part(g.values, first, end - first), i = part(g.indices, first, end - first),
-                 o = part(g.output, first, end - first);
+      const View v = part(g.values, first, end - first), o = part(g.output, first, end - first);
+      View i = part(g.indices, first, end - first);
+      thread_local std::vector<char> offsets;  // the group's rewritten indices
+      if (g.rewrite) {
+        offsets.resize(static_cast<size_t>(i.bytes()));
+        const View dst = packed(i, layout, offsets.data());
+        Status st = (*g.rewrite)(i, dst, first / g.indices.shape[1], first % g.indices.shape[1]);
+        if (!st.ok()) {
+          std::lock_guard<std::mutex> lock(g.mutex);
+          if (g.rewrite_failed.ok()) g.rewrite_failed = std::move(st);
+          return 1;
+        }
+        i = dst;
+      }
       HalideView values_buffer(v, layout, g.kernel->value, true),
           indices_buffer(i, layout, g.kernel->index, true),
           output_buffer(o, layout, g.kernel->value, true);
@@ -175,7 +189,7 @@ Status scatter_large(ScatterMode mode, const View& values, const View& indices,
 }  // namespace
 
 Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const View& indices,
-               const View& output, int64_t call_bytes) {
+               const View& output, int64_t call_bytes, const IndexRewrite* rewrite) {
   const Staged v(values, kernel.layout, true, Staged::input),
       i(indices, kernel.layout, true, Staged::input),
       o(output, kernel.layout, true, Staged::output);
@@ -192,7 +206,14 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
   const int64_t fitting =
       image_fits(channels) ? channels : largest_fitting(channels, image_fits);
   if (fitting == 0) {
-    POOLGEN_RETURN_IF_ERROR(scatter_large(mode, v.view(), i.view(), o.view(), kernel.layout));
+    std::vector<char> offsets;  // the whole rewrite first: planes this large are rare
+    View plane_offsets = i.view();
+    if (rewrite) {
+      offsets.resize(static_cast<size_t>(plane_offsets.bytes()));
+      plane_offsets = packed(i.view(), kernel.layout, offsets.data());
+      POOLGEN_RETURN_IF_ERROR((*rewrite)(i.view(), plane_offsets, 0, 0));
+    }
+    POOLGEN_RETURN_IF_ERROR(scatter_large(mode, v.view(), plane_offsets, o.view(), kernel.layout));
     o.finish();
     return {};
   }
@@ -200,12 +221,13 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
   ScatterGroups groups{&kernel, v.view(), i.view(), o.view(),
                        std::min(fitting, planes_per_group(o.view(), kernel.layout, mode,
                                                           share ? thread_count() : 1, call_bytes)),
-                       {}, {}};
+                       rewrite, {}, {}, {}};
   const int64_t planes = output.shape[0] * output.shape[1];
   // Halide numbers tasks with an int.
   groups.planes = std::max(groups.planes, planes / std::numeric_limits<int32_t>::max() + 1);
   const int tasks = static_cast<int>((planes + groups.planes - 1) / groups.planes);
   if (parallel_for(tasks, [&](int task) { return groups.run(task); }, share) != 0) {
+    if (!groups.rewrite_failed.ok()) return groups.rewrite_failed;
     Status invalid = mode == ScatterMode::store ? invalid_index_error(indices, output.plane())
                                                 : Status();
     return invalid.ok() ? kernel_failed(kernel, groups.error) : invalid;

@@ -11,6 +11,8 @@
 #include "kernels.hpp"
 #include "tensors.hpp"
 
+#include <functional>
+
 namespace poolgen::detail {
 
 enum class ScatterMode { store, accumulate };
@@ -22,11 +24,19 @@ Status invalid_index_at(int64_t position, int64_t index, int64_t plane);
 // the view's first element is element `first_position` of the call.
 Status invalid_index_error(const View& indices, int64_t plane, int64_t first_position = 0);
 
+// Indices of another format rewritten into plane offsets: src, part of the indices (one image's
+// channels from plane (n, c)), into dst, a packed view of its shape and dtype.
+using IndexRewrite =
+    std::function<Status(const View& src, const View& dst, int64_t n, int64_t c)>;
+
 // Runs a scatter kernel (max_unpool_scatter, accumulating for ScatterMode::accumulate) over flat
 // planes in its layout, through packed copies where needed; the call moves `call_bytes` in all.
-// store: an invalid index is index_out_of_range naming the first in input order.
+// store: an invalid index is index_out_of_range naming the first in input order. With a
+// `rewrite`, each group's indices are rewritten just before its kernel runs (in cache, on the
+// group's thread); where a rewrite fails, its error (some group's, not necessarily the first in
+// input order) is the result.
 Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const View& indices,
-               const View& output, int64_t call_bytes);
+               const View& output, int64_t call_bytes, const IndexRewrite* rewrite = nullptr);
 
 // The gather by index (max_unpool_backward) on planes beyond a kernel's buffers, one thread,
 // 64-bit offsets: output[j] = values[indices[j]] in each (n, c) plane of flat views in `layout`,

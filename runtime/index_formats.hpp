@@ -22,11 +22,12 @@ Status rewrite_indices(int nd, const Ints& frame_shape, const Window* window, co
 
 // Unpooling's indices of `format`, addressing frame_shape (the output's, or under ONNX's output
 // size rule the default output's), as plane offsets of the output (output_shape, extents at least
-// the frame's: the same coordinates) in `dst`, a packed view of src's shape and dtype.
-// index_out_of_range where an index names no element of its own plane.
+// the frame's: the same coordinates) in `dst`, a packed view of src's shape and dtype; src may
+// be part of the indices, one image's channels from plane (n0, c0). index_out_of_range where an
+// index names no element of its own plane.
 Status unpool_plane_offsets(int nd, const Ints& frame_shape, const Ints& output_shape,
-                            const View& src, IndexFormat format, const View& dst,
-                            bool batchless);
+                            const View& src, IndexFormat format, const View& dst, bool batchless,
+                            int64_t n0 = 0, int64_t c0 = 0);
 
 // Unpooling where indices cross planes (onnx: into any plane of the frame; tensorflow: any
 // channel of the item): one thread; the output zeroed, then each value stored at its index in
