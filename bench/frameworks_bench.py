@@ -79,14 +79,14 @@ class Poolgen:
         if rc:
             raise RuntimeError(self.message.value.decode())
 
-    def call(self, fn, a, b, c, options, dtypes=(F32, I64, F32)):
+    def call(self, fn, a, b, c, options, nd=2, dtypes=(F32, I64, F32)):
         args = [tensor(a, dtypes[0]), tensor(b, dtypes[1]), tensor(c, dtypes[2])]
-        rc = fn(2, *(ctypes.byref(t) for t in args), ctypes.byref(options), self.message, 512)
+        rc = fn(nd, *(ctypes.byref(t) for t in args), ctypes.byref(options), self.message, 512)
         if rc:
             raise RuntimeError(self.message.value.decode())
 
-    def unpool(self, values, indices, out, options):
-        self.call(self.lib.poolgen_max_unpool, values, indices, out, options)
+    def unpool(self, values, indices, out, options, nd=2):
+        self.call(self.lib.poolgen_max_unpool, values, indices, out, options, nd)
 
     def pool_backward(self, grad_output, indices, grad_input, options):
         self.call(self.lib.poolgen_max_pool_backward, grad_output, indices, grad_input, options)

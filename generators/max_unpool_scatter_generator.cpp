@@ -3,6 +3,10 @@
 // hands dense planes over), which makes the index the slot with no decoding. The runtime runs it
 // on cache-sized groups of planes, one group per task, so the scatter finds its freshly zeroed
 // planes in cache. Values are moved, never compared: value_type only sets the element width.
+// Indices may count from another origin than their plane's: plane q of the call (n * C + c)
+// finds its slots at index - (plane_origin + q) * plane_stride, which serves ONNX's global
+// indices (plane_origin: the call's first plane in the tensor, plane_stride: the output plane)
+// with no pass over them; PyTorch's plane offsets pass plane_stride 0.
 //
 // With `accumulate` it is max pooling's backward (docs/semantics.md, "Gradients"): the same
 // scatter into the pooling input's planes, but each value is added to its slot, in input order
@@ -33,6 +37,10 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
     // (plane offset, c, n), or (c, plane offset, n) in channels-last; indices as values
     values_ = add_input<Buffer<>>("values", value_type, 3);
     indices_ = add_input<Buffer<>>("indices", index_type, 3);
+    if (!accumulate) {
+      plane_origin_ = add_input<int64_t>("plane_origin");
+      plane_stride_ = add_input<int64_t>("plane_stride");
+    }
     output_ = add_output<Buffer<>>("output", value_type, 3);
   }
 
@@ -45,7 +53,12 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
     RDom r(0, values_->dim(plane_dim).extent(), "element");
     const std::vector<Expr> element = tensor_args<Expr>({r}, c_, n_, l);
     Expr index = (*indices_)(element);
-    Expr plane = cast(index_type, output_->dim(plane_dim).extent());
+    if (!accumulate) {
+      const int channel_dim = l == Layout::channels_last ? 0 : 1;
+      Expr plane_number = cast<int64_t>(n_) * values_->dim(channel_dim).extent() + c_;
+      index = cast<int64_t>(index) - (*plane_origin_ + plane_number) * *plane_stride_;
+    }
+    Expr plane = cast(index.type(), output_->dim(plane_dim).extent());
     Expr valid = index >= 0 && index < plane;
     // The clamp keeps every store inside the plane, so nothing outside the output is written.
     Expr slot = cast<int32_t>(clamp(index, 0, plane - 1));
@@ -75,6 +88,8 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
  private:
   Input<Buffer<>>* values_ = nullptr;
   Input<Buffer<>>* indices_ = nullptr;
+  Input<int64_t>* plane_origin_ = nullptr;
+  Input<int64_t>* plane_stride_ = nullptr;
   Output<Buffer<>>* output_ = nullptr;
   Var p_{"p"}, c_{"c"}, n_{"n"};
 };

@@ -73,6 +73,7 @@ struct ScatterGroups {
   View values, indices, output;
   int64_t planes;
   const IndexRewrite* rewrite = nullptr;
+  bool global = false;  // ONNX's offsets: the unpooling kernel subtracts each plane's first slot
   std::mutex mutex;
   std::string error;  // the first kernel error message, if any
   Status rewrite_failed;
@@ -91,7 +92,7 @@ struct ScatterGroups {
       const View v = part(g.values, first, end - first), o = part(g.output, first, end - first);
       View i = part(g.indices, first, end - first);
       thread_local std::vector<char> offsets;  // the group's rewritten indices
-      if (g.rewrite) {
+      if (g.rewrite && !g.global) {
         offsets.resize(static_cast<size_t>(i.bytes()));
         const View dst = packed(i, layout, offsets.data());
         Status st = (*g.rewrite)(i, dst, first / g.indices.shape[1], first % g.indices.shape[1]);
@@ -105,8 +106,13 @@ struct ScatterGroups {
       HalideView values_buffer(v, layout, g.kernel->value, true),
           indices_buffer(i, layout, g.kernel->index, true),
           output_buffer(o, layout, g.kernel->value, true);
-      std::vector<void*> args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
-                              &output_buffer.buffer};
+      std::vector<void*> args{nullptr, &values_buffer.buffer, &indices_buffer.buffer};
+      int64_t plane_origin = first, plane_stride = g.global ? o.plane() : 0;
+      if (g.kernel->op == Op::unpool_scatter) {  // the accumulating kernel has no origin
+        args.push_back(&plane_origin);
+        args.push_back(&plane_stride);
+      }
+      args.push_back(&output_buffer.buffer);
       std::string error;
       // The scatter kernel is serial (the groups are the tasks): no bytes to share.
       if (const int result = run_kernel(*g.kernel, args, &error, 0)) {
@@ -189,7 +195,8 @@ Status scatter_large(ScatterMode mode, const View& values, const View& indices,
 }  // namespace
 
 Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const View& indices,
-               const View& output, int64_t call_bytes, const IndexRewrite* rewrite) {
+               const View& output, int64_t call_bytes, const IndexRewrite* rewrite,
+               bool global) {
   const Staged v(values, kernel.layout, true, Staged::input),
       i(indices, kernel.layout, true, Staged::input),
       o(output, kernel.layout, true, Staged::output);
@@ -221,13 +228,14 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
   ScatterGroups groups{&kernel, v.view(), i.view(), o.view(),
                        std::min(fitting, planes_per_group(o.view(), kernel.layout, mode,
                                                           share ? thread_count() : 1, call_bytes)),
-                       rewrite, {}, {}, {}};
+                       rewrite, global, {}, {}, {}};
   const int64_t planes = output.shape[0] * output.shape[1];
   // Halide numbers tasks with an int.
   groups.planes = std::max(groups.planes, planes / std::numeric_limits<int32_t>::max() + 1);
   const int tasks = static_cast<int>((planes + groups.planes - 1) / groups.planes);
   if (parallel_for(tasks, [&](int task) { return groups.run(task); }, share) != 0) {
     if (!groups.rewrite_failed.ok()) return groups.rewrite_failed;
+    if (global) return Status(Code::index_out_of_range, "indices: some index outside its plane");
     Status invalid = mode == ScatterMode::store ? invalid_index_error(indices, output.plane())
                                                 : Status();
     return invalid.ok() ? kernel_failed(kernel, groups.error) : invalid;

@@ -34,9 +34,12 @@ using IndexRewrite =
 // store: an invalid index is index_out_of_range naming the first in input order. With a
 // `rewrite`, each group's indices are rewritten just before its kernel runs (in cache, on the
 // group's thread); where a rewrite fails, its error (some group's, not necessarily the first in
-// input order) is the result.
+// input order) is the result. `global` (store only): the indices are ONNX's offsets in the whole
+// output, which the kernels take as they are (the rewrite then serves only planes beyond the
+// kernels' buffers); an index outside its plane is index_out_of_range (not naming it).
 Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const View& indices,
-               const View& output, int64_t call_bytes, const IndexRewrite* rewrite = nullptr);
+               const View& output, int64_t call_bytes, const IndexRewrite* rewrite = nullptr,
+               bool global = false);
 
 // The gather by index (max_unpool_backward) on planes beyond a kernel's buffers, one thread,
 // 64-bit offsets: output[j] = values[indices[j]] in each (n, c) plane of flat views in `layout`,

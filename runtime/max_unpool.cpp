@@ -136,24 +136,6 @@ Status unpool(int nd, const TensorView& values, const TensorView& indices,
   POOLGEN_RETURN_IF_ERROR(choose(values, indices.dtype, options, layout, &call));
   if (o.elements() == 0) return {};
 
-  std::vector<char> plane_offsets;
-  if (rewrites_indices(options)) {
-    const bool batchless = values.shape.size() == static_cast<size_t>(nd) + 1;
-    Ints frame = call.output_shape;  // ONNX's rule: the default-sized output's
-    if (options.output_size_rule == OutputSizeRule::onnx) {
-      POOLGEN_RETURN_IF_ERROR(unpool_output_shape(call.window, values.shape, {}, &frame));
-    }
-    plane_offsets.resize(static_cast<size_t>(i.bytes()));
-    const View offsets = packed(i, layout, plane_offsets.data());
-    const Status st = unpool_plane_offsets(nd, frame, call.output_shape, i,
-                                           options.index_format, offsets, batchless);
-    if (st.code() == Code::index_out_of_range && options.index_format != IndexFormat::plane) {
-      return unpool_across_planes(nd, frame, v, i, options.index_format, o, batchless);
-    }
-    POOLGEN_RETURN_IF_ERROR(st);
-    i = offsets;
-  }
-
   if (const Kernel* w = call.winner) {
     POOLGEN_RETURN_IF_ERROR(check_device_view("values", v, w->layout, true));
     POOLGEN_RETURN_IF_ERROR(check_device_view("indices", i, w->layout, true));
@@ -161,9 +143,35 @@ Status unpool(int nd, const TensorView& values, const TensorView& indices,
     return run_reporting(*w, call.device, {v, i, o}, o.plane(), "output");
   }
 
+  const int64_t call_bytes = v.bytes() + i.bytes() + o.bytes();
+  if (rewrites_indices(options)) {
+    // Each group of planes has its indices rewritten into plane offsets just before its
+    // scatter, in cache (ONNX's offsets in the output need none: the kernels subtract each
+    // plane's first slot); where some index leaves its plane, the whole rewrite, in input order,
+    // names the first (or finds it crossing planes: the flat store then serves the call).
+    const bool batchless = values.shape.size() == static_cast<size_t>(nd) + 1;
+    Ints frame = call.output_shape;  // ONNX's rule: the default-sized output's
+    if (options.output_size_rule == OutputSizeRule::onnx) {
+      POOLGEN_RETURN_IF_ERROR(unpool_output_shape(call.window, values.shape, {}, &frame));
+    }
+    const IndexRewrite rewrite = [&](const View& src, const View& dst, int64_t n, int64_t c) {
+      return unpool_plane_offsets(nd, frame, call.output_shape, src, options.index_format, dst,
+                                  batchless, n, c);
+    };
+    const bool global = options.index_format == IndexFormat::onnx && frame == call.output_shape;
+    const Status grouped =
+        scatter(*call.scatter, ScatterMode::store, v, i, o, call_bytes, &rewrite, global);
+    if (grouped.code() != Code::index_out_of_range) return grouped;
+    std::vector<char> offsets(static_cast<size_t>(i.bytes()));
+    const Status st = rewrite(i, packed(i, layout, offsets.data()), 0, 0);
+    if (st.code() == Code::index_out_of_range && options.index_format != IndexFormat::plane) {
+      return unpool_across_planes(nd, frame, v, i, options.index_format, o, batchless);
+    }
+    return st.ok() ? grouped : st;
+  }
+
   // The gather reports indices it cannot serve (outside their cell's window, or invalid);
   // the scatter then decides, and names any invalid one. It takes the views as they are.
-  const int64_t call_bytes = v.bytes() + i.bytes() + o.bytes();
   const Kernel* gather = call.gather;
   if (gather && fits(v, gather->layout) && fits(i, gather->layout) && fits(o, gather->layout) &&
       fits_kernel(v, gather->layout) && fits_kernel(i, gather->layout) &&

@@ -123,7 +123,7 @@ TEST(Frameworks, PoolingGolden) {
         << c.name << " channels-last indices";
   }
   EXPECT_GE(checked["onnx1d"] + checked["onnx2d"] + checked["onnx3d"] + skipped / 2, 100);
-  EXPECT_GE(checked["tf2d"] + skipped / 2, 64);
+  EXPECT_GE(checked["tf2d"] + skipped / 2, 76);  // with 12 of explicit padding
   // ONNX's own backend node tests for MaxPool (all but the two largest; the u8 one needs u8).
   EXPECT_GE(checked["onnxnode"], 16);
 }

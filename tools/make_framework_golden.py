@@ -17,14 +17,22 @@ index_formats and the indices_* lines.
 Writes frameworks_pool.txt: op pool cases computed by ONNX Runtime's CPU MaxPool with Indices
 (opset 12: asymmetric pads up to kernel - 1, auto_pad, dilations, ceil_mode, storage_order) and
 by tf.nn.max_pool_with_argmax (SAME / VALID, with and without the batch in the index) and its
-gradient (MaxPoolGradWithArgmax, op pool_backward), on values
-with ties, NaN and infinities in every dtype each framework takes, with the PoolOptions that
-ask poolgen for the same (padding_end, auto_pad, max_rule first_tap, index_format lines); then
-ONNX's own backend node tests for MaxPool (the onnx package's cases, onnxnode_*), their
-expected values and indices (ONNX Runtime's indices where a test has none).
+gradient (MaxPoolGradWithArgmax, op pool_backward), on values with ties, NaN and infinities in
+every dtype each framework takes, and by tf.nn.max_pool2d with explicit padding (tf2d_explicit_*:
+the argmax of the -inf-padded input), with the PoolOptions that ask poolgen for the same
+(padding_end, auto_pad, max_rule first_tap, index_format lines); then ONNX's own backend node
+tests for MaxPool (the onnx package's cases, onnxnode_*), their expected values and indices
+(ONNX Runtime's indices where a test has none).
 
-tests/frameworks_test.cpp reads both. CI needs none of these frameworks: the output is checked
-in.
+Writes frameworks_unpool.txt: op unpool cases (output_size_rule, index_format and padding_end
+lines) computed by ONNX Runtime's CPU MaxUnpool (opset 11) from its MaxPool's outputs and from
+random indices that cross planes (onnxrt*), by ONNX's reference evaluator where an output_shape
+exceeds the default (onnxref*), ONNX's two MaxUnpool node tests (onnxnode_*), and TensorFlow
+Addons' MaxUnpooling2D arithmetic (tf.scatter_nd, duplicates adding) of max_pool_with_argmax's
+argmax, as op pool_backward cases (tfaddons2d_*: in_values zero, unused).
+
+tests/frameworks_test.cpp reads all three. CI needs none of these frameworks: the output is
+checked in.
 """
 import os
 import sys
@@ -417,6 +425,45 @@ def onnx_unpool_cases(out):
     return count
 
 
+# TensorFlow's explicit padding (tf.nn.max_pool2d; MaxPoolWithArgmax takes SAME and VALID only):
+# name, extents, ksize, strides, [[top, bottom], [left, right]].
+TF_EXPLICIT_CASES = [
+    ("k3s2_pad1", [7, 8], [3, 3], [2, 2], [[1, 1], [1, 1]]),
+    ("k3s1_pad2x0", [6, 5], [3, 2], [1, 2], [[2, 0], [0, 1]]),
+    ("k4s3_pad3", [9, 10], [4, 4], [3, 3], [[3, 2], [0, 3]]),
+]
+
+
+def tf_explicit_cases(out):
+    """tf.nn.max_pool2d with explicit padding gives the values; the argmax comes from
+    max_pool_with_argmax over the input padded with -inf (VALID), which must give the same
+    values. No NaN or -inf in the input, so that a padded tap never wins."""
+    count = 0
+    for j, (name, spatial, k, s, pads) in enumerate(TF_EXPLICIT_CASES):
+        for dt, tf_dt in TF_TYPES.items():
+            g = np.random.default_rng(8000 + 10 * j + list(TF_TYPES).index(dt))
+            x32 = sample(g, [2, 2] + spatial, np.float32)
+            x32[~np.isfinite(x32)] = 2.5
+            nhwc = tf.cast(tf.constant(np.transpose(x32, (0, 2, 3, 1))), tf_dt)
+            y = tf.nn.max_pool2d(nhwc, k, s, [[0, 0]] + pads + [[0, 0]])
+            padded = tf.pad(nhwc, [[0, 0]] + pads + [[0, 0]], constant_values=-np.inf)
+            y2, argmax = tf.nn.max_pool_with_argmax(padded, [1] + k + [1], [1] + s + [1], "VALID")
+            assert np.array_equal(y.numpy(), y2.numpy()), name
+            c = nhwc.shape[3]
+            wp = spatial[1] + pads[1][0] + pads[1][1]
+            a = argmax.numpy()
+            yy, xx, ch = a // (wp * c), a // c % wp, a % c
+            i = ((yy - pads[0][0]) * spatial[1] + (xx - pads[1][0])) * c + ch
+            nchw = lambda t: np.transpose(t, (0, 3, 1, 2))
+            opts = dict(kernel_size=k, stride=s, dilation=[1, 1], max_rule="first_tap",
+                        auto_pad="explicit_padding", padding=[pads[0][0], pads[1][0]],
+                        padding_end=[pads[0][1], pads[1][1]], index_format="tensorflow")
+            out.write(pool_case("tf2d_explicit_%s_%s" % (name, dt), 2, dt,
+                                nchw(nhwc.numpy()), opts, nchw(y.numpy()), nchw(i)))
+            count += 1
+    return count
+
+
 # TensorFlow Addons' MaxUnpooling2D (the layer TensorFlow models pair with
 # max_pool_with_argmax): name, pooling input's extents, pool size, strides, padding.
 TF_UNPOOL_CASES = [
@@ -490,7 +537,7 @@ def main():
     with open(path, "w") as f:
         f.write(header())
         n_onnx = onnx_cases(f)
-        n_tf = tf_cases(f)
+        n_tf = tf_cases(f) + tf_explicit_cases(f)
         n_node = onnx_node_cases(f)
     print("%s: %d ONNX Runtime, %d TensorFlow and %d ONNX node test cases, %d bytes" % (
         path, n_onnx, n_tf, n_node, os.path.getsize(path)))
