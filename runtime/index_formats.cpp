@@ -352,6 +352,113 @@ Status check_capacity(const char* argument, DType dtype, IndexFormat format,
               fr.largest(format), "), got i32");
 }
 
+// The formats whose index is an affine function of the plane offset p and the plane (n, c):
+// p * scale + n * per_image + c * per_channel (plane, onnx, tensorflow with and without the
+// batch; not the column-major or window ones).
+struct Affine {
+  bool ok = false;
+  int64_t scale = 1, per_image = 0, per_channel = 0;
+};
+
+Affine affine(IndexFormat f, const Frame& fr) {
+  const int64_t c = fr.channels, p = fr.plane;
+  switch (f) {
+    case IndexFormat::plane: return {true, 1, 0, 0};
+    case IndexFormat::onnx: return {true, 1, c * p, p};
+    case IndexFormat::tensorflow: return {true, c, 0, 1};
+    case IndexFormat::tensorflow_with_batch: return {true, c, p * c, 1};
+    default: return {};
+  }
+}
+
+// rewrite's loop where both formats are affine and the source's scale is 1 (a subtraction
+// decodes it), both views' planes flat in one layout (channels-last: channels adjacent): a
+// subtraction, a range test, a multiply-add per index, in memory order, where rewrite's rows go
+// through buffers (2.3 ns an index measured against 0.5). False where some index names no
+// element of its own plane (rewrite then names it).
+template <typename From, typename To, bool kWrite>
+bool affine_rewrite(const View& src, const View& dst, Layout layout, Affine from, Affine to,
+                    int64_t n0, int64_t c0, int64_t plane) {
+  const From* const s = static_cast<const From*>(src.data);
+  To* const d = static_cast<To*>(dst.data);
+  const int64_t s_step = src.plane_step(layout), d_step = dst.plane_step(layout);
+  const int64_t count = src.plane(), planes = src.shape[1];  // locals: stores could alias fields
+  // As decode_row: offsets in [0, plane) leave the sign bit of p | (plane - 1 - p) clear, a test
+  // that vectorizes on baseline x86-64; any index may come in, so the differences wrap.
+  const auto minus = [](int64_t a, int64_t b) {
+    return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+  };
+  int64_t outside = 0;
+  // `length` indices whose planes' bases step by the formats' per_channel (channels-last) or
+  // not at all (one plane's row).
+  const auto run = [&](const From* in, To* out, int64_t length, int64_t in_step, int64_t out_step,
+                       int64_t in_base, int64_t out_base, int64_t channel_step) {
+    const int64_t in_channel = channel_step * from.per_channel;
+    const int64_t out_channel = channel_step * to.per_channel;
+    for (int64_t j = 0; j < length; ++j) {
+      const int64_t p = minus(in[j * in_step], in_base + j * in_channel);
+      outside |= p | minus(plane - 1, p);
+      if (kWrite) {  // wrapping: p is anything where the test fails
+        out[j * out_step] = static_cast<To>(static_cast<uint64_t>(p) * to.scale +
+                                            static_cast<uint64_t>(out_base + j * out_channel));
+      }
+    }
+  };
+  for (int64_t n = 0; n < src.shape[0]; ++n) {
+    const From* s_n = s + n * src.strides[0];
+    To* d_n = d + n * dst.strides[0];
+    const int64_t in_image = (n0 + n) * from.per_image, out_image = (n0 + n) * to.per_image;
+    if (layout == Layout::contiguous) {
+      for (int64_t c = 0; c < planes; ++c) {
+        const From* in = s_n + c * src.strides[1];
+        To* out = d_n + c * dst.strides[1];
+        const int64_t in_base = in_image + (c0 + c) * from.per_channel;
+        const int64_t out_base = out_image + (c0 + c) * to.per_channel;
+        if (s_step == 1 && d_step == 1) {
+          run(in, out, count, 1, 1, in_base, out_base, 0);  // unit steps: vectorized
+        } else {
+          run(in, out, count, s_step, d_step, in_base, out_base, 0);
+        }
+      }
+    } else {
+      for (int64_t j = 0; j < count; ++j) {
+        run(s_n + j * s_step, d_n + j * d_step, planes, 1, 1, in_image + c0 * from.per_channel,
+            out_image + c0 * to.per_channel, 1);
+      }
+    }
+  }
+  return outside >= 0;
+}
+
+// affine_rewrite where it applies: 1 done, 0 not applicable, -1 some index outside its plane
+// (dst untouched where it is src: in place, a reading pass checks first).
+int try_affine_rewrite(const Frame& fr, const View& src, IndexFormat from_format,
+                       const View& dst, IndexFormat to_format, int64_t n0, int64_t c0) {
+  const Affine from = affine(from_format, fr), to = affine(to_format, fr);
+  if (!from.ok || !to.ok || from.scale != 1) return 0;
+  for (const Layout layout : {Layout::contiguous, Layout::channels_last}) {
+    if (!src.flat_planes(layout) || !dst.flat_planes(layout) ||
+        (layout == Layout::channels_last && (src.strides[1] != 1 || dst.strides[1] != 1))) {
+      continue;
+    }
+    const bool narrow_in = src.dtype == DType::i32, narrow_out = dst.dtype == DType::i32;
+    const bool in_place = src.data == dst.data;
+    const auto go = [&](auto in_type, auto out_type) {
+      using From = decltype(in_type);
+      using To = decltype(out_type);
+      if (in_place &&
+          !affine_rewrite<From, To, false>(src, dst, layout, from, to, n0, c0, fr.plane)) {
+        return false;
+      }
+      return affine_rewrite<From, To, true>(src, dst, layout, from, to, n0, c0, fr.plane);
+    };
+    const bool ok = narrow_in ? (narrow_out ? go(int32_t{}, int32_t{}) : go(int32_t{}, int64_t{}))
+                              : (narrow_out ? go(int64_t{}, int32_t{}) : go(int64_t{}, int64_t{}));
+    return ok ? 1 : -1;
+  }
+  return 0;
+}
+
 // Not inlined: convert_indices and the ops' rewrite_indices share one copy of the loops.
 // (n0, c0): the plane of src's first, where src is part of the frame's tensor (one image's
 // channels from c0).
@@ -359,6 +466,8 @@ Status check_capacity(const char* argument, DType dtype, IndexFormat format,
                                  IndexFormat from_format, const View& dst, IndexFormat to_format,
                                  bool batchless, const char* argument, int64_t n0 = 0,
                                  int64_t c0 = 0) {
+  // In place, the affine loop reads each index before writing it, as the rows do.
+  if (try_affine_rewrite(fr, src, from_format, dst, to_format, n0, c0) == 1) return {};
   const bool windowed = from_format == IndexFormat::window || to_format == IndexFormat::window;
   // Rows of the innermost pooled dimension; whole planes where both views' spatial dimensions
   // are one flat dimension and no format needs the pooled coordinates (long rows: the per-row
@@ -485,86 +594,11 @@ Status rewrite_indices(int nd, const Ints& frame_shape, const Window* window, co
                  batchless, "indices");
 }
 
-namespace {
-
-// Plane offsets, or ONNX's global offsets (`global`), into plane offsets, where both views'
-// planes are flat in `layout` (channels-last: channels adjacent): a subtraction and a range test
-// per index, in memory order, where the general rewrite decodes rows through buffers (measured
-// 2.3 ns an index against 0.5). False where some index leaves its plane.
-template <typename I>
-bool subtract_plane_bases(const View& src, const View& dst, Layout layout, int64_t n0,
-                          int64_t c0, int64_t channels, int64_t plane, bool global) {
-  const I* const s = static_cast<const I*>(src.data);
-  I* const d = static_cast<I*>(dst.data);
-  const int64_t s_step = src.plane_step(layout), d_step = dst.plane_step(layout);
-  const int64_t count = src.plane(), planes = src.shape[1];  // locals: stores could alias fields
-  // As decode_row: offsets in [0, plane) leave the sign bit of v | (plane - 1 - v) clear, a test
-  // that vectorizes on baseline x86-64; any index may come in, so the differences wrap.
-  const auto minus = [](int64_t a, int64_t b) {
-    return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
-  };
-  int64_t outside = 0;
-  // One row of `length` indices whose bases step by `base_step` (channels-last's channels).
-  const auto row = [&](const I* from, I* to, int64_t length, int64_t from_step, int64_t to_step,
-                       int64_t base, int64_t base_step) {
-    if (from_step == 1 && to_step == 1) {
-      for (int64_t j = 0; j < length; ++j) {
-        const int64_t v = minus(from[j], base + j * base_step);
-        outside |= v | minus(plane - 1, v);
-        to[j] = static_cast<I>(v);
-      }
-      return;
-    }
-    for (int64_t j = 0; j < length; ++j) {
-      const int64_t v = minus(from[j * from_step], base + j * base_step);
-      outside |= v | minus(plane - 1, v);
-      to[j * to_step] = static_cast<I>(v);
-    }
-  };
-  const auto base_of = [&](int64_t n, int64_t c) {
-    return global ? ((n0 + n) * channels + c0 + c) * plane : 0;
-  };
-  for (int64_t n = 0; n < src.shape[0]; ++n) {
-    const I* s_n = s + n * src.strides[0];
-    I* d_n = d + n * dst.strides[0];
-    if (layout == Layout::contiguous) {
-      for (int64_t c = 0; c < planes; ++c) {
-        row(s_n + c * src.strides[1], d_n + c * dst.strides[1], count, s_step, d_step,
-            base_of(n, c), 0);
-      }
-    } else {
-      for (int64_t j = 0; j < count; ++j) {
-        row(s_n + j * s_step, d_n + j * d_step, planes, 1, 1, base_of(n, 0), global ? plane : 0);
-      }
-    }
-  }
-  return outside >= 0;
-}
-
-}  // namespace
-
 Status unpool_plane_offsets(int nd, const Ints& frame_shape, const Ints& output_shape,
                             const View& src, IndexFormat format, const View& dst, bool batchless,
                             int64_t n0, int64_t c0) {
   const Frame fr = frame_of(nd, frame_shape, nullptr);
   const Frame out = frame_of(nd, output_shape, nullptr);
-  if ((format == IndexFormat::onnx || format == IndexFormat::plane) && out.plane == fr.plane &&
-      src.dtype == dst.dtype) {
-    for (const Layout layout : {Layout::contiguous, Layout::channels_last}) {
-      if (!src.flat_planes(layout) || !dst.flat_planes(layout) ||
-          (layout == Layout::channels_last && (src.strides[1] != 1 || dst.strides[1] != 1))) {
-        continue;
-      }
-      const bool global = format == IndexFormat::onnx;
-      if (src.dtype == DType::i32 ? subtract_plane_bases<int32_t>(src, dst, layout, n0, c0,
-                                                                  fr.channels, fr.plane, global)
-                                  : subtract_plane_bases<int64_t>(src, dst, layout, n0, c0,
-                                                                  fr.channels, fr.plane, global)) {
-        return {};
-      }
-      break;  // the general rewrite names the index
-    }
-  }
   POOLGEN_RETURN_IF_ERROR(rewrite(fr, frame_shape, src, format, dst, IndexFormat::plane,
                                   batchless, "indices", n0, c0));
   if (out.plane == fr.plane) return {};  // extents at least the frame's: the same frame
