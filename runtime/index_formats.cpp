@@ -371,12 +371,12 @@ Affine affine(IndexFormat f, const Frame& fr) {
   }
 }
 
-// rewrite's loop where both formats are affine and the source's scale is 1 (a subtraction
-// decodes it), both views' planes flat in one layout (channels-last: channels adjacent): a
-// subtraction, a range test, a multiply-add per index, in memory order, where rewrite's rows go
-// through buffers (2.3 ns an index measured against 0.5). False where some index names no
-// element of its own plane (rewrite then names it).
-template <typename From, typename To, bool kWrite>
+// rewrite's loop where both formats are affine, both views' planes flat in one layout
+// (channels-last: channels adjacent): a subtraction (and for TensorFlow's source a division by
+// C, by its reciprocal), a range test, a multiply-add per index, in memory order, where rewrite's
+// rows go through buffers (2.3 ns an index measured against 0.5). False where some index names
+// no element of its own plane (rewrite then names it).
+template <typename From, typename To, bool kWrite, bool kDivide>
 bool affine_rewrite(const View& src, const View& dst, Layout layout, Affine from, Affine to,
                     int64_t n0, int64_t c0, int64_t plane) {
   const From* const s = static_cast<const From*>(src.data);
@@ -389,6 +389,7 @@ bool affine_rewrite(const View& src, const View& dst, Layout layout, Affine from
     return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
   };
   int64_t outside = 0;
+  const Divider by_scale(from.scale);
   // `length` indices whose planes' bases step by the formats' per_channel (channels-last) or
   // not at all (one plane's row).
   const auto run = [&](const From* in, To* out, int64_t length, int64_t in_step, int64_t out_step,
@@ -396,7 +397,12 @@ bool affine_rewrite(const View& src, const View& dst, Layout layout, Affine from
     const int64_t in_channel = channel_step * from.per_channel;
     const int64_t out_channel = channel_step * to.per_channel;
     for (int64_t j = 0; j < length; ++j) {
-      const int64_t p = minus(in[j * in_step], in_base + j * in_channel);
+      int64_t p = minus(in[j * in_step], in_base + j * in_channel);
+      if (kDivide) {  // p * scale exactly, p >= 0 (a negative difference fails the test anyway)
+        const int64_t v = p;
+        p = v < 0 ? -1 : by_scale.quotient(v);
+        outside |= -static_cast<int64_t>(p * from.scale != v);
+      }
       outside |= p | minus(plane - 1, p);
       if (kWrite) {  // wrapping: p is anything where the test fails
         out[j * out_step] = static_cast<To>(static_cast<uint64_t>(p) * to.scale +
@@ -435,7 +441,7 @@ bool affine_rewrite(const View& src, const View& dst, Layout layout, Affine from
 int try_affine_rewrite(const Frame& fr, const View& src, IndexFormat from_format,
                        const View& dst, IndexFormat to_format, int64_t n0, int64_t c0) {
   const Affine from = affine(from_format, fr), to = affine(to_format, fr);
-  if (!from.ok || !to.ok || from.scale != 1) return 0;
+  if (!from.ok || !to.ok) return 0;
   for (const Layout layout : {Layout::contiguous, Layout::channels_last}) {
     if (!src.flat_planes(layout) || !dst.flat_planes(layout) ||
         (layout == Layout::channels_last && (src.strides[1] != 1 || dst.strides[1] != 1))) {
@@ -446,11 +452,18 @@ int try_affine_rewrite(const Frame& fr, const View& src, IndexFormat from_format
     const auto go = [&](auto in_type, auto out_type) {
       using From = decltype(in_type);
       using To = decltype(out_type);
+      if (from.scale != 1) {  // TensorFlow's: a division
+        if (in_place &&
+            !affine_rewrite<From, To, false, true>(src, dst, layout, from, to, n0, c0, fr.plane)) {
+          return false;
+        }
+        return affine_rewrite<From, To, true, true>(src, dst, layout, from, to, n0, c0, fr.plane);
+      }
       if (in_place &&
-          !affine_rewrite<From, To, false>(src, dst, layout, from, to, n0, c0, fr.plane)) {
+          !affine_rewrite<From, To, false, false>(src, dst, layout, from, to, n0, c0, fr.plane)) {
         return false;
       }
-      return affine_rewrite<From, To, true>(src, dst, layout, from, to, n0, c0, fr.plane);
+      return affine_rewrite<From, To, true, false>(src, dst, layout, from, to, n0, c0, fr.plane);
     };
     const bool ok = narrow_in ? (narrow_out ? go(int32_t{}, int32_t{}) : go(int32_t{}, int64_t{}))
                               : (narrow_out ? go(int64_t{}, int32_t{}) : go(int64_t{}, int64_t{}));
