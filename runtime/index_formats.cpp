@@ -376,9 +376,12 @@ Affine affine(IndexFormat f, const Frame& fr) {
 // C, by its reciprocal), a range test, a multiply-add per index, in memory order, where rewrite's
 // rows go through buffers (2.3 ns an index measured against 0.5). False where some index names
 // no element of its own plane (rewrite then names it).
-template <typename From, typename To, bool kWrite, bool kDivide>
-bool affine_rewrite(const View& src, const View& dst, Layout layout, Affine from, Affine to,
-                    int64_t n0, int64_t c0, int64_t plane) {
+template <typename I, bool kDivide>
+[[gnu::noinline]] bool affine_rewrite(const View& src, const View& dst, Layout layout,
+                                      Affine from, Affine to, int64_t n0, int64_t c0,
+                                      int64_t plane) {
+  using From = I;
+  using To = I;
   const From* const s = static_cast<const From*>(src.data);
   To* const d = static_cast<To*>(dst.data);
   const int64_t s_step = src.plane_step(layout), d_step = dst.plane_step(layout);
@@ -404,10 +407,9 @@ bool affine_rewrite(const View& src, const View& dst, Layout layout, Affine from
         outside |= -static_cast<int64_t>(p * from.scale != v);
       }
       outside |= p | minus(plane - 1, p);
-      if (kWrite) {  // wrapping: p is anything where the test fails
-        out[j * out_step] = static_cast<To>(static_cast<uint64_t>(p) * to.scale +
-                                            static_cast<uint64_t>(out_base + j * out_channel));
-      }
+      // Wrapping: p is anything where the test fails.
+      out[j * out_step] = static_cast<To>(static_cast<uint64_t>(p) * to.scale +
+                                          static_cast<uint64_t>(out_base + j * out_channel));
     }
   };
   for (int64_t n = 0; n < src.shape[0]; ++n) {
@@ -436,37 +438,27 @@ bool affine_rewrite(const View& src, const View& dst, Layout layout, Affine from
   return outside >= 0;
 }
 
-// affine_rewrite where it applies: 1 done, 0 not applicable, -1 some index outside its plane
-// (dst untouched where it is src: in place, a reading pass checks first).
+// affine_rewrite where it applies (one index dtype, src apart from dst: in place, the rows'
+// loop reads a row before writing it): 1 done, 0 not applicable, -1 some index outside its
+// plane.
 int try_affine_rewrite(const Frame& fr, const View& src, IndexFormat from_format,
                        const View& dst, IndexFormat to_format, int64_t n0, int64_t c0) {
   const Affine from = affine(from_format, fr), to = affine(to_format, fr);
-  if (!from.ok || !to.ok) return 0;
+  // i64 only, the frameworks' (i32 indices take the rows' loop: a second copy of these loops
+  // would cost the library 8 KB).
+  if (!from.ok || !to.ok || src.dtype != DType::i64 || dst.dtype != DType::i64 ||
+      src.data == dst.data) {
+    return 0;
+  }
   for (const Layout layout : {Layout::contiguous, Layout::channels_last}) {
     if (!src.flat_planes(layout) || !dst.flat_planes(layout) ||
         (layout == Layout::channels_last && (src.strides[1] != 1 || dst.strides[1] != 1))) {
       continue;
     }
-    const bool narrow_in = src.dtype == DType::i32, narrow_out = dst.dtype == DType::i32;
-    const bool in_place = src.data == dst.data;
-    const auto go = [&](auto in_type, auto out_type) {
-      using From = decltype(in_type);
-      using To = decltype(out_type);
-      if (from.scale != 1) {  // TensorFlow's: a division
-        if (in_place &&
-            !affine_rewrite<From, To, false, true>(src, dst, layout, from, to, n0, c0, fr.plane)) {
-          return false;
-        }
-        return affine_rewrite<From, To, true, true>(src, dst, layout, from, to, n0, c0, fr.plane);
-      }
-      if (in_place &&
-          !affine_rewrite<From, To, false, false>(src, dst, layout, from, to, n0, c0, fr.plane)) {
-        return false;
-      }
-      return affine_rewrite<From, To, true, false>(src, dst, layout, from, to, n0, c0, fr.plane);
-    };
-    const bool ok = narrow_in ? (narrow_out ? go(int32_t{}, int32_t{}) : go(int32_t{}, int64_t{}))
-                              : (narrow_out ? go(int64_t{}, int32_t{}) : go(int64_t{}, int64_t{}));
+    const bool divide = from.scale != 1;  // TensorFlow's source
+    const bool ok =
+        divide ? affine_rewrite<int64_t, true>(src, dst, layout, from, to, n0, c0, fr.plane)
+               : affine_rewrite<int64_t, false>(src, dst, layout, from, to, n0, c0, fr.plane);
     return ok ? 1 : -1;
   }
   return 0;
@@ -475,11 +467,12 @@ int try_affine_rewrite(const Frame& fr, const View& src, IndexFormat from_format
 // Not inlined: convert_indices and the ops' rewrite_indices share one copy of the loops.
 // (n0, c0): the plane of src's first, where src is part of the frame's tensor (one image's
 // channels from c0).
-[[gnu::noinline]] Status rewrite(const Frame& fr, const Ints& frame_shape, const View& src,
-                                 IndexFormat from_format, const View& dst, IndexFormat to_format,
-                                 bool batchless, const char* argument, int64_t n0 = 0,
-                                 int64_t c0 = 0) {
-  // In place, the affine loop reads each index before writing it, as the rows do.
+// Neither inlined nor cloned for convert's constant arguments (a second copy: 3 KB).
+[[gnu::noinline, gnu::noclone]] Status rewrite(const Frame& fr, const Ints& frame_shape,
+                                               const View& src, IndexFormat from_format,
+                                               const View& dst, IndexFormat to_format,
+                                               bool batchless, const char* argument,
+                                               int64_t n0 = 0, int64_t c0 = 0) {
   if (try_affine_rewrite(fr, src, from_format, dst, to_format, n0, c0) == 1) return {};
   const bool windowed = from_format == IndexFormat::window || to_format == IndexFormat::window;
   // Rows of the innermost pooled dimension; whole planes where both views' spatial dimensions
