@@ -29,6 +29,7 @@
 
 #include <gtest/gtest.h>
 
+#include "c_tensors.hpp"
 #include "built_kernels.hpp"
 #include "dtypes.hpp"
 #include "poolgen/poolgen.h"
@@ -762,14 +763,7 @@ void expect_refused(const Status& st, DType dtype, const char* call) {
                                                                      << st.message();
 }
 
-poolgen_tensor c_tensor(void* data, DType dtype, const Ints& shape) {
-  poolgen_tensor t{};  // zero strides: contiguous
-  t.data = data;
-  t.dtype = static_cast<int32_t>(dtype);
-  t.rank = static_cast<int32_t>(shape.size());
-  for (size_t i = 0; i < shape.size(); ++i) t.shape[i] = shape[i];
-  return t;
-}
+using test::c_tensor;
 
 TEST(BackwardDTypes, OtherDTypesAreRefused) {
   const Ints shape{1, 2, 4, 4}, pooled{1, 2, 2, 2};

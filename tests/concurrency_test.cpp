@@ -37,6 +37,7 @@
 
 #include <gtest/gtest.h>
 
+#include "c_tensors.hpp"
 #include "built_kernels.hpp"
 #include "dtypes.hpp"
 #include "poolgen/poolgen.h"
@@ -835,15 +836,7 @@ void duplicates_case(Worker& w, int nd) {
 // The C API: output shapes (good and bad, messages truncated), a pooling and unpoolings of f32
 // where built.
 
-poolgen_tensor c_tensor(void* data, int32_t dtype, const Ints& shape) {
-  poolgen_tensor t;
-  std::memset(&t, 0, sizeof t);
-  t.data = data;
-  t.dtype = dtype;
-  t.rank = static_cast<int32_t>(shape.size());
-  for (size_t d = 0; d < shape.size(); ++d) t.shape[d] = shape[d];
-  return t;  // zero strides: contiguous
-}
+using test::c_tensor;
 
 template <typename I>
 void c_api_data_round(Worker& w, Rng& rng) {

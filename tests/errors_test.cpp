@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "c_tensors.hpp"
 #include "built_kernels.hpp"
 #include "dtypes.hpp"
 #include "lib_util.hpp"
@@ -695,15 +696,7 @@ TEST(UnpoolErrors, InvalidIndexThroughStridedView) {
 
 constexpr size_t kMsg = 512;
 
-poolgen_tensor c_tensor(void* data, int32_t dtype, const Ints& shape) {
-  poolgen_tensor t;
-  std::memset(&t, 0, sizeof t);
-  t.data = data;
-  t.dtype = dtype;
-  t.rank = static_cast<int32_t>(shape.size());
-  for (size_t i = 0; i < shape.size() && i < 5; ++i) t.shape[i] = shape[i];
-  return t;
-}
+using test::c_tensor;
 
 struct CPool {
   std::vector<float> in = std::vector<float>(72);

@@ -3,6 +3,7 @@
 // max_pool_with_argmax on values with ties, NaN and infinities), and convert_indices
 // (tests/golden/index_formats.txt: their indices of the maxima PyTorch's name), the window format
 // against the pooled values, round trips through every format, and every error.
+#include "c_tensors.hpp"
 #include "built_kernels.hpp"
 #include "golden.hpp"
 #include "typed_views.hpp"
@@ -60,9 +61,14 @@ std::vector<uint8_t> channels_last_bytes(const std::vector<uint8_t>& logical, si
 }
 
 // A pool_backward case (TensorFlow's MaxPoolGradWithArgmax from its own argmax, or Addons'
-// unpooling by scatter_nd): false where the build lacks its kernel.
-bool check_pool_backward(const golden::Case& c) {
-  if (!test::pool_backward_kernel_built(c.dtype, DType::i64)) return false;
+// unpooling by scatter_nd), counted in `checked`, or in `skipped` where the build lacks its
+// kernel.
+void check_pool_backward(const golden::Case& c, int* checked, int* skipped) {
+  if (!test::pool_backward_kernel_built(c.dtype, DType::i64)) {
+    ++*skipped;
+    return;
+  }
+  ++*checked;
   std::vector<uint8_t> grad_input(c.grad_input.size(), 0xa5);
   const Status st = max_pool_backward(
       c.nd, contiguous(const_cast<uint8_t*>(c.grad_output.data()), c.dtype, c.output_shape),
@@ -71,7 +77,6 @@ bool check_pool_backward(const golden::Case& c) {
   EXPECT_TRUE(st.ok()) << c.name << ": " << st.message();
   EXPECT_TRUE(grad_input == c.grad_input)
       << c.name << ": " << golden::compare_values(c.dtype, c.grad_input, grad_input, c.input_shape);
-  return true;
 }
 
 // ONNX Runtime's MaxPool and TensorFlow's max_pool_with_argmax and its gradient, bit for bit, in
@@ -83,11 +88,7 @@ TEST(Frameworks, PoolingGolden) {
   int skipped = 0;
   for (const golden::Case& c : all) {
     if (c.op == "pool_backward") {
-      if (check_pool_backward(c)) {
-        ++checked["tf2d"];
-      } else {
-        ++skipped;
-      }
+      check_pool_backward(c, &checked["tf2d"], &skipped);
       continue;
     }
     if (!test::pool_kernel_built(c.dtype, DType::i64)) {
@@ -141,11 +142,7 @@ TEST(Frameworks, UnpoolingGolden) {
   for (const golden::Case& c : all) {
     const std::string kind = c.name.substr(0, c.name.find('_'));
     if (c.op == "pool_backward") {
-      if (check_pool_backward(c)) {
-        ++checked[kind];
-      } else {
-        ++skipped;
-      }
+      check_pool_backward(c, &checked[kind], &skipped);
       continue;
     }
     if (!test::unpool_kernel_built(c.dtype, DType::i64)) {
@@ -300,17 +297,10 @@ TEST(Frameworks, UnpoolOptionErrors) {
 TEST(Frameworks, CApiUnpoolOptions) {
   float values[4] = {5, 6, 7, 8}, out[25];
   int64_t indices[4] = {5, 7, 13, 15};  // of a 4x4 pooling input
-  poolgen_tensor t_values{}, t_indices{}, t_out{};
-  t_values.data = values;
-  t_indices.data = indices;
-  t_out.data = out;
-  t_values.dtype = t_out.dtype = POOLGEN_F32;
-  t_indices.dtype = POOLGEN_I64;
-  t_values.rank = t_indices.rank = t_out.rank = 4;
   const int64_t in_shape[4] = {1, 1, 2, 2}, out_shape[4] = {1, 1, 5, 5};
-  std::memcpy(t_values.shape, in_shape, sizeof in_shape);
-  std::memcpy(t_indices.shape, in_shape, sizeof in_shape);
-  std::memcpy(t_out.shape, out_shape, sizeof out_shape);
+  const poolgen_tensor t_values = test::c_tensor(values, POOLGEN_F32, {1, 1, 2, 2}),
+                       t_indices = test::c_tensor(indices, POOLGEN_I64, {1, 1, 2, 2}),
+                       t_out = test::c_tensor(out, POOLGEN_F32, {1, 1, 5, 5});
   poolgen_unpool_options o{};
   o.kernel_size[0] = o.kernel_size[1] = 2;
   o.output_size_len = 4;
@@ -443,17 +433,9 @@ TEST(Frameworks, CApiPoolOptions) {
   float in[8] = {0, 0, 0, 0, 1, nan, 2, 3};  // planes (0, 0) and (0, 1) of 1x2x1x4
   float values[4];
   int64_t indices[4];
-  poolgen_tensor t_in{}, t_values{}, t_indices{};
-  t_in.data = in;
-  t_values.data = values;
-  t_indices.data = indices;
-  t_in.dtype = t_values.dtype = POOLGEN_F32;
-  t_indices.dtype = POOLGEN_I64;
-  t_in.rank = t_values.rank = t_indices.rank = 3;
-  const int64_t in_shape[3] = {1, 2, 4}, out_shape[3] = {1, 2, 2};
-  std::memcpy(t_in.shape, in_shape, sizeof in_shape);
-  std::memcpy(t_values.shape, out_shape, sizeof out_shape);
-  std::memcpy(t_indices.shape, out_shape, sizeof out_shape);
+  const poolgen_tensor t_in = test::c_tensor(in, POOLGEN_F32, {1, 2, 4}),
+                       t_values = test::c_tensor(values, POOLGEN_F32, {1, 2, 2}),
+                       t_indices = test::c_tensor(indices, POOLGEN_I64, {1, 2, 2});
   poolgen_pool_options o{};
   o.kernel_size[0] = 2;
   o.stride[0] = 2;
