@@ -12,7 +12,8 @@ outputs; TensorFlow's tf.nn.max_pool_with_argmax (NHWC; intra-op threads = threa
 TensorFlow starts, so each thread count runs in a process of its own) and TensorFlow Addons'
 MaxUnpooling2D of its argmax (Addons' tf.scatter_nd arithmetic as a tf.function: Addons itself
 is retired; poolgen runs it as max_pool_backward with tensorflow indices). Medians of repeated timings, milliseconds;
-poolgen through ctypes (a few microseconds a call).
+poolgen through ctypes, its C structs built once per case as a C caller holds them (a ctypes call
+costs a few microseconds, which the small rows include).
 """
 import ctypes
 import os
@@ -71,25 +72,27 @@ class Poolgen:
         self.lib.poolgen_set_num_threads(threads)
         self.message = ctypes.create_string_buffer(512)
 
-    def pool(self, x, values, indices, options):
-        """x, values, indices: numpy arrays in PyTorch's dimension order (any strides)."""
-        args = [tensor(x, F32), tensor(values, F32), tensor(indices, I64)]
-        rc = self.lib.poolgen_max_pool(2, *(ctypes.byref(a) for a in args), ctypes.byref(options),
-                                       self.message, 512)
-        if rc:
-            raise RuntimeError(self.message.value.decode())
+    def bind(self, fn, a, b, c, options, nd=2, dtypes=(F32, I64, F32)):
+        """The C call on numpy arrays (PyTorch's dimension order, any strides), its structs built
+        once, as a C caller holds them: returns the call, which raises on an error."""
+        refs = [ctypes.byref(tensor(t, d)) for t, d in zip((a, b, c), dtypes)]
+        refs.append(ctypes.byref(options))
 
-    def call(self, fn, a, b, c, options, nd=2, dtypes=(F32, I64, F32)):
-        args = [tensor(a, dtypes[0]), tensor(b, dtypes[1]), tensor(c, dtypes[2])]
-        rc = fn(nd, *(ctypes.byref(t) for t in args), ctypes.byref(options), self.message, 512)
-        if rc:
-            raise RuntimeError(self.message.value.decode())
+        def run():
+            if fn(nd, *refs, self.message, 512):
+                raise RuntimeError(self.message.value.decode())
+        return run
+
+    def pool(self, x, values, indices, options):
+        return self.bind(self.lib.poolgen_max_pool, x, values, indices, options,
+                         dtypes=(F32, F32, I64))
 
     def unpool(self, values, indices, out, options, nd=2):
-        self.call(self.lib.poolgen_max_unpool, values, indices, out, options, nd)
+        return self.bind(self.lib.poolgen_max_unpool, values, indices, out, options, nd)
 
     def pool_backward(self, grad_output, indices, grad_input, options):
-        self.call(self.lib.poolgen_max_pool_backward, grad_output, indices, grad_input, options)
+        return self.bind(self.lib.poolgen_max_pool_backward, grad_output, indices, grad_input,
+                         options)
 
 
 def unpool_options(k, s, pads):
@@ -155,12 +158,13 @@ def onnx_rows(pg, threads, reps):
         y, i = sess.run(None, {"X": x})
         values, indices = np.empty_like(y), np.empty_like(i)
         o = options(k, s, pads, 1)  # onnx
-        pg.pool(x, values, indices, o)
+        run_pg = pg.pool(x, values, indices, o)
+        run_pg()
         assert np.array_equal(values.view(np.uint32), y.view(np.uint32)), name
         assert np.array_equal(indices, i), name
         t_ort = median_ms(lambda: sess.run(None, {"X": x}), reps)
         # poolgen writes into the caller's buffers (ONNX Runtime's arena reuses its own).
-        t_pg = median_ms(lambda: pg.pool(x, values, indices, o), reps)
+        t_pg = median_ms(run_pg, reps)
         rows.append(("ONNX Runtime MaxPool " + name, threads, t_ort, t_pg))
         # MaxUnpool (opset 11) of that pooling (SAME as its explicit pads).
         pads = (0, 0, 1, 1) if pads == "SAME" else pads
@@ -178,10 +182,11 @@ def onnx_rows(pg, threads, reps):
         (z,) = sess.run(None, {"X": y, "I": i})
         out = np.empty_like(z)
         uo = unpool_options(k, s, pads)
-        pg.unpool(y, i, out, uo)
+        run_pg = pg.unpool(y, i, out, uo)
+        run_pg()
         assert np.array_equal(out.view(np.uint32), z.view(np.uint32)), name
         t_ort = median_ms(lambda: sess.run(None, {"X": y, "I": i}), reps)
-        t_pg = median_ms(lambda: pg.unpool(y, i, out, uo), reps)
+        t_pg = median_ms(run_pg, reps)
         rows.append(("ONNX Runtime MaxUnpool " + name, threads, t_ort, t_pg))
     return rows
 
@@ -225,10 +230,11 @@ def tf_rows(pg, threads, reps):
         if pads != "SAME":
             o.auto_pad = 3  # valid
             o.padding_end_given = 0
-        pg.pool(x, values, indices, o)
+        run_pg = pg.pool(x, values, indices, o)
+        run_pg()
         assert np.array_equal(values, y) and np.array_equal(indices, i), name
         t_tf = median_ms(lambda: [t.numpy() for t in run()], reps)
-        t_pg = median_ms(lambda: pg.pool(x, values, indices, o), reps)
+        t_pg = median_ms(run_pg, reps)
         rows.append(("TensorFlow max_pool_with_argmax NHWC " + name, threads, t_tf, t_pg))
         # Addons' unpooling of that argmax (without the batch), as a tf.function; poolgen runs
         # it as max_pool_backward with tensorflow indices over the unpooled shape.
@@ -240,10 +246,11 @@ def tf_rows(pg, threads, reps):
         m = np.transpose(mask.numpy(), (0, 3, 1, 2))
         out = np.transpose(np.empty((n, oh, ow, c), np.float32), (0, 3, 1, 2))
         o.index_format = 3  # tensorflow
-        pg.pool_backward(y, m, out, o)
+        run_pg = pg.pool_backward(y, m, out, o)
+        run_pg()
         assert np.array_equal(out, z), name
         t_tf = median_ms(lambda: unpool().numpy(), reps)
-        t_pg = median_ms(lambda: pg.pool_backward(y, m, out, o), reps)
+        t_pg = median_ms(run_pg, reps)
         rows.append(("TensorFlow Addons MaxUnpooling2D NHWC " + name, threads, t_tf, t_pg))
     return rows
 

@@ -44,12 +44,8 @@ def run_maxpool(pg, x, attrs, out_shape):
     o.index_format = 2 if attrs.get("storage_order") else 1
     values = np.empty(out_shape, x.dtype)
     indices = np.empty(out_shape, np.int64)
-    args = [fb.tensor(x, DTYPES[x.dtype]), fb.tensor(values, DTYPES[x.dtype]),
-            fb.tensor(indices, fb.I64)]
-    rc = pg.lib.poolgen_max_pool(nd, *(fb.ctypes.byref(a) for a in args), fb.ctypes.byref(o),
-                                 pg.message, 512)
-    if rc:
-        raise RuntimeError(pg.message.value.decode())
+    dtype = DTYPES[x.dtype]
+    pg.bind(pg.lib.poolgen_max_pool, x, values, indices, o, nd, (dtype, dtype, fb.I64))()
     return values, indices
 
 
@@ -69,7 +65,7 @@ def run_maxunpool(pg, x, indices, output_shape, attrs, out_shape):
     o.output_size_rule = 2  # onnx
     o.index_format = 1  # onnx
     out = np.empty(out_shape, x.dtype)
-    pg.unpool(x, indices, out, o, nd)  # f32, as ONNX's MaxUnpool
+    pg.unpool(x, indices, out, o, nd)()  # f32, as ONNX's MaxUnpool
     return out
 
 
