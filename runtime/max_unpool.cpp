@@ -39,6 +39,21 @@ struct UnpoolCall {
   const Kernel* winner = nullptr;  // CUDA calls and Path::winner: the only kernel they run
 };
 
+// Whether every output extent lies within a stride of the window's default (PyTorch's rule,
+// which other frameworks' rules need not keep): the window gather's candidates for a slot are
+// the cells whose windows reach it, which holds only there.
+bool within_window_reach(const Window& w, const Ints& in, const Ints& out) {
+  const size_t first = in.size() - w.nd;
+  for (int i = 0; i < w.nd; ++i) {
+    const int64_t natural =
+        (in[first + i] - 1) * w.stride[i] - w.padding[i] - w.padding_end[i] + w.kernel[i];
+    if (out[first + i] <= natural - w.stride[i] || out[first + i] >= natural + w.stride[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // Whether the indices are read through a rewrite into plane offsets of the output: another
 // framework's format, or ONNX's frame (the default-sized output) inside a larger output.
 bool rewrites_indices(const UnpoolOptions& o) {
@@ -83,6 +98,8 @@ Status choose(const TensorView& values, DType index_dtype, const UnpoolOptions& 
   const Window* window = &call->window;
   if (call->window.by_indices) {
     window = implied_window(nd, values.shape, call->output_shape, &implied) ? &implied : nullptr;
+  } else if (!within_window_reach(call->window, values.shape, call->output_shape)) {
+    window = nullptr;  // the window gathers only the slots its cells reach
   }
   if (options.path == Path::automatic && window) {
     call->gather = find_kernel(forward_kernels(), {Op::unpool_gather, nd, layout, values.dtype, index_dtype,
