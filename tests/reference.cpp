@@ -367,8 +367,14 @@ Status max_unpool_output_shape(int nd, const Ints& input_shape, const UnpoolOpti
                      std::to_string(e) + "; it must be at least 1");
     }
     out[first + i] = e;
-    default_count *= std::max<int64_t>(def, 0);
-    count *= e;
+    // Products saturate at 2^59 (the library's element limit) instead of overflowing.
+    const auto times = [](int64_t a, int64_t b) {
+      constexpr int64_t kLimit = int64_t{1} << 59;
+      int64_t r = 0;
+      return __builtin_mul_overflow(a, b, &r) || r > kLimit ? kLimit : r;
+    };
+    default_count = times(default_count, std::max<int64_t>(def, 0));
+    count = times(count, e);
   }
   if (rule == OutputSizeRule::onnx_runtime && count < default_count) {
     return invalid("output_size: under ONNX Runtime's rule at least the default's elements");
