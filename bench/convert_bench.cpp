@@ -76,6 +76,8 @@ int register_all() {
       {IndexFormat::plane, IndexFormat::onnx},
       {IndexFormat::onnx, IndexFormat::plane},
       {IndexFormat::plane, IndexFormat::onnx_column_major},
+      {IndexFormat::onnx_column_major, IndexFormat::plane},
+      {IndexFormat::tensorflow, IndexFormat::plane},
       {IndexFormat::plane, IndexFormat::tensorflow_with_batch},
       {IndexFormat::tensorflow_with_batch, IndexFormat::plane},
       {IndexFormat::plane, IndexFormat::window},

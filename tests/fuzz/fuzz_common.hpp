@@ -124,7 +124,7 @@ inline constexpr const char* kArguments[] = {
     "input",    "values",  "indices",     "output",      "kernel_size",     "stride",
     "padding",  "dilation", "output_size", "nd",         "options",         "input_shape",
     "output_size_len", "device", "ceil_mode", "path", "rank", "grad_output", "grad_input",
-    "grad_values"};
+    "grad_values", "index_format", "max_rule", "padding_end", "auto_pad", "output_size_rule"};
 
 // The message with every number replaced by '#': one entry per kind of message.
 inline std::string message_template(const std::string& m) {

@@ -129,6 +129,17 @@ PoolCase decode(FuzzInput& in) {
     c.index_recipe = decode_index_recipe(in);
     decode_grad_output_shape(in, snd, &c.values);
     c.alias = decode_alias(in, 3, 1);  // in the backward call's argument order
+  } else if (in.chance(40)) {
+    // Other frameworks' NaN rule and index formats (forward calls; decoded after all the rest,
+    // for the same reason).
+    static constexpr MaxRule kRules[] = {MaxRule::first_tap, MaxRule::any_nan};
+    static constexpr IndexFormat kFormats[] = {
+        IndexFormat::onnx,   IndexFormat::onnx_column_major, IndexFormat::tensorflow,
+        IndexFormat::window, IndexFormat::tensorflow_with_batch, IndexFormat::plane};
+    o.max_rule = in.pick(kRules);
+    o.index_format = in.pick(kFormats);
+    c.co.max_rule = static_cast<int32_t>(o.max_rule);
+    c.co.index_format = static_cast<int32_t>(o.index_format);
   }
   return c;
 }
@@ -147,7 +158,8 @@ std::string describe(const PoolCase& c) {
   os << "; kernel_size " << str(c.o.kernel_size) << " stride "
      << str(c.o.stride) << " padding " << str(c.o.padding) << " dilation " << str(c.o.dilation)
      << " ceil_mode " << c.o.ceil_mode << " path " << static_cast<int>(c.o.path) << " device "
-     << static_cast<int>(c.o.device);
+     << static_cast<int>(c.o.device) << " max_rule " << static_cast<int>(c.o.max_rule)
+     << " index_format " << static_cast<int>(c.o.index_format);
   if (c.faults.rank_view >= 0) os << "; C rank of tensor " << c.faults.rank_view << " = " << c.faults.rank;
   if (c.faults.null_view >= 0) os << "; C tensor " << c.faults.null_view << " is NULL";
   os << "; model " << (c.model.valid ? "valid " + str(c.model.out) : "invalid (" + c.model.why + ")")
@@ -236,6 +248,30 @@ Expect shape_expectations(const PoolCase& c) {
   return e;
 }
 
+// The largest index the forward call's index format can write (docs/semantics.md, "Other
+// frameworks"): the element count of its frame less one.
+i128 largest_index(const PoolCase& c) {
+  const int nd = shape_nd(c.nd);
+  const Ints& shape = c.input.shape;
+  const i128 plane = plane_of(nd, shape);
+  const i128 channels = shape[shape.size() - nd - 1];
+  const i128 batch = shape.size() == static_cast<size_t>(nd) + 2 ? shape[0] : 1;
+  switch (c.o.index_format) {
+    case IndexFormat::onnx:
+    case IndexFormat::onnx_column_major:
+    case IndexFormat::tensorflow_with_batch:
+      return sat_mul(sat_mul(batch, channels), plane) - 1;
+    case IndexFormat::tensorflow: return batch == 0 ? -1 : sat_mul(channels, plane) - 1;
+    case IndexFormat::window: {
+      i128 taps = 1;
+      for (int i = 0; i < nd; ++i) taps = sat_mul(taps, entry(c.o.kernel_size, i, 1));
+      return taps - 1;
+    }
+    case IndexFormat::plane: break;
+  }
+  return plane - 1;
+}
+
 Expect expectations(const PoolCase& c) {
   Expect e = shape_expectations(c);
   const ShapeModel& m = c.model;
@@ -246,8 +282,12 @@ Expect expectations(const PoolCase& c) {
   expect_view(e, "input", c.input, c.input.dtype, nullptr, false);
   expect_view(e, "values", c.values, c.input.dtype, out, true);
   expect_view(e, "indices", c.indices, c.indices.dtype, out, true);
+  // The kernels find plane offsets first, whatever the format.
   if (m.valid && c.indices.dtype == 8 && plane_of(shape_nd(c.nd), c.input.shape) > kI32Max) {
     e.add(&e.invalid, "i32 indices for a plane of 2^31 or more");
+  }
+  if (m.valid && c.indices.dtype == 8 && largest_index(c) > kI32Max) {
+    e.add(&e.invalid, "i32 indices reaching 2^31 or more in the index format");
   }
   if (valid_dtype(c.input.dtype) && i64_or_i32 &&
       !test::pool_kernel_built(static_cast<DType>(c.input.dtype),
@@ -330,6 +370,24 @@ void check_call(const PoolCase& c) {
     scatter_into(mem[0], make_values(vt, mem[0].elem, mem[0].offsets.size(), c.data));
     packed_input = gather(mem[0]);
   }
+  // The reference's results, computed once. Another index format has no index for an empty
+  // window (docs/semantics.md): the reference says, before the call, whether there is one.
+  std::vector<uint8_t> want_values;
+  std::vector<int64_t> want_indices;
+  Status rs;
+  bool referenced = false;
+  const auto reference = [&]() -> const Status& {
+    if (!referenced) {
+      rs = ref_pool(c.nd, vt, c.input.shape, packed_input, c.o, &want_values, &want_indices);
+      referenced = true;
+    }
+    return rs;
+  };
+  const bool empty_window = c.o.index_format != IndexFormat::plane && materialise &&
+                            c.model.valid && !e.must_fail() && geometry(c.values).elements > 0 &&
+                            reference().code() == Code::index_out_of_range;
+  if (empty_window) feature("empty_window_index");
+
   if (mem[0].buffer) mem[0].buffer->protect();  // any write to the input faults
   Status st;
   bool known = true;
@@ -346,8 +404,13 @@ void check_call(const PoolCase& c) {
   if (mem[0].buffer) mem[0].buffer->unprotect();
   for (int i = 0; i < 3; ++i) check_canary(mem[i], names[i], st);
   check_message(st, known);
-  check_outcome(st, e, false);
+  check_outcome(st, e, empty_window);
   feature(std::string("outcome:") + code_name(st.code()) + (c.c_api ? ":c" : ":cpp"));
+  if (st.code() == Code::index_out_of_range) {  // after the kernel: the views may be written
+    check_outside_view(mem[1], kSentinel, "values");
+    check_outside_view(mem[2], kSentinel, "indices");
+    return;
+  }
   if (!st.ok()) {
     check_untouched(mem[1], kSentinel, "values", st);
     check_untouched(mem[2], kSentinel, "indices", st);
@@ -367,10 +430,7 @@ void check_call(const PoolCase& c) {
   feature("ok:" + name);
   if (!materialise || geometry(c.values).elements == 0) return;
 
-  std::vector<uint8_t> want_values;
-  std::vector<int64_t> want_indices;
-  const Status rs = ref_pool(c.nd, vt, c.input.shape, packed_input, c.o, &want_values, &want_indices);
-  if (!rs.ok()) violation("library succeeded, reference refuses: " + rs.message());
+  if (!reference().ok()) violation("library succeeded, reference refuses: " + rs.message());
   const std::vector<uint8_t> got_values = gather(mem[1]);
   const std::vector<uint8_t> got_idx = gather(mem[2]);
   const size_t n = want_indices.size(), es = dtype_size(vt);

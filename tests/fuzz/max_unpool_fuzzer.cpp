@@ -172,6 +172,12 @@ UnpoolCase decode(FuzzInput& in) {
     c.values.dtype = in.chance(3) ? in.pick(kAnyDtype) : c.output.dtype;  // grad_values
     decode_grad_output_shape(in, snd, &c.output);
     c.alias = decode_alias(in, 3, 1);  // in the backward call's argument order
+  } else if (in.chance(30)) {
+    // ONNX's global indices (forward calls; decoded after all the rest, for the same reason):
+    // make_indices' plane offsets plus each plane's first slot, so that the invalid ones may
+    // land in other planes, which ONNX allows.
+    o.index_format = IndexFormat::onnx;
+    c.co.index_format = static_cast<int32_t>(IndexFormat::onnx);
   }
   return c;
 }
@@ -190,7 +196,8 @@ std::string describe(const UnpoolCase& c) {
      << str(c.o.stride) << " padding " << str(c.o.padding) << " output_size "
      << str(c.o.output_size) << " path " << static_cast<int>(c.o.path) << " device "
      << static_cast<int>(c.o.device) << "; indices style "
-     << static_cast<int>(c.index_recipe.style);
+     << static_cast<int>(c.index_recipe.style) << " index_format "
+     << static_cast<int>(c.o.index_format);
   if (c.c_api) os << " output_size_len " << c.co.output_size_len;
   if (c.faults.rank_view >= 0) os << "; C rank of tensor " << c.faults.rank_view << " = " << c.faults.rank;
   if (c.faults.null_view >= 0) os << "; C tensor " << c.faults.null_view << " is NULL";
@@ -301,6 +308,9 @@ Expect expectations(const UnpoolCase& c) {
   if (m.valid && c.indices.dtype == 8 && plane_of(shape_nd(c.nd), m.out) > kI32Max) {
     e.add(&e.invalid, "i32 indices for a plane of 2^31 or more");
   }
+  if (c.o.index_format != IndexFormat::plane && c.o.path == Path::winner) {
+    e.add(&e.fail, "index_format onnx with Path::winner (the CPU's scatter only)");
+  }
   if (valid_dtype(c.values.dtype) && i64_or_i32) {
     const DType v = static_cast<DType>(c.values.dtype), i = static_cast<DType>(c.indices.dtype);
     if (!test::unpool_kernel_built(v, i)) e.add(&e.needs_unsupported, "no kernel built for this width");
@@ -351,9 +361,29 @@ Expect backward_expectations(const UnpoolCase& c) {
 // their shape, unpooled into planes of the model's output (a window of the unpooling's each).
 std::vector<int64_t> make_indices(const UnpoolCase& c, size_t count) {
   const bool known = c.model.valid && c.model.representable;
-  return fuzz::make_indices(c.index_recipe, shape_nd(c.nd), c.values.shape,
-                            known ? &c.model.out : nullptr,
-                            {&c.o.kernel_size, &c.o.stride, &c.o.padding, nullptr}, count);
+  std::vector<int64_t> idx =
+      fuzz::make_indices(c.index_recipe, shape_nd(c.nd), c.values.shape,
+                         known ? &c.model.out : nullptr,
+                         {&c.o.kernel_size, &c.o.stride, &c.o.padding, nullptr}, count);
+  if (known && c.o.index_format == IndexFormat::onnx) {
+    const i128 in_plane = plane_of(shape_nd(c.nd), c.values.shape);
+    const i128 out_plane = plane_of(shape_nd(c.nd), c.model.out);
+    for (size_t k = 0; k < idx.size() && in_plane > 0; ++k) {
+      const i128 global = idx[k] + static_cast<i128>(k) / in_plane * out_plane;
+      idx[k] = static_cast<int64_t>(std::clamp<i128>(global, -kI64Max - 1, kI64Max));
+    }
+  }
+  return idx;
+}
+
+// Where an index names no output element: outside its plane, or with ONNX's global indices
+// outside the output (the bound index_out_of_range names).
+int64_t index_bound(const UnpoolCase& c) {
+  const i128 plane = plane_of(shape_nd(c.nd), c.model.out);
+  if (c.o.index_format != IndexFormat::onnx) return static_cast<int64_t>(plane);
+  const i128 in_plane = plane_of(shape_nd(c.nd), c.values.shape);
+  const i128 planes = in_plane > 0 ? static_cast<i128>(geometry(c.values).elements) / in_plane : 0;
+  return static_cast<int64_t>(std::min<i128>(sat_mul(planes, plane), kI64Max));
 }
 
 void check_call(const UnpoolCase& c) {
@@ -383,7 +413,7 @@ void check_call(const UnpoolCase& c) {
   bool index_error = false;
   int64_t first_bad = 0, plane = 0;
   if (materialise && !e.must_fail() && c.model.valid && !mem[1].offsets.empty()) {
-    plane = static_cast<int64_t>(plane_of(shape_nd(c.nd), c.model.out));
+    plane = index_bound(c);
     index_error = first_invalid_index(packed_indices, plane, &first_bad);
   }
   if (index_error) feature("index_error");
