@@ -30,18 +30,32 @@ const char* index_format_name(IndexFormat format) {
 namespace detail {
 namespace {
 
-// Division of values in [0, 2^59] by a fixed divisor >= 1: a multiplication by its reciprocal,
-// exact to within one below 2^52 (then corrected), where a 64-bit division takes tens of cycles.
+// Division of values in [0, 2^59) (poolgen's element counts) by a fixed divisor d >= 1: one
+// 64x64->128-bit multiplication by m = ceil(2^(59+l) / d), l = ceil(log2 d), and a shift, exact
+// for every such value (Granlund and Montgomery's bound: m d - 2^(59+l) < 2^l), where a 64-bit
+// division takes tens of cycles. Other values, or a compiler without 128-bit integers, divide.
 struct Divider {
+  static constexpr int kBits = 59;
   int64_t d = 1;
-  double reciprocal = 1;
-  explicit Divider(int64_t divisor = 1) : d(divisor), reciprocal(1.0 / divisor) {}
+  uint64_t magic = 0;
+  int shift = 0;
+  explicit Divider(int64_t divisor = 1) : d(divisor) {
+#ifdef __SIZEOF_INT128__
+    const int64_t positive = std::max<int64_t>(divisor, 1);
+    int l = 0;
+    while ((int64_t{1} << l) < positive) ++l;
+    shift = kBits + l;
+    magic = static_cast<uint64_t>(((static_cast<unsigned __int128>(1) << shift) + positive - 1) /
+                                  static_cast<unsigned __int128>(positive));
+#endif
+  }
   int64_t quotient(int64_t v) const {
-    if (v >= (int64_t{1} << 52)) return v / d;
-    int64_t q = static_cast<int64_t>(static_cast<double>(v) * reciprocal);
-    const int64_t r = v - q * d;
-    q += (r >= d) - (r < 0);
-    return q;
+#ifdef __SIZEOF_INT128__
+    if (static_cast<uint64_t>(v) < (uint64_t{1} << kBits)) {
+      return static_cast<int64_t>((static_cast<unsigned __int128>(v) * magic) >> shift);
+    }
+#endif
+    return v / d;
   }
 };
 
@@ -110,6 +124,31 @@ struct Row {
   int64_t n = 0, c = 0;
   int64_t o[3] = {};
   int64_t first = 0;
+  // 2-D windows over whole planes: the elements run through the plane from its position
+  // `first`, in pooled rows of this width (0: one row of the innermost dimension).
+  int64_t pooled_width = 0;
+};
+
+// The pooled coordinates of a row's elements, one after the other: through a whole plane, the
+// outer one advances where a pooled row ends (no division per element).
+struct PooledCursor {
+  int64_t o[3] = {};
+  int64_t width = 0;
+  int last = 0;
+  PooledCursor(const Frame& fr, const Row& row)
+      : o{row.o[0], row.o[1], row.o[2]}, width(row.pooled_width), last(fr.nd - 1) {
+    o[last] = row.first;
+    if (width > 0) {
+      o[0] = row.first / width;
+      o[1] = row.first % width;
+    }
+  }
+  void next() {
+    if (++o[last] == width) {
+      o[last] = 0;
+      ++o[last - 1];
+    }
+  }
 };
 
 // The first window tap of pooled coordinate o in spatial dimension i.
@@ -194,12 +233,12 @@ bool decode_row(IndexFormat f, const Frame& fr, const Row& row, const int64_t* i
     }
     case IndexFormat::window: {
       const Window& w = fr.window;
-      for (int64_t j = 0; j < count && !bad; ++j) {
+      PooledCursor at(fr, row);
+      for (int64_t j = 0; j < count && !bad; ++j, at.next()) {
         int64_t t = in[j], x[3];
         bad = t < 0 || t >= fr.taps;
         for (int i = 0; i < fr.nd && !bad; ++i) {
-          const int64_t o = i == fr.nd - 1 ? row.first + j : row.o[i];
-          x[i] = window_origin(w, i, o) + (t % w.kernel[i]) * w.dilation[i];
+          x[i] = window_origin(w, i, at.o[i]) + (t % w.kernel[i]) * w.dilation[i];
           t /= w.kernel[i];
           bad = x[i] < 0 || x[i] >= fr.extent[i];
         }
@@ -251,12 +290,12 @@ int64_t encode(IndexFormat f, const Frame& fr, const Row& row, const int64_t* p,
     }
     case IndexFormat::window: {
       const Window& w = fr.window;
-      for (int64_t j = 0; j < count; ++j) {
+      PooledCursor at(fr, row);
+      for (int64_t j = 0; j < count; ++j, at.next()) {
         int64_t x[3], t = 0;
         fr.unravel(p[j], x);
         for (int i = fr.nd - 1; i >= 0; --i) {
-          const int64_t o = i == fr.nd - 1 ? row.first + j : row.o[i];
-          const int64_t k = x[i] - window_origin(w, i, o);
+          const int64_t k = x[i] - window_origin(w, i, at.o[i]);
           if (k < 0 || k % w.dilation[i] != 0 || k / w.dilation[i] >= w.kernel[i]) return j;
           t = t * w.kernel[i] + k / w.dilation[i];
         }
@@ -373,7 +412,7 @@ Affine affine(IndexFormat f, const Frame& fr) {
 
 // rewrite's loop where both formats are affine, both views' planes flat in one layout
 // (channels-last: channels adjacent): a subtraction (and for TensorFlow's source a division by
-// C, by its reciprocal), a range test, a multiply-add per index, in memory order, where rewrite's
+// C, by its multiplier), a range test, a multiply-add per index, in memory order, where rewrite's
 // rows go through buffers (2.3 ns an index measured against 0.5). False where some index names
 // no element of its own plane (rewrite then names it).
 template <typename I, bool kDivide>
@@ -476,12 +515,13 @@ int try_affine_rewrite(const Frame& fr, const View& src, IndexFormat from_format
   if (try_affine_rewrite(fr, src, from_format, dst, to_format, n0, c0) == 1) return {};
   const bool windowed = from_format == IndexFormat::window || to_format == IndexFormat::window;
   // Rows of the innermost pooled dimension; whole planes where both views' spatial dimensions
-  // are one flat dimension and no format needs the pooled coordinates (long rows: the per-row
-  // work is most of the time on short ones). In channels-last memory (the channel's stride
+  // are one flat dimension and no format needs the pooled coordinates, or a 2-D window's
+  // cursor follows them (long rows: the per-row work is most of the time on short ones). In channels-last memory (the channel's stride
   // below the rows') the channels of one row are visited together, so that the cache lines a
   // row touches serve all of them.
   const bool channels_inner = src.strides[1] < src.strides[src.rank - 1];
-  const bool flat = !windowed && !channels_inner && flat_spatial(src) && flat_spatial(dst);
+  const bool flat = (!windowed || fr.nd == 2) && !channels_inner && flat_spatial(src) &&
+                    flat_spatial(dst);
   const int last = flat ? 2 : src.rank - 1;
   const int64_t length = flat ? src.plane() : src.shape[last];
   constexpr int64_t kChunk = 512;
@@ -503,7 +543,8 @@ int try_affine_rewrite(const Frame& fr, const View& src, IndexFormat from_format
       }
       for (int64_t first = 0; first < length; first += kChunk) {
         const int64_t count = std::min(kChunk, length - first);
-        Row row{n0 + n, c0 + c, {outer[0], outer[1], outer[2]}, first};
+        Row row{n0 + n, c0 + c, {outer[0], outer[1], outer[2]}, first,
+                flat && windowed ? src.shape[src.rank - 1] : 0};
         const int64_t src_step = src.strides[src.rank - 1], dst_step = dst.strides[dst.rank - 1];
         const int64_t from_offset = from_at + first * src_step;
         const int64_t to_offset = to_at + first * dst_step;

@@ -573,6 +573,48 @@ TEST(IndexFormats, GlobalOffsetsOfOnePlane) {
   EXPECT_EQ(tf, (Ints{10, 15}));  // offset * C + c
 }
 
+// Frames of up to 2^59 elements (the library's limit), whose TensorFlow and column-major
+// indices are decoded by a multiplication (the divisions' stand-in): exact to the last index,
+// each way, for divisors of every kind (odd, even, a power of two, large).
+TEST(IndexFormats, LargeFramesDecodeExactly) {
+  for (const int64_t channels : {3, 7, 64, 96, 1021}) {
+    const int64_t width = (int64_t{1} << 58) / channels / 6;  // 2 x C x 3 x width < 2^59
+    const Ints frame = {2, channels, 3, width}, pooled = {2, channels, 1, 4};
+    const int64_t plane = 3 * width;
+    // Offsets at the plane's ends and inside it, the same four in every plane.
+    const Ints four = {plane - 1, plane / 3 + 1, 0, width - 1};
+    Ints offsets;
+    for (int64_t k = 0; k < 2 * channels; ++k) offsets.insert(offsets.end(), four.begin(), four.end());
+    for (const IndexFormat f : {IndexFormat::tensorflow, IndexFormat::tensorflow_with_batch,
+                                IndexFormat::onnx_column_major}) {
+      SCOPED_TRACE(std::string(index_format_name(f)) + " C " + std::to_string(channels));
+      Ints formatted(offsets.size()), back(offsets.size());
+      ASSERT_TRUE(convert_indices(2, frame, contiguous(offsets.data(), pooled), IndexFormat::plane,
+                                  contiguous(formatted.data(), pooled), f)
+                      .ok());
+      for (size_t j = 0; j < offsets.size(); ++j) {
+        const int64_t n = static_cast<int64_t>(j) / (4 * channels);
+        const int64_t c = static_cast<int64_t>(j) / 4 % channels, p = offsets[j];
+        const int64_t y = p / width, x = p % width;
+        const int64_t want = f == IndexFormat::tensorflow ? p * channels + c
+                             : f == IndexFormat::tensorflow_with_batch
+                                 ? (n * plane + p) * channels + c
+                                 : (n * channels + c) * plane + x * 3 + y;
+        ASSERT_EQ(formatted[j], want) << "element " << j;
+      }
+      ASSERT_TRUE(convert_indices(2, frame, contiguous(formatted.data(), pooled), f,
+                                  contiguous(back.data(), pooled), IndexFormat::plane)
+                      .ok());
+      EXPECT_EQ(back, offsets);
+      formatted[3] += f == IndexFormat::onnx_column_major ? plane : 1;  // another plane's
+      EXPECT_EQ(convert_indices(2, frame, contiguous(formatted.data(), pooled), f,
+                                contiguous(back.data(), pooled), IndexFormat::plane)
+                    .code(),
+                Code::index_out_of_range);
+    }
+  }
+}
+
 struct ErrorCase {
   Ints frame = {1, 2, 4, 4};
   Ints from = {0, 5, 10, 15, 0, 5, 10, 15};
