@@ -234,6 +234,21 @@ bool decode_row(IndexFormat f, const Frame& fr, const Row& row, const int64_t* i
     case IndexFormat::window: {
       const Window& w = fr.window;
       PooledCursor at(fr, row);
+      if (fr.nd == 2) {  // unrolled, the window in locals (stores through p could alias fr)
+        const int64_t kh = w.kernel[0], sy = w.stride[0], sx = w.stride[1], dy = w.dilation[0];
+        const int64_t dx = w.dilation[1], py = w.padding[0], px = w.padding[1];
+        const int64_t height = fr.extent[0], width = fr.extent[1], taps = fr.taps;
+        int64_t outside = 0;
+        for (int64_t j = 0; j < count; ++j, at.next()) {
+          const int64_t t = in[j];
+          if (t < 0 || t >= taps) return false;
+          const int64_t y = at.o[0] * sy - py + (t % kh) * dy, x = at.o[1] * sx - px + (t / kh) * dx;
+          outside |= y | (height - 1 - y) | x | (width - 1 - x);
+          p[j] = y * width + x;
+        }
+        bad = outside < 0;
+        break;
+      }
       for (int64_t j = 0; j < count && !bad; ++j, at.next()) {
         int64_t t = in[j], x[3];
         bad = t < 0 || t >= fr.taps;
@@ -291,6 +306,23 @@ int64_t encode(IndexFormat f, const Frame& fr, const Row& row, const int64_t* p,
     case IndexFormat::window: {
       const Window& w = fr.window;
       PooledCursor at(fr, row);
+      if (fr.nd == 2) {  // as decode_row's
+        const int64_t kh = w.kernel[0], kw = w.kernel[1], sy = w.stride[0], sx = w.stride[1];
+        const int64_t dy = w.dilation[0], dx = w.dilation[1], py = w.padding[0];
+        const int64_t px = w.padding[1], width = fr.extent[1];
+        const Divider by_width = fr.by_extent[1];
+        for (int64_t j = 0; j < count; ++j, at.next()) {
+          const int64_t y = by_width.quotient(p[j]), x = p[j] - y * width;
+          const int64_t from_y = y - (at.o[0] * sy - py), from_x = x - (at.o[1] * sx - px);
+          const int64_t ky = dy == 1 ? from_y : from_y / dy, kx = dx == 1 ? from_x : from_x / dx;
+          if (from_y < 0 || from_x < 0 || ky * dy != from_y || kx * dx != from_x || ky >= kh ||
+              kx >= kw) {
+            return j;
+          }
+          out[j] = kx * kh + ky;
+        }
+        return -1;
+      }
       for (int64_t j = 0; j < count; ++j, at.next()) {
         int64_t x[3], t = 0;
         fr.unravel(p[j], x);
