@@ -30,32 +30,63 @@ const char* index_format_name(IndexFormat format) {
 namespace detail {
 namespace {
 
-// Division of values in [0, 2^59) (poolgen's element counts) by a fixed divisor d >= 1: one
-// 64x64->128-bit multiplication by m = ceil(2^(59+l) / d), l = ceil(log2 d), and a shift, exact
-// for every such value (Granlund and Montgomery's bound: m d - 2^(59+l) < 2^l), where a 64-bit
-// division takes tens of cycles. Other values, or a compiler without 128-bit integers, divide.
+// Division of values in [0, 2^59) (poolgen's element counts) by a fixed divisor d >= 1, where a
+// 64-bit division takes tens of cycles: floor(v * m / 2^(59+l)) with m = ceil(2^(59+l) / d),
+// l = ceil(log2 d), exact for every such value (Granlund and Montgomery's bound:
+// m d - 2^(59+l) < d <= 2^l). m < 2^61, so v * 2^5 * m is the high word of one 64x64-bit
+// multiplication, shifted by the constant l: no 128-bit shift by a variable. Other values, or a
+// compiler without 128-bit integers, divide.
 struct Divider {
   static constexpr int kBits = 59;
   int64_t d = 1;
   uint64_t magic = 0;
-  int shift = 0;
-  explicit Divider(int64_t divisor = 1) : d(divisor) {
+  int shift = 0;  // l
+  explicit Divider(int64_t divisor = 1) : d(std::max<int64_t>(divisor, 1)) {
 #ifdef __SIZEOF_INT128__
-    const int64_t positive = std::max<int64_t>(divisor, 1);
-    int l = 0;
-    while ((int64_t{1} << l) < positive) ++l;
-    shift = kBits + l;
-    magic = static_cast<uint64_t>(((static_cast<unsigned __int128>(1) << shift) + positive - 1) /
-                                  static_cast<unsigned __int128>(positive));
+    while ((int64_t{1} << shift) < d) ++shift;
+    magic = static_cast<uint64_t>(((static_cast<unsigned __int128>(1) << (kBits + shift)) + d - 1) /
+                                  static_cast<unsigned __int128>(d));
 #endif
   }
   int64_t quotient(int64_t v) const {
 #ifdef __SIZEOF_INT128__
     if (static_cast<uint64_t>(v) < (uint64_t{1} << kBits)) {
-      return static_cast<int64_t>((static_cast<unsigned __int128>(v) * magic) >> shift);
+      const auto high = static_cast<uint64_t>(
+          (static_cast<unsigned __int128>(static_cast<uint64_t>(v) << (64 - kBits)) * magic) >>
+          64);
+      return static_cast<int64_t>(high >> shift);
     }
 #endif
     return v / d;
+  }
+};
+
+// Division by a fixed d = odd * 2^k where it is exact, as TensorFlow's (offset * C + c) is by C:
+// a shift and one multiplication by the odd part's inverse modulo 2^64, with no test of the
+// remainder. quotient(v) is v / d where d divides v (v read as unsigned); elsewhere it is outside
+// [0, 2^59 / d), the range of every quotient poolgen asks for (d times a count of elements):
+// with low bits set it is negative; with v >> k not a multiple of odd, q * odd >= 2^64 for the
+// q with q * odd = v >> k (mod 2^64), so q >= 2^64 / odd; with d | v but v >= 2^63 (a wrapped
+// negative difference), q >= 2^63 / d.
+struct ExactDivider {
+  int twos = 0;
+  uint64_t low = 0, inverse = 1;
+  explicit ExactDivider(int64_t divisor = 1) {
+    uint64_t odd = static_cast<uint64_t>(std::max<int64_t>(divisor, 1));
+    for (; (odd & 1) == 0; odd >>= 1) ++twos;
+    low = (uint64_t{1} << twos) - 1;
+    // Newton's iteration x <- x (2 - odd x) doubles the correct low bits; odd itself is its own
+    // inverse modulo 2^3.
+    inverse = odd;
+    for (int i = 0; i < 5; ++i) inverse *= 2 - odd * inverse;
+  }
+  int64_t quotient(uint64_t v) const {
+    return static_cast<int64_t>(((v >> twos) * inverse) | (0 - (v & low)));
+  }
+  // quotient where d is a power of two (inverse 1): a shift, which vectorizes where a 64-bit
+  // multiplication does not pay on baseline x86-64.
+  int64_t power_of_two_quotient(uint64_t v) const {
+    return static_cast<int64_t>((v >> twos) | (0 - (v & low)));
   }
 };
 
@@ -65,9 +96,11 @@ struct Frame {
   int nd = 0;
   int64_t batch = 1, channels = 1;
   int64_t extent[3] = {1, 1, 1};  // spatial, outermost first
-  Divider by_extent[3], by_channels;
+  Divider by_extent[3];
+  ExactDivider by_channels;
   int64_t plane = 1;
   Window window;  // IndexFormat::window only
+  Divider by_kernel_height;
   int64_t taps = 1;
 
   // Row-major coordinates of a plane offset, and back.
@@ -214,7 +247,14 @@ bool decode_row(IndexFormat f, const Frame& fr, const Row& row, const int64_t* i
         outside |= p[j] | minus(plane - 1, p[j]);
       }
       bad = outside < 0;
-      if (!bad && f == IndexFormat::onnx_column_major && fr.nd > 1) {
+      if (!bad && f == IndexFormat::onnx_column_major && fr.nd == 2) {  // unrolled: h + w * H
+        const Divider by_height = fr.by_extent[0];
+        const int64_t height = fr.extent[0], width = fr.extent[1];
+        for (int64_t j = 0; j < count; ++j) {
+          const int64_t w = by_height.quotient(p[j]);
+          p[j] = (p[j] - w * height) * width + w;
+        }
+      } else if (!bad && f == IndexFormat::onnx_column_major && fr.nd > 1) {
         for (int64_t j = 0; j < count; ++j) p[j] = fr.from_column_major(p[j]);
       }
       break;
@@ -222,11 +262,10 @@ bool decode_row(IndexFormat f, const Frame& fr, const Row& row, const int64_t* i
     case IndexFormat::tensorflow_with_batch: {
       // (offset * C + c), plus n * plane * C with the batch.
       const int64_t base = (f == IndexFormat::tensorflow ? 0 : row.n * plane * channels) + row.c;
-      const Divider by_channels = fr.by_channels;
+      const ExactDivider by_channels = fr.by_channels;
       for (int64_t j = 0; j < count; ++j) {
-        const int64_t v = minus(in[j], base);
-        p[j] = v < 0 ? -1 : by_channels.quotient(v);
-        outside |= p[j] | minus(plane - 1, p[j]) | -int64_t{p[j] * channels != v};
+        p[j] = by_channels.quotient(static_cast<uint64_t>(in[j]) - static_cast<uint64_t>(base));
+        outside |= p[j] | minus(plane - 1, p[j]);
       }
       bad = outside < 0;
       break;
@@ -238,11 +277,13 @@ bool decode_row(IndexFormat f, const Frame& fr, const Row& row, const int64_t* i
         const int64_t kh = w.kernel[0], sy = w.stride[0], sx = w.stride[1], dy = w.dilation[0];
         const int64_t dx = w.dilation[1], py = w.padding[0], px = w.padding[1];
         const int64_t height = fr.extent[0], width = fr.extent[1], taps = fr.taps;
+        const Divider by_kh = fr.by_kernel_height;
         int64_t outside = 0;
         for (int64_t j = 0; j < count; ++j, at.next()) {
           const int64_t t = in[j];
           if (t < 0 || t >= taps) return false;
-          const int64_t y = at.o[0] * sy - py + (t % kh) * dy, x = at.o[1] * sx - px + (t / kh) * dx;
+          const int64_t kx = by_kh.quotient(t), ky = t - kx * kh;  // XNNPACK's kx * kh + ky
+          const int64_t y = at.o[0] * sy - py + ky * dy, x = at.o[1] * sx - px + kx * dx;
           outside |= y | (height - 1 - y) | x | (width - 1 - x);
           p[j] = y * width + x;
         }
@@ -293,6 +334,15 @@ int64_t encode(IndexFormat f, const Frame& fr, const Row& row, const int64_t* p,
       for (int64_t j = 0; j < count; ++j) out[j] = plane_base + p[j];
       return -1;
     case IndexFormat::onnx_column_major:
+      if (fr.nd == 2) {  // unrolled, as decode_row's
+        const Divider by_width = fr.by_extent[1];
+        const int64_t height = fr.extent[0], width = fr.extent[1];
+        for (int64_t j = 0; j < count; ++j) {
+          const int64_t h = by_width.quotient(p[j]);
+          out[j] = plane_base + (p[j] - h * width) * height + h;
+        }
+        return -1;
+      }
       for (int64_t j = 0; j < count; ++j) {
         out[j] = plane_base + fr.to_column_major(p[j]);
       }
@@ -346,7 +396,7 @@ Frame frame_of(int nd, const Ints& frame_shape, const Window* window) {
   const size_t first = frame_shape.size() - nd;
   if (first == 2) fr.batch = frame_shape[0];
   fr.channels = frame_shape[first - 1];
-  fr.by_channels = Divider(fr.channels);
+  fr.by_channels = ExactDivider(fr.channels);
   for (int i = 0; i < nd; ++i) {
     fr.extent[i] = frame_shape[first + i];
     fr.by_extent[i] = Divider(fr.extent[i]);
@@ -354,6 +404,7 @@ Frame frame_of(int nd, const Ints& frame_shape, const Window* window) {
   fr.plane = spatial_elements(nd, frame_shape);
   if (window) {
     fr.window = *window;
+    fr.by_kernel_height = Divider(window->kernel[0]);
     for (int i = 0; i < nd; ++i) fr.taps *= window->kernel[i];
   }
   return fr;
@@ -442,12 +493,16 @@ Affine affine(IndexFormat f, const Frame& fr) {
   }
 }
 
+// How affine_rewrite's source is divided by its scale: TensorFlow's by C, most often a power of
+// two.
+enum class Divide { none, by_power_of_two, exactly };
+
 // rewrite's loop where both formats are affine, both views' planes flat in one layout
-// (channels-last: channels adjacent): a subtraction (and for TensorFlow's source a division by
-// C, by its multiplier), a range test, a multiply-add per index, in memory order, where rewrite's
+// (channels-last: channels adjacent): a subtraction (and for TensorFlow's source an exact division
+// by C), a range test, a multiply-add per index, in memory order, where rewrite's
 // rows go through buffers (2.3 ns an index measured against 0.5). False where some index names
 // no element of its own plane (rewrite then names it).
-template <typename I, bool kDivide>
+template <typename I, Divide kDivide>
 [[gnu::noinline]] bool affine_rewrite(const View& src, const View& dst, Layout layout,
                                       Affine from, Affine to, int64_t n0, int64_t c0,
                                       int64_t plane) {
@@ -463,7 +518,7 @@ template <typename I, bool kDivide>
     return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
   };
   int64_t outside = 0;
-  const Divider by_scale(from.scale);
+  const ExactDivider by_scale(from.scale);
   // `length` indices whose planes' bases step by the formats' per_channel (channels-last) or
   // not at all (one plane's row).
   const auto run = [&](const From* in, To* out, int64_t length, int64_t in_step, int64_t out_step,
@@ -472,10 +527,10 @@ template <typename I, bool kDivide>
     const int64_t out_channel = channel_step * to.per_channel;
     for (int64_t j = 0; j < length; ++j) {
       int64_t p = minus(in[j * in_step], in_base + j * in_channel);
-      if (kDivide) {  // p * scale exactly, p >= 0 (a negative difference fails the test anyway)
-        const int64_t v = p;
-        p = v < 0 ? -1 : by_scale.quotient(v);
-        outside |= -static_cast<int64_t>(p * from.scale != v);
+      // Outside [0, plane) where inexact.
+      if (kDivide == Divide::exactly) p = by_scale.quotient(static_cast<uint64_t>(p));
+      if (kDivide == Divide::by_power_of_two) {
+        p = by_scale.power_of_two_quotient(static_cast<uint64_t>(p));
       }
       outside |= p | minus(plane - 1, p);
       // Wrapping: p is anything where the test fails.
@@ -526,10 +581,12 @@ int try_affine_rewrite(const Frame& fr, const View& src, IndexFormat from_format
         (layout == Layout::channels_last && (src.strides[1] != 1 || dst.strides[1] != 1))) {
       continue;
     }
-    const bool divide = from.scale != 1;  // TensorFlow's source
-    const bool ok =
-        divide ? affine_rewrite<int64_t, true>(src, dst, layout, from, to, n0, c0, fr.plane)
-               : affine_rewrite<int64_t, false>(src, dst, layout, from, to, n0, c0, fr.plane);
+    const auto rewrite = from.scale == 1  // else TensorFlow's source
+                             ? affine_rewrite<int64_t, Divide::none>
+                         : (from.scale & (from.scale - 1)) == 0
+                             ? affine_rewrite<int64_t, Divide::by_power_of_two>
+                             : affine_rewrite<int64_t, Divide::exactly>;
+    const bool ok = rewrite(src, dst, layout, from, to, n0, c0, fr.plane);
     return ok ? 1 : -1;
   }
   return 0;

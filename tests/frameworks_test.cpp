@@ -615,6 +615,45 @@ TEST(IndexFormats, LargeFramesDecodeExactly) {
   }
 }
 
+// TensorFlow's indices are decoded by an exact division by C (a shift and a multiplication by
+// the odd part's inverse, with no remainder computed): every index within a few planes of the
+// valid ones, each way, must decode where (index - c) is a multiple of C naming an element of
+// the frame, and be refused elsewhere; on the affine loop (i64 into another view) and the
+// rows' loop (in place), for channel counts odd, even and powers of two.
+TEST(IndexFormats, TensorFlowIndicesDecodeOnlyInTheirOwnChannel) {
+  for (const int64_t channels : {1, 2, 3, 6, 12, 64}) {
+    for (const IndexFormat f : {IndexFormat::tensorflow, IndexFormat::tensorflow_with_batch}) {
+      SCOPED_TRACE(std::string(index_format_name(f)) + " C " + std::to_string(channels));
+      const Ints frame = {2, channels, 2, 2}, pooled = {2, channels, 1, 1};
+      const int64_t plane = 4, n = 1;  // the element under test is in the second image
+      const int64_t base = f == IndexFormat::tensorflow ? 0 : n * plane * channels;
+      for (int64_t c = 0; c < channels; ++c) {
+        for (int64_t v = base - 3 * channels; v < base + (plane + 3) * channels; ++v) {
+          Ints formatted(2 * channels);
+          for (int64_t k = 0; k < 2 * channels; ++k) {  // all valid: offset 0 of their plane
+            formatted[k] = (f == IndexFormat::tensorflow ? 0 : k / channels * plane * channels) +
+                           k % channels;
+          }
+          formatted[n * channels + c] = v;
+          const bool valid = (v - base - c) % channels == 0 && v - base - c >= 0 &&
+                             (v - base - c) / channels < plane;
+          Ints out(formatted.size(), -1);
+          const Status affine = convert_indices(2, frame, contiguous(formatted.data(), pooled),
+                                                f, contiguous(out.data(), pooled),
+                                                IndexFormat::plane);
+          ASSERT_EQ(affine.ok(), valid) << "index " << v << " in channel " << c;
+          if (valid) ASSERT_EQ(out[n * channels + c], (v - base - c) / channels);
+          const Status rows = convert_indices(2, frame, contiguous(formatted.data(), pooled), f,
+                                              contiguous(formatted.data(), pooled),
+                                              IndexFormat::plane);
+          ASSERT_EQ(rows.ok(), valid) << "in place: index " << v << " in channel " << c;
+          if (valid) ASSERT_EQ(formatted, out);
+        }
+      }
+    }
+  }
+}
+
 struct ErrorCase {
   Ints frame = {1, 2, 4, 4};
   Ints from = {0, 5, 10, 15, 0, 5, 10, 15};
