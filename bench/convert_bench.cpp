@@ -1,6 +1,7 @@
 // poolgen_convert_bench: convert_indices between the index formats on the pooled indices of the
 // v0.1 shapes (i64, one thread: the converter runs on the calling thread), against memcpy of the
-// same bytes (the roofline: a conversion reads and writes each index once).
+// same bytes (the roofline: a conversion reads and writes each index once); and max_pool under
+// each framework's convention, whose rules are passes over the kernel's results.
 //
 //   build/bench/poolgen_convert_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only
 #include "poolgen/poolgen.hpp"
@@ -8,6 +9,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -65,6 +67,30 @@ void copy(benchmark::State& state, const Case& c) {
   state.SetBytesProcessed(state.iterations() * 2 * 8 * static_cast<int64_t>(plane.size()));
 }
 
+// max_pool on channels-last input (TensorFlow's NHWC) under each framework's convention: the
+// NaN rule and the index format are passes after the kernel, which these rows price against
+// PyTorch's (range(0): threads).
+void pool(benchmark::State& state, const Case& c, poolgen::MaxRule rule, IndexFormat format) {
+  poolgen::set_num_threads(static_cast<int>(state.range(0)));
+  std::vector<float> input(c.frame[0] * c.frame[1] * c.frame[2] * c.frame[3]);
+  for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<float>((i * 7919) % 1000);
+  std::vector<float> values(c.pooled[0] * c.pooled[1] * c.pooled[2] * c.pooled[3]);
+  Ints indices(values.size());
+  poolgen::PoolOptions options;
+  options.kernel_size = {2};
+  options.max_rule = rule;
+  options.index_format = format;
+  for (auto _ : state) {
+    const poolgen::Status st = poolgen::max_pool(
+        2, poolgen::channels_last(input.data(), c.frame),
+        poolgen::channels_last(values.data(), c.pooled),
+        poolgen::channels_last(indices.data(), c.pooled), options);
+    if (!st.ok()) state.SkipWithError(st.message().c_str());
+    benchmark::DoNotOptimize(indices.data());
+  }
+  poolgen::set_num_threads(0);
+}
+
 std::string shape_name(const Ints& s) {
   std::string n;
   for (int64_t e : s) n += (n.empty() ? "" : "x") + std::to_string(e);
@@ -91,6 +117,20 @@ int register_all() {
       const std::string name = std::string(poolgen::index_format_name(from)) + "->" +
                                poolgen::index_format_name(to) + "/" + shape;
       benchmark::RegisterBenchmark(name.c_str(), convert, c, from, to)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
+    }
+    const std::tuple<const char*, poolgen::MaxRule, IndexFormat> conventions[] = {
+        {"pytorch", poolgen::MaxRule::any_nan, IndexFormat::plane},
+        {"onnx", poolgen::MaxRule::first_tap, IndexFormat::onnx},
+        {"tensorflow", poolgen::MaxRule::first_tap, IndexFormat::tensorflow_with_batch}};
+    for (const auto& [name, rule, format] : conventions) {
+      benchmark::RegisterBenchmark(("max_pool_nhwc_k2s2/" + std::string(name) + "/" +
+                                    shape_name(c.frame)).c_str(),
+                                   pool, c, rule, format)
+          ->Arg(1)
+          ->Arg(2)
+          ->ArgName("threads")
           ->Unit(benchmark::kMicrosecond)
           ->UseRealTime();
     }

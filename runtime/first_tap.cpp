@@ -52,13 +52,13 @@ bool nan_at(const T* at, int64_t j) {
 // scan is all the rule costs where no NaN is.
 template <typename T, uint16_t kInfinity = 0>
 bool any_nan_in(const T* at, int64_t step, int64_t count) {
-  bool found = false;
+  int found = 0;  // an int, not a bool: GCC vectorizes the f32 and 16-bit loops then
   if (step == 1) {  // a loop of its own: it vectorizes
     for (int64_t j = 0; j < count; ++j) found |= nan_at<T, kInfinity>(at, j);
   } else {
     for (int64_t j = 0; j < count; ++j) found |= nan_at<T, kInfinity>(at, j * step);
   }
-  return found;
+  return found != 0;
 }
 
 bool row_has_nan(const View& v, int64_t offset, int64_t step, int64_t count) {
@@ -126,11 +126,28 @@ void rescan(const View& input, const View& values, const View& indices, const Wi
   }
 }
 
+// Whether v's elements fill one block of memory, packed in either layout (extents of 1 aside,
+// whose strides are never stepped along).
+bool packed_in_some_layout(const View& v) {
+  for (const Layout layout : {Layout::contiguous, Layout::channels_last}) {
+    const View p = packed(v, layout, v.data);
+    bool same = true;
+    for (int d = 0; d < v.rank; ++d) {
+      same = same && (v.shape[d] == 1 || v.strides[d] == p.strides[d]);
+    }
+    if (same) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void apply_first_tap_rule(const View& input, const View& values, const View& indices,
                           const Window& w) {
   if (!is_float_dtype(values.dtype) || values.elements() == 0) return;
+  // Most results hold no NaN: one scan in memory order says so, where the rows below would
+  // step across channels-last memory (measured 1.7 ms against 0.2 at 8x64x56x56 f32).
+  if (packed_in_some_layout(values) && !row_has_nan(values, 0, 1, values.elements())) return;
   // Row by row of the innermost dimension; only rows holding a NaN are looked at element by
   // element.
   const int last = values.rank - 1;

@@ -497,99 +497,147 @@ Affine affine(IndexFormat f, const Frame& fr) {
 // two.
 enum class Divide { none, by_power_of_two, exactly };
 
-// rewrite's loop where both formats are affine, both views' planes flat in one layout
-// (channels-last: channels adjacent): a subtraction (and for TensorFlow's source an exact division
-// by C), a range test, a multiply-add per index, in memory order, where rewrite's
-// rows go through buffers (2.3 ns an index measured against 0.5). False where some index names
-// no element of its own plane (rewrite then names it).
-template <typename I, Divide kDivide>
-[[gnu::noinline]] bool affine_rewrite(const View& src, const View& dst, Layout layout,
-                                      Affine from, Affine to, int64_t n0, int64_t c0,
-                                      int64_t plane) {
-  using From = I;
-  using To = I;
-  const From* const s = static_cast<const From*>(src.data);
-  To* const d = static_cast<To*>(dst.data);
+// rewrite's loop where both formats are affine, both views' planes flat in one layout at unit
+// steps (channels-last: channels adjacent): a subtraction (and for TensorFlow's source an exact
+// division by C), a range test, a multiply-add (kScale: TensorFlow's target) or an addition per
+// index, in memory order, where rewrite's rows go through buffers (2.3 ns an index measured
+// against 0.5). In place (the same view) each chunk is rewritten into a buffer first and copied
+// back only where every index in it is valid, so that an index the formats cannot carry is still
+// there to be named. Returns the first such index's (n, c, position in its plane) in src, n -1
+// where none is.
+struct Found {
+  int64_t n = -1, c = 0, p = 0;
+};
+
+template <Divide kDivide, bool kScale>
+[[gnu::noinline]] Found affine_rewrite(const View& src, const View& dst, Layout layout,
+                                       Affine from, Affine to, int64_t n0, int64_t c0,
+                                       int64_t plane) {
+  const int64_t* const s = static_cast<const int64_t*>(src.data);
+  int64_t* const d = static_cast<int64_t*>(dst.data);
+  const bool in_place = src.data == dst.data;
   const int64_t s_step = src.plane_step(layout), d_step = dst.plane_step(layout);
   const int64_t count = src.plane(), planes = src.shape[1];  // locals: stores could alias fields
-  // As decode_row: offsets in [0, plane) leave the sign bit of p | (plane - 1 - p) clear, a test
-  // that vectorizes on baseline x86-64; any index may come in, so the differences wrap.
-  const auto minus = [](int64_t a, int64_t b) {
-    return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
-  };
-  int64_t outside = 0;
   const ExactDivider by_scale(from.scale);
-  // `length` indices whose planes' bases step by the formats' per_channel (channels-last) or
-  // not at all (one plane's row).
-  const auto run = [&](const From* in, To* out, int64_t length, int64_t in_step, int64_t out_step,
-                       int64_t in_base, int64_t out_base, int64_t channel_step) {
-    const int64_t in_channel = channel_step * from.per_channel;
-    const int64_t out_channel = channel_step * to.per_channel;
+  const uint64_t scale = static_cast<uint64_t>(to.scale);
+  // `length` indices from `in` into `out`, whose planes' bases step by in_channel and
+  // out_channel (channels-last: the formats' per_channel) or not at all (one plane): false
+  // where one names no element of its own plane. The bases step by addition, not j * step:
+  // 64-bit multiplications are dear in SIMD. As decode_row's, the test is on the sign of
+  // p | (plane - 1 - p), which vectorizes on baseline x86-64; any index may come in, so the
+  // arithmetic wraps.
+  const auto run = [&](const int64_t* in, int64_t* out, int64_t length, uint64_t in_at,
+                       uint64_t out_at, uint64_t in_channel, uint64_t out_channel) {
+    int64_t outside = 0;
     for (int64_t j = 0; j < length; ++j) {
-      int64_t p = minus(in[j * in_step], in_base + j * in_channel);
-      // Outside [0, plane) where inexact.
-      if (kDivide == Divide::exactly) p = by_scale.quotient(static_cast<uint64_t>(p));
+      uint64_t p = static_cast<uint64_t>(in[j]) - in_at;
+      if (kDivide == Divide::exactly) p = static_cast<uint64_t>(by_scale.quotient(p));
       if (kDivide == Divide::by_power_of_two) {
-        p = by_scale.power_of_two_quotient(static_cast<uint64_t>(p));
+        p = static_cast<uint64_t>(by_scale.power_of_two_quotient(p));
       }
-      outside |= p | minus(plane - 1, p);
-      // Wrapping: p is anything where the test fails.
-      out[j * out_step] = static_cast<To>(static_cast<uint64_t>(p) * to.scale +
-                                          static_cast<uint64_t>(out_base + j * out_channel));
+      outside |= static_cast<int64_t>(p | (static_cast<uint64_t>(plane - 1) - p));
+      out[j] = static_cast<int64_t>((kScale ? p * scale : p) + out_at);
+      in_at += in_channel;
+      out_at += out_channel;
     }
+    return outside >= 0;
   };
+  constexpr int64_t kChunk = 256;
+  int64_t buffer[kChunk];
+  // A plane's indices or a pixel's channels, kChunk at a time; the position of the first bad
+  // index, else -1.
+  const auto rewrite_run = [&](const int64_t* in, int64_t* out, int64_t length, int64_t in_base,
+                               int64_t out_base, int64_t channel_step) -> int64_t {
+    const uint64_t in_channel = static_cast<uint64_t>(channel_step * from.per_channel);
+    const uint64_t out_channel = static_cast<uint64_t>(channel_step * to.per_channel);
+    for (int64_t first = 0; first < length; first += kChunk) {
+      const int64_t chunk = std::min(kChunk, length - first);
+      const uint64_t in_at = static_cast<uint64_t>(in_base) + first * in_channel;
+      const uint64_t out_at = static_cast<uint64_t>(out_base) + first * out_channel;
+      if (run(in + first, in_place ? buffer : out + first, chunk, in_at, out_at, in_channel,
+              out_channel)) {
+        // A loop, not memcpy, which GCC inlines as `rep movsq`: slow to start on 2 KB.
+        if (in_place) std::copy_n(buffer, chunk, out + first);
+        continue;
+      }
+      int64_t j = first;
+      while (run(in + j, buffer, 1, in_at + (j - first) * in_channel, 0, 0, 0)) ++j;
+      return j;
+    }
+    return -1;
+  };
+  // Runs of indices: in contiguous memory a plane each (unit steps), in channels-last a pixel's
+  // channels (adjacent).
+  const bool by_pixel = layout == Layout::channels_last;
+  const int64_t runs = by_pixel ? count : planes, length = by_pixel ? planes : count;
+  const int64_t s_run = by_pixel ? s_step : src.strides[1];
+  const int64_t d_run = by_pixel ? d_step : dst.strides[1];
   for (int64_t n = 0; n < src.shape[0]; ++n) {
-    const From* s_n = s + n * src.strides[0];
-    To* d_n = d + n * dst.strides[0];
     const int64_t in_image = (n0 + n) * from.per_image, out_image = (n0 + n) * to.per_image;
-    if (layout == Layout::contiguous) {
-      for (int64_t c = 0; c < planes; ++c) {
-        const From* in = s_n + c * src.strides[1];
-        To* out = d_n + c * dst.strides[1];
-        const int64_t in_base = in_image + (c0 + c) * from.per_channel;
-        const int64_t out_base = out_image + (c0 + c) * to.per_channel;
-        if (s_step == 1 && d_step == 1) {
-          run(in, out, count, 1, 1, in_base, out_base, 0);  // unit steps: vectorized
-        } else {
-          run(in, out, count, s_step, d_step, in_base, out_base, 0);
-        }
-      }
-    } else {
-      for (int64_t j = 0; j < count; ++j) {
-        run(s_n + j * s_step, d_n + j * d_step, planes, 1, 1, in_image + c0 * from.per_channel,
-            out_image + c0 * to.per_channel, 1);
-      }
+    for (int64_t r = 0; r < runs; ++r) {
+      const int64_t c = c0 + (by_pixel ? 0 : r);
+      const int64_t bad = rewrite_run(s + n * src.strides[0] + r * s_run,
+                                      d + n * dst.strides[0] + r * d_run, length,
+                                      in_image + c * from.per_channel,
+                                      out_image + c * to.per_channel, by_pixel ? 1 : 0);
+      if (bad >= 0) return by_pixel ? Found{n, bad, r} : Found{n, r, bad};
     }
   }
-  return outside >= 0;
+  return {};
 }
 
-// affine_rewrite where it applies (one index dtype, src apart from dst: in place, the rows'
-// loop reads a row before writing it): 1 done, 0 not applicable, -1 some index outside its
-// plane.
-int try_affine_rewrite(const Frame& fr, const View& src, IndexFormat from_format,
-                       const View& dst, IndexFormat to_format, int64_t n0, int64_t c0) {
+// affine_rewrite where it applies (i64 indices; src apart from dst or the same view): false
+// where it does not.
+bool try_affine_rewrite(const Frame& fr, const View& src, IndexFormat from_format,
+                        const View& dst, IndexFormat to_format, int64_t n0, int64_t c0,
+                        Found* found) {
   const Affine from = affine(from_format, fr), to = affine(to_format, fr);
   // i64 only, the frameworks' (i32 indices take the rows' loop: a second copy of these loops
   // would cost the library 8 KB).
   if (!from.ok || !to.ok || src.dtype != DType::i64 || dst.dtype != DType::i64 ||
-      src.data == dst.data) {
-    return 0;
+      (src.data == dst.data && !std::equal(src.strides, src.strides + src.rank, dst.strides))) {
+    return false;
   }
   for (const Layout layout : {Layout::contiguous, Layout::channels_last}) {
     if (!src.flat_planes(layout) || !dst.flat_planes(layout) ||
         (layout == Layout::channels_last && (src.strides[1] != 1 || dst.strides[1] != 1))) {
       continue;
     }
-    const auto rewrite = from.scale == 1  // else TensorFlow's source
-                             ? affine_rewrite<int64_t, Divide::none>
-                         : (from.scale & (from.scale - 1)) == 0
-                             ? affine_rewrite<int64_t, Divide::by_power_of_two>
-                             : affine_rewrite<int64_t, Divide::exactly>;
-    const bool ok = rewrite(src, dst, layout, from, to, n0, c0, fr.plane);
-    return ok ? 1 : -1;
+    // From TensorFlow's indices, a division by C (a shift for powers of two); into them, a
+    // multiplication. TensorFlow's into TensorFlow's (the batch added or dropped) take the
+    // general loop.
+    const bool by_power_of_two = (from.scale & (from.scale - 1)) == 0;
+    const auto rewrite = from.scale == 1 ? (to.scale == 1 ? affine_rewrite<Divide::none, false>
+                                                          : affine_rewrite<Divide::none, true>)
+                         : to.scale == 1 && by_power_of_two
+                             ? affine_rewrite<Divide::by_power_of_two, false>
+                             : affine_rewrite<Divide::exactly, true>;
+    *found = rewrite(src, dst, layout, from, to, n0, c0, fr.plane);
+    return true;
   }
-  return 0;
+  return false;
+}
+
+// The offset (in elements) of element (n, c, plane offset p) of a view, p unravelled over the
+// view's own spatial extents.
+int64_t element_offset(const View& v, int64_t n, int64_t c, int64_t p) {
+  int64_t at = n * v.strides[0] + c * v.strides[1];
+  for (int d = v.rank - 1; d >= 2; --d) {
+    at += (p % v.shape[d]) * v.strides[d];
+    p /= v.shape[d];
+  }
+  return at;
+}
+
+// Coordinates (n, c, spatial...) of element (n, c, p) of a view.
+Ints element_coordinates(const View& v, int64_t n, int64_t c, int64_t p) {
+  Ints at(v.rank);
+  at[0] = n, at[1] = c;
+  for (int d = v.rank - 1; d >= 2; --d) {
+    at[d] = p % v.shape[d];
+    p /= v.shape[d];
+  }
+  return at;
 }
 
 // Not inlined: convert_indices and the ops' rewrite_indices share one copy of the loops.
@@ -601,13 +649,27 @@ int try_affine_rewrite(const Frame& fr, const View& src, IndexFormat from_format
                                                const View& dst, IndexFormat to_format,
                                                bool batchless, const char* argument,
                                                int64_t n0 = 0, int64_t c0 = 0) {
-  if (try_affine_rewrite(fr, src, from_format, dst, to_format, n0, c0) == 1) return {};
+  const auto bad_index = [&](const char* why, int64_t value, Ints at) {
+    if (batchless) at.erase(at.begin());
+    return fail(Code::index_out_of_range, argument, ": expected ", index_format_name(from_format),
+                " indices ", why, " (frame_shape ", format_shape(frame_shape), "), got ", value,
+                " at element ", format_shape(at));
+  };
+  const char* const outside_plane = "naming an element of its own plane";
+  Found found;
+  if (try_affine_rewrite(fr, src, from_format, dst, to_format, n0, c0, &found)) {
+    if (found.n < 0) return {};
+    const int64_t value =
+        static_cast<const int64_t*>(src.data)[element_offset(src, found.n, found.c, found.p)];
+    return bad_index(outside_plane, value, element_coordinates(src, n0 + found.n, c0 + found.c,
+                                                              found.p));
+  }
   const bool windowed = from_format == IndexFormat::window || to_format == IndexFormat::window;
   // Rows of the innermost pooled dimension; whole planes where both views' spatial dimensions
   // are one flat dimension and no format needs the pooled coordinates, or a 2-D window's
-  // cursor follows them (long rows: the per-row work is most of the time on short ones). In channels-last memory (the channel's stride
-  // below the rows') the channels of one row are visited together, so that the cache lines a
-  // row touches serve all of them.
+  // cursor follows them (long rows: the per-row work is most of the time on short ones). In
+  // channels-last memory (the channel's stride below the rows') the channels of one row are
+  // visited together, so that the cache lines a row touches serve all of them.
   const bool channels_inner = src.strides[1] < src.strides[src.rank - 1];
   const bool flat = (!windowed || fr.nd == 2) && !channels_inner && flat_spatial(src) &&
                     flat_spatial(dst);
@@ -640,7 +702,7 @@ int try_affine_rewrite(const Frame& fr, const View& src, IndexFormat from_format
         // The row is read whole before anything is written: `to` may be `from`.
         const int64_t* in = load_row(src, from_offset, src_step, count, in_buffer);
         int64_t bad = decode(from_format, fr, row, in, p, count);
-        const char* why = "naming an element of its own plane";
+        const char* why = outside_plane;
         if (bad < 0) {
           int64_t* out = row_target(dst, to_offset, dst_step, out_buffer);
           bad = encode(to_format, fr, row, p, out, count);
@@ -657,40 +719,13 @@ int try_affine_rewrite(const Frame& fr, const View& src, IndexFormat from_format
             position /= src.shape[d];
           }
           for (int d = 2; d < last; ++d) at[d] = outer[d - 2];
-          if (batchless) at.erase(at.begin());
           // encode stops at the first it cannot write, so an in-place `in` still holds it.
-          return fail(Code::index_out_of_range, argument, ": expected ",
-                      index_format_name(from_format), " indices ", why, " (frame_shape ",
-                      format_shape(frame_shape), "), got ", in[bad], " at element ",
-                      format_shape(at));
+          return bad_index(why, in[bad], std::move(at));
         }
       }
     }
   }
   return {};
-}
-
-// The offset (in elements) of element (n, c, plane offset p) of a view, p unravelled over the
-// view's own spatial extents.
-int64_t element_offset(const View& v, int64_t n, int64_t c, int64_t p) {
-  int64_t at = n * v.strides[0] + c * v.strides[1];
-  for (int d = v.rank - 1; d >= 2; --d) {
-    at += (p % v.shape[d]) * v.strides[d];
-    p /= v.shape[d];
-  }
-  return at;
-}
-
-// Coordinates (n, c, spatial...) of element (n, c, p) of a view, as an error names them.
-Ints element_at(const View& v, int64_t n, int64_t c, int64_t p, bool batchless) {
-  Ints at(v.rank);
-  at[0] = n, at[1] = c;
-  for (int d = v.rank - 1; d >= 2; --d) {
-    at[d] = p % v.shape[d];
-    p /= v.shape[d];
-  }
-  if (batchless) at.erase(at.begin());
-  return at;
 }
 
 Status convert(int nd, const Ints& frame_shape, const TensorView& from, IndexFormat from_format,
@@ -725,9 +760,9 @@ Status check_index_capacity(const char* argument, DType dtype, IndexFormat forma
 
 Status rewrite_indices(int nd, const Ints& frame_shape, const Window* window, const View& src,
                        IndexFormat from_format, const View& dst, IndexFormat to_format,
-                       bool batchless) {
+                       bool batchless, int64_t n0, int64_t c0) {
   return rewrite(frame_of(nd, frame_shape, window), frame_shape, src, from_format, dst, to_format,
-                 batchless, "indices");
+                 batchless, "indices", n0, c0);
 }
 
 Status unpool_plane_offsets(int nd, const Ints& frame_shape, const Ints& output_shape,
@@ -769,19 +804,23 @@ Status unpool_across_planes(int nd, const Ints& frame_shape, const View& values,
                           static_cast<int64_t>(size),
                 0, size);
   }
-  const bool nhwc = format == IndexFormat::tensorflow || format == IndexFormat::tensorflow_with_batch;
+  const bool nhwc =
+      format == IndexFormat::tensorflow || format == IndexFormat::tensorflow_with_batch;
   const int64_t bound = fr.largest(format) + 1;
   for (int64_t n = 0; n < batch; ++n) {
     // The format's order: (c, p) row-major for ONNX's, (p, c) for TensorFlow's NHWC.
     for (int64_t k = 0; k < channels * plane; ++k) {
       const int64_t c = nhwc ? k % channels : k / plane, p = nhwc ? k / channels : k % plane;
       const int64_t from = element_offset(indices, n, c, p);
-      const int64_t g = indices.dtype == DType::i32 ? static_cast<const int32_t*>(indices.data)[from]
-                                                    : static_cast<const int64_t*>(indices.data)[from];
+      const int64_t g = indices.dtype == DType::i32
+                            ? static_cast<const int32_t*>(indices.data)[from]
+                            : static_cast<const int64_t*>(indices.data)[from];
       if (g < 0 || g >= bound) {
+        Ints at = element_coordinates(indices, n, c, p);
+        if (batchless) at.erase(at.begin());
         return fail(Code::index_out_of_range, "indices: expected ", index_format_name(format),
                     " indices in [0, ", bound, ") (the output frame ", format_shape(frame_shape),
-                    "), got ", g, " at element ", format_shape(element_at(indices, n, c, p, batchless)));
+                    "), got ", g, " at element ", format_shape(at));
       }
       int64_t to_n = n, to_c = c, to_p = 0;
       if (nhwc) {

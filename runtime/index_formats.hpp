@@ -15,10 +15,11 @@ Status check_index_capacity(const char* argument, DType dtype, IndexFormat forma
 // Rewrites the indices of `src` (from_format) into `dst` (to_format): checked host views of one
 // pooled shape for the frame (the pooling input) of frame_shape, `dst` apart from `src` or the
 // same view. An index the formats cannot carry is index_out_of_range naming it as an element of
-// `indices` (in the caller's terms: batchless drops the view's added batch dimension).
+// `indices` (in the caller's terms: batchless drops the view's added batch dimension). The views
+// may be part of the frame's tensor, from plane (n0, c0): one image's channels, or whole images.
 Status rewrite_indices(int nd, const Ints& frame_shape, const Window* window, const View& src,
                        IndexFormat from_format, const View& dst, IndexFormat to_format,
-                       bool batchless);
+                       bool batchless, int64_t n0 = 0, int64_t c0 = 0);
 
 // Unpooling's indices of `format`, addressing frame_shape (the output's, or under ONNX's output
 // size rule the default output's), as plane offsets of the output (output_shape, extents at least

@@ -165,6 +165,46 @@ Status max_pool_kernel_name(int nd, const Ints& input_shape, const PoolOptions& 
 
 namespace {
 
+// Other frameworks' rules, passes over the kernel's results (input, values, indices): the NaN
+// rule's rescan, then the index format. Blocks of whole images (of one image's channels where
+// there is one and they are not innermost: channels-last blocks would cut every pixel's run of
+// channels short) run on the kernels' thread pool where the call is worth sharing, each pass
+// over a block while it is in cache; the first failing block in (n, c) order names its index,
+// as one pass over all would.
+Status apply_other_rules(int nd, const Ints& input_shape, const PoolOptions& options,
+                         const Window& window, const Views& views) {
+  const View& indices = views[2];
+  const int dim = indices.shape[0] > 1 ? 0 : 1;
+  const int64_t extent = indices.shape[dim];
+  const bool channels_inner = indices.strides[1] < indices.strides[indices.rank - 1];
+  const bool share = worth_sharing(total_bytes(views)) && (dim == 0 || !channels_inner);
+  const int tasks = share ? static_cast<int>(std::min<int64_t>(extent, 4 * thread_count())) : 1;
+  const bool batchless = input_shape.size() == static_cast<size_t>(nd) + 1;
+  std::vector<Status> results(tasks);
+  parallel_for(
+      tasks,
+      [&](int task) {
+        const int64_t first = extent * task / tasks, count = extent * (task + 1) / tasks - first;
+        const View in = slice(views[0], dim, first, count);
+        const View values = slice(views[1], dim, first, count);
+        const View block = slice(indices, dim, first, count);
+        if (options.max_rule == MaxRule::first_tap) {
+          apply_first_tap_rule(in, values, block, window);
+        }
+        if (options.index_format != IndexFormat::plane) {
+          results[task] = rewrite_indices(nd, input_shape, &window, block, IndexFormat::plane,
+                                          block, options.index_format, batchless,
+                                          dim == 0 ? first : 0, dim == 1 ? first : 0);
+        }
+        return 0;  // every block runs: the first failing one in order decides
+      },
+      share);
+  for (Status& result : results) {
+    if (!result.ok()) return std::move(result);
+  }
+  return {};
+}
+
 Status pool(int nd, const TensorView& input, const TensorView& values, const TensorView& indices,
             const PoolOptions& options) {
   PoolCall call;
@@ -212,13 +252,8 @@ Status pool(int nd, const TensorView& input, const TensorView& values, const Ten
       [&](const Views& plane, int64_t) { return pool_rows(call, plane); }));
   staged_values.finish();
   staged_indices.finish();
-  if (options.max_rule == MaxRule::first_tap) {
-    apply_first_tap_rule(in, out_values, out_indices, call.window);
-  }
-  if (options.index_format == IndexFormat::plane) return {};
-  return rewrite_indices(nd, input.shape, &call.window, out_indices, IndexFormat::plane,
-                         out_indices, options.index_format,
-                         input.shape.size() == static_cast<size_t>(nd) + 1);
+  if (!other_rules) return {};
+  return apply_other_rules(nd, input.shape, options, call.window, {in, out_values, out_indices});
 }
 
 }  // namespace

@@ -406,6 +406,19 @@ TEST(Frameworks, PoolOptionErrors) {
     expect_error(max_pool(2, contiguous(row.data(), {1, 1, 1, 2}), contiguous(v.data(), out),
                           contiguous(i.data(), out), o),
                  Code::index_out_of_range, {"got 2", "[0, 0, 0, 0]"});
+    // Calls large enough to share their passes among threads, in blocks of images or of one
+    // image's channels: every plane has the empty window, and the first in (n, c) order is
+    // named, whichever block fails first.
+    set_num_threads(2);
+    for (const Ints& shape : {Ints{4, 4096, 1, 2}, Ints{1, 16384, 1, 2}}) {
+      std::vector<float> input(shape[0] * shape[1] * 2, 1.0f), values(input.size() / 2);
+      Ints indices(values.size());
+      const Ints pooled = {shape[0], shape[1], 1, 1};
+      expect_error(max_pool(2, contiguous(input.data(), shape), contiguous(values.data(), pooled),
+                            contiguous(indices.data(), pooled), o),
+                   Code::index_out_of_range, {"got 2", "at element [0, 0, 0, 0]"});
+    }
+    set_num_threads(0);
   }
   {
     // i32 indices must hold the format's largest index, checked before anything is read: the
@@ -642,12 +655,16 @@ TEST(IndexFormats, TensorFlowIndicesDecodeOnlyInTheirOwnChannel) {
                                                 f, contiguous(out.data(), pooled),
                                                 IndexFormat::plane);
           ASSERT_EQ(affine.ok(), valid) << "index " << v << " in channel " << c;
-          if (valid) ASSERT_EQ(out[n * channels + c], (v - base - c) / channels);
+          if (valid) {
+            ASSERT_EQ(out[n * channels + c], (v - base - c) / channels);
+          }
           const Status rows = convert_indices(2, frame, contiguous(formatted.data(), pooled), f,
                                               contiguous(formatted.data(), pooled),
                                               IndexFormat::plane);
           ASSERT_EQ(rows.ok(), valid) << "in place: index " << v << " in channel " << c;
-          if (valid) ASSERT_EQ(formatted, out);
+          if (valid) {
+            ASSERT_EQ(formatted, out);
+          }
         }
       }
     }
@@ -704,6 +721,23 @@ TEST(IndexFormats, Errors) {
         e.from.assign(8, extreme);
         expect_error(e.run(), Code::index_out_of_range, {"got " + std::to_string(extreme)});
       }
+    }
+  }
+  {
+    // In place, through the affine loop: the planes and chunks before the bad index are already
+    // rewritten when it is found, and it is named as it came, at its own coordinates (planes of
+    // 32x32 pooled elements, chunks of 256; contiguous, then channels-last memory).
+    const Ints frame = {2, 3, 64, 64}, pooled = {2, 3, 32, 32};
+    for (const bool last : {false, true}) {
+      Ints indices(2 * 3 * 32 * 32);
+      for (size_t k = 0; k < indices.size(); ++k) indices[k] = static_cast<int64_t>(k % 4096);
+      const TensorView view = last ? channels_last(indices.data(), pooled)
+                                   : contiguous(indices.data(), pooled);
+      // Element [1, 2, 20, 7]: its offset in either memory order.
+      const int64_t at = last ? ((1 * 32 + 20) * 32 + 7) * 3 + 2 : ((1 * 3 + 2) * 32 + 20) * 32 + 7;
+      indices[at] = 4096;
+      expect_error(convert_indices(2, frame, view, IndexFormat::plane, view, IndexFormat::onnx),
+                   Code::index_out_of_range, {"got 4096 at element [1, 2, 20, 7]"});
     }
   }
   {

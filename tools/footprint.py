@@ -69,7 +69,7 @@ def main():
         print(f"| {value} | {mb(size)} |")
     print(f"\nkernels {mb(sum(families.values()))}, runtime (poolgen and Halide's) {mb(runtime)}; "
           f"an f32 program's share (f32 pooling, 32-bit unpooling, their gradients, runtime) "
-          f"{mb(f32)}")
+          f"{mb(f32)} ({f32:,} bytes)")
 
     failures = []
     linked = {}
