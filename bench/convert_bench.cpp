@@ -1,7 +1,8 @@
 // poolgen_convert_bench: convert_indices between the index formats on the pooled indices of the
 // v0.1 shapes (i64, one thread: the converter runs on the calling thread), against memcpy of the
-// same bytes (the roofline: a conversion reads and writes each index once); and max_pool under
-// each framework's convention, whose rules are passes over the kernel's results.
+// same bytes (the roofline: a conversion reads and writes each index once); and max_pool and its
+// gradient under each framework's convention, whose rules are passes over the kernel's results
+// (the gradient's: a rewrite of the indices before it).
 //
 //   build/bench/poolgen_convert_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only
 #include "poolgen/poolgen.hpp"
@@ -91,6 +92,37 @@ void pool(benchmark::State& state, const Case& c, poolgen::MaxRule rule, IndexFo
   poolgen::set_num_threads(0);
 }
 
+// max_pool_backward on channels-last gradients from indices of each convention (TensorFlow's
+// MaxPoolGradWithArgmax, and Addons' unpooling, take its indices), the pooling's own.
+void pool_backward(benchmark::State& state, const Case& c, poolgen::MaxRule rule,
+                   IndexFormat format) {
+  poolgen::set_num_threads(static_cast<int>(state.range(0)));
+  std::vector<float> input(c.frame[0] * c.frame[1] * c.frame[2] * c.frame[3]);
+  for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<float>((i * 7919) % 1000);
+  std::vector<float> values(c.pooled[0] * c.pooled[1] * c.pooled[2] * c.pooled[3]);
+  Ints indices(values.size());
+  poolgen::PoolOptions options;
+  options.kernel_size = {2};
+  options.max_rule = rule;
+  options.index_format = format;
+  if (!poolgen::max_pool(2, poolgen::channels_last(input.data(), c.frame),
+                         poolgen::channels_last(values.data(), c.pooled),
+                         poolgen::channels_last(indices.data(), c.pooled), options)
+           .ok()) {
+    state.SkipWithError("pooling failed");
+    return;
+  }
+  for (auto _ : state) {
+    const poolgen::Status st = poolgen::max_pool_backward(
+        2, poolgen::channels_last(values.data(), c.pooled),
+        poolgen::channels_last(indices.data(), c.pooled),
+        poolgen::channels_last(input.data(), c.frame), options);
+    if (!st.ok()) state.SkipWithError(st.message().c_str());
+    benchmark::DoNotOptimize(input.data());
+  }
+  poolgen::set_num_threads(0);
+}
+
 std::string shape_name(const Ints& s) {
   std::string n;
   for (int64_t e : s) n += (n.empty() ? "" : "x") + std::to_string(e);
@@ -125,14 +157,16 @@ int register_all() {
         {"onnx", poolgen::MaxRule::first_tap, IndexFormat::onnx},
         {"tensorflow", poolgen::MaxRule::first_tap, IndexFormat::tensorflow_with_batch}};
     for (const auto& [name, rule, format] : conventions) {
-      benchmark::RegisterBenchmark(("max_pool_nhwc_k2s2/" + std::string(name) + "/" +
-                                    shape_name(c.frame)).c_str(),
-                                   pool, c, rule, format)
-          ->Arg(1)
-          ->Arg(2)
-          ->ArgName("threads")
-          ->Unit(benchmark::kMicrosecond)
-          ->UseRealTime();
+      for (const auto& [op, run] : {std::pair{"max_pool_nhwc_k2s2/", pool},
+                                    std::pair{"max_pool_backward_nhwc_k2s2/", pool_backward}}) {
+        benchmark::RegisterBenchmark((op + std::string(name) + "/" + shape_name(c.frame)).c_str(),
+                                     run, c, rule, format)
+            ->Arg(1)
+            ->Arg(2)
+            ->ArgName("threads")
+            ->Unit(benchmark::kMicrosecond)
+            ->UseRealTime();
+      }
     }
   }
   return 0;

@@ -77,6 +77,20 @@ void check_pool_backward(const golden::Case& c, int* checked, int* skipped) {
   EXPECT_TRUE(st.ok()) << c.name << ": " << st.message();
   EXPECT_TRUE(grad_input == c.grad_input)
       << c.name << ": " << golden::compare_values(c.dtype, c.grad_input, grad_input, c.input_shape);
+  // In channels-last memory (TensorFlow's NHWC): the indices' plane offsets are packed in the
+  // gradients' layout.
+  const size_t width = golden::dtype_bytes(c.dtype);
+  std::vector<uint8_t> grad_cl = channels_last_bytes(c.grad_output, width, c.output_shape, c.nd);
+  std::vector<int64_t> indices_cl =
+      test::typed::to_channels_last(c.out_indices, c.output_shape, c.nd);
+  std::vector<uint8_t> grad_input_cl(c.grad_input.size(), 0xa5);
+  const Status st_cl = max_pool_backward(
+      c.nd, channels_last(grad_cl.data(), c.dtype, c.output_shape, c.nd),
+      channels_last(indices_cl.data(), c.output_shape, c.nd),
+      channels_last(grad_input_cl.data(), c.dtype, c.input_shape, c.nd), c.pool);
+  EXPECT_TRUE(st_cl.ok()) << c.name << " channels-last: " << st_cl.message();
+  EXPECT_TRUE(grad_input_cl == channels_last_bytes(c.grad_input, width, c.input_shape, c.nd))
+      << c.name << " channels-last";
 }
 
 // ONNX Runtime's MaxPool and TensorFlow's max_pool_with_argmax and its gradient, bit for bit, in
