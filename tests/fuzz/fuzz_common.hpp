@@ -435,15 +435,28 @@ inline bool unknown_device(Device device) {
 
 inline ShapeModel model_pool_shape(int nd, const Ints& shape, const PoolOptions& o) {
   ShapeModel m;
-  m.limit = over_window_limit({&o.kernel_size, &o.stride, &o.padding, &o.dilation}) ||
+  m.limit = over_window_limit({&o.kernel_size, &o.stride, &o.padding, &o.dilation,
+                               &o.padding_end}) ||
             unknown_device(o.device);
   if (nd < 1 || nd > 3) return m.why = "nd", m;
-  i128 k[3], s[3], p[3], d[3];
+  i128 k[3], s[3], p[3], pe[3], d[3];
   const i128 zeros[3] = {0, 0, 0}, ones[3] = {1, 1, 1};
   if (!model_list(o.kernel_size, nd, nullptr, k)) return m.why = "kernel_size count", m;
   if (!model_list(o.stride, nd, k, s)) return m.why = "stride count", m;
   if (!model_list(o.padding, nd, zeros, p)) return m.why = "padding count", m;
   if (!model_list(o.dilation, nd, ones, d)) return m.why = "dilation count", m;
+  // Other frameworks' padding (docs/semantics.md): ONNX's end padding, or SAME / VALID.
+  const int auto_pad = static_cast<int>(o.auto_pad);
+  if (auto_pad < 0 || auto_pad > 3) return m.why = "auto_pad code", m;
+  const bool end_given = !o.padding_end.empty(), same = auto_pad == 1 || auto_pad == 2;
+  if (auto_pad != 0) {
+    for (int i = 0; i < nd; ++i) {
+      if (p[i] != 0) return m.why = "padding with auto_pad", m;
+    }
+    if (end_given) return m.why = "padding_end with auto_pad", m;
+    if (same && o.ceil_mode) return m.why = "ceil_mode with SAME", m;
+  }
+  if (!model_list(o.padding_end, nd, p, pe)) return m.why = "padding_end count", m;
   for (int i = 0; i < nd; ++i) {
     if (k[i] > kLibMaxWindow || s[i] > kLibMaxWindow || p[i] > kLibMaxWindow ||
         d[i] > kLibMaxWindow) {
@@ -453,14 +466,26 @@ inline ShapeModel model_pool_shape(int nd, const Ints& shape, const PoolOptions&
   for (int i = 0; i < nd; ++i) {
     if (k[i] < 1 || s[i] < 1 || p[i] < 0 || d[i] < 1) return m.why = "window minimum", m;
   }
+  for (int i = 0; i < nd; ++i) {
+    if (pe[i] < 0) return m.why = "padding_end minimum", m;
+    if (pe[i] > kLibMaxWindow) m.limit = true;
+  }
   i128 volume = 1;
   for (int i = 0; i < nd; ++i) {
-    if (d[i] * (k[i] - 1) + 1 + s[i] + 2 * p[i] > kLibMaxWindowReach) m.limit = true;
-    volume = sat_mul(volume, d[i] * (k[i] - 1) + 1);
+    const i128 span = d[i] * (k[i] - 1) + 1;
+    // SAME's computed padding stays below the span.
+    if (span + s[i] + (auto_pad == 0 ? p[i] + pe[i] : span - 1) > kLibMaxWindowReach) {
+      m.limit = true;
+    }
+    volume = sat_mul(volume, span);
     if (volume > kLibMaxWindowVolume) m.limit = true;
-    const i128 limit = nd == 3 ? k[i] / 2 : (d[i] * (k[i] - 1) + 1) / 2;
-    if (p[i] > limit) return m.why = "padding limit", m;
-    if (is_huge(d[i] * (k[i] - 1)) || is_huge(2 * p[i])) m.huge = true;
+    if (end_given) {  // ONNX Runtime's limit, each side below the undilated kernel
+      if (p[i] >= k[i] || pe[i] >= k[i]) return m.why = "padding_end limit", m;
+    } else {
+      const i128 limit = nd == 3 ? k[i] / 2 : span / 2;
+      if (p[i] > limit) return m.why = "padding limit", m;
+    }
+    if (is_huge(d[i] * (k[i] - 1)) || is_huge(p[i] + pe[i])) m.huge = true;
   }
   if (!model_input_shape(nd, shape, &m)) return m;
   m.out = shape;
@@ -468,10 +493,15 @@ inline ShapeModel model_pool_shape(int nd, const Ints& shape, const PoolOptions&
   bool fits = true;
   for (int i = 0; i < nd; ++i) {
     const i128 in = shape[first + i];
-    const i128 num = in + 2 * p[i] - d[i] * (k[i] - 1) - 1 + (o.ceil_mode ? s[i] - 1 : 0);
+    if (same) {  // the padding an undilated window needs for ceil(in / s) outputs, halved
+      const i128 needed = std::max<i128>(0, (-floor_div(-in, s[i]) - 1) * s[i] + k[i] - in);
+      p[i] = auto_pad == 1 ? needed / 2 : needed - needed / 2;
+      pe[i] = needed - p[i];
+    }
+    const i128 num = in + p[i] + pe[i] - d[i] * (k[i] - 1) - 1 + (o.ceil_mode ? s[i] - 1 : 0);
     i128 e = floor_div(num, s[i]) + 1;
     if (o.ceil_mode && (e - 1) * s[i] >= in + p[i]) --e;
-    if (is_huge(num) || is_huge(in + 2 * p[i]) || is_huge(num + s[i])) m.huge = true;
+    if (is_huge(num) || is_huge(in + p[i] + pe[i]) || is_huge(num + s[i])) m.huge = true;
     if (e < 1) return m.why = "output extent below 1", m;
     if (e > kI64Max) fits = false;
     m.out[first + i] = saturate(e);
