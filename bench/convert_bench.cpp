@@ -68,59 +68,60 @@ void copy(benchmark::State& state, const Case& c) {
   state.SetBytesProcessed(state.iterations() * 2 * 8 * static_cast<int64_t>(plane.size()));
 }
 
-// max_pool on channels-last input (TensorFlow's NHWC) under each framework's convention: the
-// NaN rule and the index format are passes after the kernel, which these rows price against
-// PyTorch's (range(0): threads).
-void pool(benchmark::State& state, const Case& c, poolgen::MaxRule rule, IndexFormat format) {
-  poolgen::set_num_threads(static_cast<int>(state.range(0)));
-  std::vector<float> input(c.frame[0] * c.frame[1] * c.frame[2] * c.frame[3]);
-  for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<float>((i * 7919) % 1000);
-  std::vector<float> values(c.pooled[0] * c.pooled[1] * c.pooled[2] * c.pooled[3]);
-  Ints indices(values.size());
+// A 2x2 pooling of channels-last tensors (TensorFlow's NHWC) under one framework's convention
+// (its NaN rule and index format), on range(0) threads for the benchmark's life.
+struct NhwcPooling {
+  const Case& c;
+  std::vector<float> input, values;
+  Ints indices;
   poolgen::PoolOptions options;
-  options.kernel_size = {2};
-  options.max_rule = rule;
-  options.index_format = format;
-  for (auto _ : state) {
-    const poolgen::Status st = poolgen::max_pool(
-        2, poolgen::channels_last(input.data(), c.frame),
-        poolgen::channels_last(values.data(), c.pooled),
-        poolgen::channels_last(indices.data(), c.pooled), options);
-    if (!st.ok()) state.SkipWithError(st.message().c_str());
-    benchmark::DoNotOptimize(indices.data());
+  NhwcPooling(benchmark::State& state, const Case& shapes, poolgen::MaxRule rule,
+              IndexFormat format)
+      : c(shapes),
+        input(c.frame[0] * c.frame[1] * c.frame[2] * c.frame[3]),
+        values(c.pooled[0] * c.pooled[1] * c.pooled[2] * c.pooled[3]),
+        indices(values.size()) {
+    poolgen::set_num_threads(static_cast<int>(state.range(0)));
+    for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<float>((i * 7919) % 1000);
+    options.kernel_size = {2};
+    options.max_rule = rule;
+    options.index_format = format;
   }
-  poolgen::set_num_threads(0);
+  ~NhwcPooling() { poolgen::set_num_threads(0); }
+  poolgen::Status pool() {
+    return poolgen::max_pool(2, poolgen::channels_last(input.data(), c.frame),
+                             poolgen::channels_last(values.data(), c.pooled),
+                             poolgen::channels_last(indices.data(), c.pooled), options);
+  }
+  poolgen::Status backward() {  // into `input`, as grad_input
+    return poolgen::max_pool_backward(2, poolgen::channels_last(values.data(), c.pooled),
+                                      poolgen::channels_last(indices.data(), c.pooled),
+                                      poolgen::channels_last(input.data(), c.frame), options);
+  }
+};
+
+// max_pool under each framework's convention: the NaN rule and the index format are passes
+// after the kernel, which these rows price against PyTorch's.
+void pool(benchmark::State& state, const Case& c, poolgen::MaxRule rule, IndexFormat format) {
+  NhwcPooling p(state, c, rule, format);
+  for (auto _ : state) {
+    const poolgen::Status st = p.pool();
+    if (!st.ok()) state.SkipWithError(st.message().c_str());
+    benchmark::DoNotOptimize(p.indices.data());
+  }
 }
 
-// max_pool_backward on channels-last gradients from indices of each convention (TensorFlow's
-// MaxPoolGradWithArgmax, and Addons' unpooling, take its indices), the pooling's own.
+// max_pool_backward from each convention's indices, the pooling's own (TensorFlow's
+// MaxPoolGradWithArgmax and Addons' unpooling take its indices): a rewrite before the kernel.
 void pool_backward(benchmark::State& state, const Case& c, poolgen::MaxRule rule,
                    IndexFormat format) {
-  poolgen::set_num_threads(static_cast<int>(state.range(0)));
-  std::vector<float> input(c.frame[0] * c.frame[1] * c.frame[2] * c.frame[3]);
-  for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<float>((i * 7919) % 1000);
-  std::vector<float> values(c.pooled[0] * c.pooled[1] * c.pooled[2] * c.pooled[3]);
-  Ints indices(values.size());
-  poolgen::PoolOptions options;
-  options.kernel_size = {2};
-  options.max_rule = rule;
-  options.index_format = format;
-  if (!poolgen::max_pool(2, poolgen::channels_last(input.data(), c.frame),
-                         poolgen::channels_last(values.data(), c.pooled),
-                         poolgen::channels_last(indices.data(), c.pooled), options)
-           .ok()) {
-    state.SkipWithError("pooling failed");
-    return;
-  }
+  NhwcPooling p(state, c, rule, format);
+  if (!p.pool().ok()) return state.SkipWithError("pooling failed");
   for (auto _ : state) {
-    const poolgen::Status st = poolgen::max_pool_backward(
-        2, poolgen::channels_last(values.data(), c.pooled),
-        poolgen::channels_last(indices.data(), c.pooled),
-        poolgen::channels_last(input.data(), c.frame), options);
+    const poolgen::Status st = p.backward();
     if (!st.ok()) state.SkipWithError(st.message().c_str());
-    benchmark::DoNotOptimize(input.data());
+    benchmark::DoNotOptimize(p.input.data());
   }
-  poolgen::set_num_threads(0);
 }
 
 std::string shape_name(const Ints& s) {

@@ -560,8 +560,11 @@ template <Divide kDivide, bool kScale>
         if (in_place) std::copy_n(buffer, chunk, out + first);
         continue;
       }
-      int64_t j = first;
-      while (run(in + j, buffer, 1, in_at + (j - first) * in_channel, 0, 0, 0)) ++j;
+      int64_t j = first;  // the chunk's first bad index, one at a time
+      while (j + 1 < first + chunk && run(in + j, buffer, 1, in_at + (j - first) * in_channel, 0,
+                                          0, 0)) {
+        ++j;
+      }
       return j;
     }
     return -1;
