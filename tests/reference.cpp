@@ -315,6 +315,19 @@ Status max_unpool_output_shape(int nd, const Ints& input_shape, const UnpoolOpti
   for (int64_t p : by_indices ? options.padding : Ints{}) {
     if (p != 0) return invalid("padding: given without kernel_size");
   }
+  // Other frameworks' conventions: known codes; ONNX's rules and the end padding need a window.
+  const OutputSizeRule rule = options.output_size_rule;
+  const bool onnx = rule == OutputSizeRule::onnx || rule == OutputSizeRule::onnx_runtime;
+  if (rule < OutputSizeRule::pytorch || rule > OutputSizeRule::any) {
+    return invalid("output_size_rule: unknown code " + std::to_string(static_cast<int>(rule)));
+  }
+  if (options.index_format < IndexFormat::plane || options.index_format >= IndexFormat::window) {
+    return invalid("index_format: unknown code, or window taps (no slot without the windows)");
+  }
+  if (by_indices && onnx) return invalid("kernel_size: ONNX's output_size rules need one");
+  if (by_indices && !options.padding_end.empty()) {
+    return invalid("padding_end: given without kernel_size");
+  }
   if (!(st = check_shape("values", nd, input_shape)).ok()) return st;
   const Ints& os = options.output_size;
   const int n_os = static_cast<int>(os.size());
@@ -322,6 +335,11 @@ Status max_unpool_output_shape(int nd, const Ints& input_shape, const UnpoolOpti
     return invalid("output_size: expected 0, " + std::to_string(nd) + " or " +
                    std::to_string(nd + 2) + " entries, got " + std::to_string(n_os) + " " +
                    join(os));
+  }
+  if (n_os == nd + 2 && rule != OutputSizeRule::pytorch &&
+      (input_shape.size() != static_cast<size_t>(nd) + 2 || os[0] != input_shape[0] ||
+       os[1] != input_shape[1])) {
+    return invalid("output_size: a full shape's N and C must be the values'");
   }
   Ints out = input_shape;
   const size_t first = input_shape.size() - nd;
@@ -337,13 +355,7 @@ Status max_unpool_output_shape(int nd, const Ints& input_shape, const UnpoolOpti
     *output_shape = out;
     return Status();
   }
-  const OutputSizeRule rule = options.output_size_rule;
-  const bool onnx = rule == OutputSizeRule::onnx || rule == OutputSizeRule::onnx_runtime;
-  if (n_os == nd + 2 && rule != OutputSizeRule::pytorch &&
-      (input_shape.size() != static_cast<size_t>(nd) + 2 || os[0] != input_shape[0] ||
-       os[1] != input_shape[1])) {
-    return invalid("output_size: a full shape's N and C must be the values'");
-  }
+
   int64_t default_count = 1, count = 1;
   for (int i = 0; i < nd; ++i) {
     const int64_t in = input_shape[first + i];

@@ -514,13 +514,19 @@ inline ShapeModel model_pool_shape(int nd, const Ints& shape, const PoolOptions&
 
 inline ShapeModel model_unpool_shape(int nd, const Ints& shape, const UnpoolOptions& o) {
   ShapeModel m;
-  m.limit = over_window_limit({&o.kernel_size, &o.stride, &o.padding}) || unknown_device(o.device);
+  m.limit = over_window_limit({&o.kernel_size, &o.stride, &o.padding, &o.padding_end}) ||
+            unknown_device(o.device);
   if (nd < 1 || nd > 3) return m.why = "nd", m;
+  // Other frameworks' rules (docs/semantics.md, "Unpooling in other frameworks").
+  const int rule = static_cast<int>(o.output_size_rule);
+  const bool onnx_rule = rule == 1 || rule == 2;  // onnx_runtime, onnx
   // No kernel_size but an output_size: by the indices alone, any extents >= 1 and no window.
   const bool by_indices = o.kernel_size.empty() && !o.output_size.empty();
-  i128 k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, p[3];
+  i128 k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, p[3], pe[3];
   const i128 zeros[3] = {0, 0, 0};
   if (by_indices) {
+    if (onnx_rule) return m.why = "ONNX's output_size_rule without kernel_size", m;
+    if (!o.padding_end.empty()) return m.why = "padding_end without kernel_size", m;
     if (!o.stride.empty()) return m.why = "stride without kernel_size", m;
     if (!model_list(o.padding, nd, zeros, p)) return m.why = "padding count", m;
     for (int i = 0; i < nd; ++i) {
@@ -531,36 +537,59 @@ inline ShapeModel model_unpool_shape(int nd, const Ints& shape, const UnpoolOpti
     if (!model_list(o.stride, nd, k, s)) return m.why = "stride count", m;
     if (!model_list(o.padding, nd, zeros, p)) return m.why = "padding count", m;
   }
+  if (rule < 0 || rule > 3) return m.why = "output_size_rule code", m;
+  const int format = static_cast<int>(o.index_format);
+  if (format < 0 || format > 4) return m.why = "index_format code (window: none for unpooling)", m;
+  if (!model_list(o.padding_end, nd, p, pe)) return m.why = "padding_end count", m;
   for (int i = 0; i < nd; ++i) {
-    if (k[i] > kLibMaxWindow || s[i] > kLibMaxWindow || p[i] > kLibMaxWindow) m.limit = true;
+    if (k[i] > kLibMaxWindow || s[i] > kLibMaxWindow || p[i] > kLibMaxWindow ||
+        pe[i] > kLibMaxWindow) {
+      m.limit = true;
+    }
   }
   for (int i = 0; i < nd; ++i) {
-    if (k[i] < 1 || s[i] < 1 || p[i] < 0) return m.why = "window minimum", m;
+    if (k[i] < 1 || s[i] < 1 || p[i] < 0 || pe[i] < 0) return m.why = "window minimum", m;
   }
   if (!model_input_shape(nd, shape, &m)) return m;
   const size_t given = o.output_size.size();
   if (given != 0 && given != size_t(nd) && given != size_t(nd) + 2) {
     return m.why = "output_size count", m;
   }
+  if (given == size_t(nd) + 2 && rule != 0 &&
+      (shape.size() != size_t(nd) + 2 || o.output_size[0] != shape[0] ||
+       o.output_size[1] != shape[1])) {
+    return m.why = "output_size's N and C (not the values')", m;
+  }
   m.out = shape;
   const size_t first = shape.size() - nd;
   bool fits = true;
+  i128 default_count = 1, count = 1;
   for (int i = 0; i < nd; ++i) {
     const i128 in = shape[first + i];
-    const i128 def = (in - 1) * s[i] - 2 * p[i] + k[i];
-    if (is_huge((in - 1) * s[i]) || is_huge(2 * p[i]) || is_huge(def) || is_huge(def + s[i]) ||
-        is_huge(def - s[i])) {
+    const i128 def = (in - 1) * s[i] - p[i] - pe[i] + k[i];
+    if (is_huge((in - 1) * s[i]) || is_huge(p[i] + pe[i]) || is_huge(def) ||
+        is_huge(def + s[i]) || is_huge(def - s[i])) {
       m.huge = true;
     }
     if ((in - 1) * s[i] > kLibMaxElements) m.limit = true;
+    if (onnx_rule && def < 1) return m.why = "default extent below 1 (ONNX's rules)", m;
     i128 e = def;
     if (given) {
       e = o.output_size[given - nd + i];
-      if (!by_indices && !(def - s[i] < e && e < def + s[i])) return m.why = "output_size range", m;
+      if (rule == 0 && !by_indices && !(def - s[i] < e && e < def + s[i])) {
+        return m.why = "output_size range", m;
+      }
+      if (rule == 2 && e < def) return m.why = "output_size below the default (onnx)", m;
     }
     if (e < 1) return m.why = "output extent below 1", m;
     if (e > kI64Max) fits = false;
     m.out[first + i] = saturate(e);
+    default_count = sat_mul(default_count, def);
+    count = sat_mul(count, e);
+  }
+  // (Saturating at the library's element limit, as the library's counts do.)
+  if (rule == 1 && std::min(count, kLibMaxElements) < std::min(default_count, kLibMaxElements)) {
+    return m.why = "fewer elements than the default (onnx_runtime)", m;
   }
   m.valid = true;
   m.representable = fits;

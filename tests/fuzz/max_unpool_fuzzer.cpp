@@ -173,11 +173,41 @@ UnpoolCase decode(FuzzInput& in) {
     decode_grad_output_shape(in, snd, &c.output);
     c.alias = decode_alias(in, 3, 1);  // in the backward call's argument order
   } else if (in.chance(30)) {
-    // ONNX's global indices (forward calls; decoded after all the rest, for the same reason):
-    // make_indices' plane offsets plus each plane's first slot, so that the invalid ones may
-    // land in other planes, which ONNX allows.
-    o.index_format = IndexFormat::onnx;
-    c.co.index_format = static_cast<int32_t>(IndexFormat::onnx);
+    // Other frameworks' options (forward calls; decoded after all the rest, for the same
+    // reason). The index format: make_indices' plane offsets in it (ONNX's plus each plane's
+    // first slot, so that invalid ones may land in other planes, which ONNX allows; TensorFlow's
+    // may name other channels). Then now and then an output_size rule and an end padding, after
+    // which the shape model runs again and the output's view is drawn for the shape it gives.
+    static constexpr IndexFormat kFormats[] = {
+        IndexFormat::onnx, IndexFormat::tensorflow, IndexFormat::onnx,
+        IndexFormat::tensorflow_with_batch, IndexFormat::onnx_column_major, IndexFormat::plane};
+    o.index_format = in.pick(kFormats);
+    c.co.index_format = static_cast<int32_t>(o.index_format);
+    if (in.chance(50)) {
+      static constexpr OutputSizeRule kRules[] = {
+          OutputSizeRule::onnx_runtime, OutputSizeRule::onnx, OutputSizeRule::any,
+          OutputSizeRule::pytorch};
+      o.output_size_rule =
+          in.chance(5) ? static_cast<OutputSizeRule>(in.byte() % 8) : in.pick(kRules);
+      c.co.output_size_rule = static_cast<int32_t>(o.output_size_rule);
+      if (in.chance(40)) {
+        o.padding_end = decode_list(in, snd, c.c_api, [](FuzzInput& in, int) {
+          static constexpr int64_t kP[] = {0, 1, 0, 2};
+          return in.pick(kP);
+        });
+        if (c.c_api) {
+          c.co.padding_end_given = in.chance(10) ? -3 : 1;
+          for (int i = 0; i < 3; ++i) {
+            c.co.padding_end[i] = i < snd ? entry(o.padding_end, i, 0)
+                                          : (in.chance(30) ? edge_int(in) : 0);
+          }
+          o.padding_end = Ints(c.co.padding_end, c.co.padding_end + snd);
+        }
+      }
+      c.model = model_unpool_shape(c.nd, c.values.shape, o);
+      const Ints shape = c.model.valid && c.model.representable ? c.model.out : c.values.shape;
+      c.output = decode_view(in, snd, shape, c.output.dtype, c.c_api);
+    }
   }
   return c;
 }
@@ -197,7 +227,8 @@ std::string describe(const UnpoolCase& c) {
      << str(c.o.output_size) << " path " << static_cast<int>(c.o.path) << " device "
      << static_cast<int>(c.o.device) << "; indices style "
      << static_cast<int>(c.index_recipe.style) << " index_format "
-     << static_cast<int>(c.o.index_format);
+     << static_cast<int>(c.o.index_format) << " output_size_rule "
+     << static_cast<int>(c.o.output_size_rule) << " padding_end " << str(c.o.padding_end);
   if (c.c_api) os << " output_size_len " << c.co.output_size_len;
   if (c.faults.rank_view >= 0) os << "; C rank of tensor " << c.faults.rank_view << " = " << c.faults.rank;
   if (c.faults.null_view >= 0) os << "; C tensor " << c.faults.null_view << " is NULL";
@@ -308,8 +339,11 @@ Expect expectations(const UnpoolCase& c) {
   if (m.valid && c.indices.dtype == 8 && plane_of(shape_nd(c.nd), m.out) > kI32Max) {
     e.add(&e.invalid, "i32 indices for a plane of 2^31 or more");
   }
-  if (c.o.index_format != IndexFormat::plane && c.o.path == Path::winner) {
-    e.add(&e.fail, "index_format onnx with Path::winner (the CPU's scatter only)");
+  const bool rewritten = c.o.index_format != IndexFormat::plane ||
+                         (c.o.output_size_rule == OutputSizeRule::onnx && !c.o.output_size.empty());
+  if (rewritten && c.o.path == Path::winner) {
+    e.add(&e.fail, "indices rewritten (another format or ONNX's frame) with Path::winner (the "
+                   "CPU's scatter only)");
   }
   if (valid_dtype(c.values.dtype) && i64_or_i32) {
     const DType v = static_cast<DType>(c.values.dtype), i = static_cast<DType>(c.indices.dtype);
@@ -365,13 +399,41 @@ std::vector<int64_t> make_indices(const UnpoolCase& c, size_t count) {
       fuzz::make_indices(c.index_recipe, shape_nd(c.nd), c.values.shape,
                          known ? &c.model.out : nullptr,
                          {&c.o.kernel_size, &c.o.stride, &c.o.padding, nullptr}, count);
-  if (known && c.o.index_format == IndexFormat::onnx) {
-    const i128 in_plane = plane_of(shape_nd(c.nd), c.values.shape);
-    const i128 out_plane = plane_of(shape_nd(c.nd), c.model.out);
-    for (size_t k = 0; k < idx.size() && in_plane > 0; ++k) {
-      const i128 global = idx[k] + static_cast<i128>(k) / in_plane * out_plane;
-      idx[k] = static_cast<int64_t>(std::clamp<i128>(global, -kI64Max - 1, kI64Max));
+  const int nd = shape_nd(c.nd);
+  const i128 in_plane = plane_of(nd, c.values.shape);
+  if (!known || c.o.index_format == IndexFormat::plane || in_plane <= 0) return idx;
+  const i128 out_plane = plane_of(nd, c.model.out);
+  const i128 channels = c.values.shape[c.values.shape.size() - nd - 1];
+  for (size_t k = 0; k < idx.size(); ++k) {
+    // Element k's plane (n, c) in the values' logical order, its offset p in the output's.
+    const i128 plane_index = static_cast<i128>(k) / in_plane, p = idx[k];
+    const i128 n = plane_index / channels, ch = plane_index % channels;
+    i128 v = p;
+    switch (c.o.index_format) {
+      case IndexFormat::onnx: v = plane_index * out_plane + p; break;
+      case IndexFormat::onnx_column_major: {  // the first spatial dimension fastest
+        i128 rest = p, q = 0, scale = 1;
+        const size_t first = c.model.out.size() - nd;
+        Ints x(nd);
+        for (int i = nd - 1; i >= 0; --i) {
+          const i128 e = std::max<int64_t>(c.model.out[first + i], 1);
+          x[i] = static_cast<int64_t>(rest % e);
+          rest /= e;
+        }
+        for (int i = 0; i < nd; ++i) {
+          q += x[i] * scale;
+          scale = sat_mul(scale, std::max<int64_t>(c.model.out[first + i], 1));
+        }
+        v = plane_index * out_plane + (p < 0 || p >= out_plane ? p : q);
+        break;
+      }
+      case IndexFormat::tensorflow: v = sat_mul(p, channels) + ch; break;
+      case IndexFormat::tensorflow_with_batch:
+        v = sat_mul(sat_mul(n, out_plane) + p, channels) + ch;
+        break;
+      default: break;
     }
+    idx[k] = static_cast<int64_t>(std::clamp<i128>(v, -kI64Max - 1, kI64Max));
   }
   return idx;
 }
@@ -410,11 +472,25 @@ void check_call(const UnpoolCase& c) {
         write_indices(mem[1], c.indices.dtype, make_indices(c, mem[1].offsets.size()));
   }
   // The first invalid index in input order, where the call is otherwise valid and has memory.
+  // PyTorch's rule with plane offsets or ONNX's global ones has a model of its own here; other
+  // frameworks' rules and formats ask the reference, before the call, whether one is invalid
+  // (not beyond the library's limits, which it refuses first).
+  const bool modelled = c.o.output_size_rule == OutputSizeRule::pytorch &&
+                        c.o.padding_end.empty() &&
+                        (c.o.index_format == IndexFormat::plane ||
+                         c.o.index_format == IndexFormat::onnx);
   bool index_error = false;
   int64_t first_bad = 0, plane = 0;
   if (materialise && !e.must_fail() && c.model.valid && !mem[1].offsets.empty()) {
-    plane = index_bound(c);
-    index_error = first_invalid_index(packed_indices, plane, &first_bad);
+    if (modelled) {
+      plane = index_bound(c);
+      index_error = first_invalid_index(packed_indices, plane, &first_bad);
+    } else if (!c.model.limit) {
+      std::vector<uint8_t> ignored;
+      index_error = ref_unpool(c.nd, vt, c.values.shape, packed_values, packed_indices, c.o,
+                               &ignored)
+                        .code() == Code::index_out_of_range;
+    }
   }
   if (index_error) feature("index_error");
   context() = describe(c) + "; expect " + (e.reasons.empty() ? "success" : e.reasons) +
@@ -443,7 +519,7 @@ void check_call(const UnpoolCase& c) {
           (c.o.path == Path::winner ? ":winner" : ""));
   if (st.code() == Code::index_out_of_range) {
     // docs/semantics.md: the message names the first invalid index and the plane size.
-    if (known && (st.message().find(std::to_string(first_bad)) == std::string::npos ||
+    if (known && modelled && (st.message().find(std::to_string(first_bad)) == std::string::npos ||
                   st.message().find(std::to_string(plane)) == std::string::npos)) {
       violation("index_out_of_range does not name the first invalid index " +
                 std::to_string(first_bad) + " and the plane size " + std::to_string(plane) +
