@@ -361,6 +361,18 @@ inline int64_t entry(const Ints& list, int i, int64_t fallback) {
   return i < static_cast<int>(list.size()) ? list[i] : fallback;
 }
 
+// A decoded end padding in a C options struct (poolgen_pool_options or poolgen_unpool_options):
+// given (now and then by another nonzero flag), its nd entries, now and then an edge value past
+// them; returns the list the C API reads.
+template <typename COptions>
+Ints c_padding_end(FuzzInput& in, int nd, const Ints& list, COptions* co) {
+  co->padding_end_given = in.chance(10) ? -3 : 1;
+  for (int i = 0; i < 3; ++i) {
+    co->padding_end[i] = i < nd ? entry(list, i, 0) : (in.chance(30) ? edge_int(in) : 0);
+  }
+  return Ints(co->padding_end, co->padding_end + nd);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Overflow-free model of the shape rules of docs/semantics.md (in 128-bit integers).
 

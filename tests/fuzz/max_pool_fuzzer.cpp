@@ -148,14 +148,7 @@ PoolCase decode(FuzzInput& in) {
           const int64_t k = static_cast<int64_t>(std::min<i128>(entry(kernel, i, 1), 8));
           return static_cast<int64_t>(in.byte() % (std::max<int64_t>(k, 1) + in.chance(10)));
         });
-        if (c.c_api) {
-          c.co.padding_end_given = in.chance(10) ? -3 : 1;
-          for (int i = 0; i < 3; ++i) {
-            c.co.padding_end[i] = i < snd ? entry(o.padding_end, i, 0)
-                                          : (in.chance(30) ? edge_int(in) : 0);
-          }
-          o.padding_end = Ints(c.co.padding_end, c.co.padding_end + snd);
-        }
+        if (c.c_api) o.padding_end = c_padding_end(in, snd, o.padding_end, &c.co);
       } else {
         static constexpr AutoPad kModes[] = {AutoPad::same_upper, AutoPad::same_lower,
                                              AutoPad::valid, AutoPad::same_upper};

@@ -195,14 +195,7 @@ UnpoolCase decode(FuzzInput& in) {
           static constexpr int64_t kP[] = {0, 1, 0, 2};
           return in.pick(kP);
         });
-        if (c.c_api) {
-          c.co.padding_end_given = in.chance(10) ? -3 : 1;
-          for (int i = 0; i < 3; ++i) {
-            c.co.padding_end[i] = i < snd ? entry(o.padding_end, i, 0)
-                                          : (in.chance(30) ? edge_int(in) : 0);
-          }
-          o.padding_end = Ints(c.co.padding_end, c.co.padding_end + snd);
-        }
+        if (c.c_api) o.padding_end = c_padding_end(in, snd, o.padding_end, &c.co);
       }
       c.model = model_unpool_shape(c.nd, c.values.shape, o);
       const Ints shape = c.model.valid && c.model.representable ? c.model.out : c.values.shape;
