@@ -74,6 +74,7 @@ struct ScatterGroups {
   int64_t planes;
   const IndexRewrite* rewrite = nullptr;
   bool global = false;  // ONNX's offsets: the unpooling kernel subtracts each plane's first slot
+  bool streaming = false;  // outputs beyond the caches: copy_streaming from a scratch
   std::mutex mutex;
   std::string error;  // the first kernel error message, if any
   Status rewrite_failed;
@@ -103,9 +104,14 @@ struct ScatterGroups {
         }
         i = dst;
       }
+      // A streaming call's group goes to a scratch in cache, then to the output bypassing it.
+      thread_local std::vector<char> staging;
+      const bool stream = g.streaming && is_packed(o, layout);
+      if (stream) staging.resize(static_cast<size_t>(o.bytes()));
       HalideView values_buffer(v, layout, g.kernel->value, true),
           indices_buffer(i, layout, g.kernel->index, true),
-          output_buffer(o, layout, g.kernel->value, true);
+          output_buffer(stream ? packed(o, layout, staging.data()) : o, layout, g.kernel->value,
+                        true);
       std::vector<void*> args{nullptr, &values_buffer.buffer, &indices_buffer.buffer};
       int64_t plane_origin = first, plane_stride = g.global ? o.plane() : 0;
       if (g.kernel->op == Op::unpool_scatter) {  // the accumulating kernel has no origin
@@ -120,6 +126,7 @@ struct ScatterGroups {
         if (g.error.empty()) g.error = error;
         return result;
       }
+      if (stream) copy_streaming(o.data, staging.data(), static_cast<size_t>(o.bytes()));
       first += o.shape[1];
     }
     return 0;
@@ -228,7 +235,7 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
   ScatterGroups groups{&kernel, v.view(), i.view(), o.view(),
                        std::min(fitting, planes_per_group(o.view(), kernel.layout, mode,
                                                           share ? thread_count() : 1, call_bytes)),
-                       rewrite, global, {}, {}, {}};
+                       rewrite, global, o.view().bytes() >= streaming_bytes(), {}, {}, {}};
   const int64_t planes = output.shape[0] * output.shape[1];
   // Halide numbers tasks with an int.
   groups.planes = std::max(groups.planes, planes / std::numeric_limits<int32_t>::max() + 1);

@@ -189,6 +189,7 @@ int32_t poolgen_max_unpool(int32_t nd, const poolgen_tensor* values,
 
 void poolgen_set_num_threads(int32_t threads) { set_num_threads(threads); }
 void poolgen_set_min_parallel_bytes(int64_t bytes) { set_min_parallel_bytes(bytes); }
+void poolgen_set_streaming_bytes(int64_t bytes) { set_streaming_bytes(bytes); }
 
 int32_t poolgen_cuda_available(void) { return cuda_available() ? 1 : 0; }
 

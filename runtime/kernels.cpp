@@ -195,6 +195,7 @@ int do_par_for(void* user_context, halide_task_t task, int min, int size, uint8_
 // Halide's pool's thread count, 0 until first read.
 std::atomic<int> known_threads{0};
 std::atomic<int64_t> min_parallel{kDefaultMinParallelBytes};
+std::atomic<int64_t> streaming{kDefaultStreamingBytes};
 
 }  // namespace
 
@@ -298,6 +299,8 @@ int thread_count() {
 
 int64_t min_parallel_bytes() { return min_parallel; }
 
+int64_t streaming_bytes() { return streaming; }
+
 bool worth_sharing(int64_t bytes) {
   return !forked_from_pool && thread_count() > 1 && bytes >= min_parallel_bytes();
 }
@@ -374,6 +377,10 @@ namespace poolgen {
 
 void set_min_parallel_bytes(int64_t bytes) {
   detail::min_parallel = bytes < 0 ? detail::kDefaultMinParallelBytes : bytes;
+}
+
+void set_streaming_bytes(int64_t bytes) {
+  detail::streaming = bytes < 0 ? detail::kDefaultStreamingBytes : bytes;
 }
 
 }  // namespace poolgen

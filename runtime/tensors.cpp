@@ -3,11 +3,17 @@
 #include "shapes.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
 #include <vector>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <emmintrin.h>
+#define POOLGEN_STREAMING_STORES 1
+#endif
 
 namespace poolgen::detail {
 
@@ -301,6 +307,14 @@ View packed(const View& view, Layout layout, void* data) {
   return p;
 }
 
+bool is_packed(const View& view, Layout layout) {
+  const View p = packed(view, layout, view.data);
+  for (int d = 0; d < view.rank; ++d) {
+    if (view.shape[d] > 1 && view.strides[d] != p.strides[d]) return false;
+  }
+  return true;
+}
+
 Staged::Staged(const View& view, Layout layout, bool flat, Role role)
     : original_(view), staged_(view), role_(role) {
   if (fits(view, layout) && (!flat || view.flat_planes(layout))) return;
@@ -496,6 +510,34 @@ void copy_elements(const View& from, const View& to) {
     case 4: return copy_rows<uint32_t>(from, to);
     default: return copy_rows<uint64_t>(from, to);
   }
+}
+
+void copy_streaming(void* to, const void* from, size_t bytes) {
+#ifdef POOLGEN_STREAMING_STORES
+  auto* dst = static_cast<char*>(to);
+  const auto* src = static_cast<const char*>(from);
+  const size_t head = std::min(bytes, (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16);
+  std::memcpy(dst, src, head);
+  size_t at = head;
+  for (; at + 64 <= bytes; at += 64) {  // a cache line a step: four stores fill it whole
+    const auto* s = reinterpret_cast<const __m128i*>(src + at);
+    auto* d = reinterpret_cast<__m128i*>(dst + at);
+    const __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1),
+                  c = _mm_loadu_si128(s + 2), e = _mm_loadu_si128(s + 3);
+    _mm_stream_si128(d, a);
+    _mm_stream_si128(d + 1, b);
+    _mm_stream_si128(d + 2, c);
+    _mm_stream_si128(d + 3, e);
+  }
+  for (; at + 16 <= bytes; at += 16) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + at),
+                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + at)));
+  }
+  std::memcpy(dst + at, src + at, bytes - at);
+  _mm_sfence();  // the streamed lines are visible to whoever reads the output next
+#else
+  std::memcpy(to, from, bytes);
+#endif
 }
 
 }  // namespace poolgen::detail

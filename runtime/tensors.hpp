@@ -101,6 +101,9 @@ Status check_views(int nd, const Expected& first, const Expected& second, const 
 // channel innermost, then the spatial dimensions row-major, then the batch.
 View packed(const View& view, Layout layout, void* data);
 
+// Whether `view` is packed(view, layout, its data): one run of memory (extents of 1 aside).
+bool is_packed(const View& view, Layout layout);
+
 // What a kernel of `layout` gets for `view`: the view itself when it fits (with flat planes, if
 // asked), else a packed copy in `layout` that finish() writes back (outputs).
 class Staged {
@@ -163,5 +166,10 @@ void add_to_indices(const View& indices, int64_t offset);
 
 // Copies every element of `from` into `to` (same shape and dtype, any strides).
 void copy_elements(const View& from, const View& to);
+
+// Copies `bytes` from `from` to `to` with non-temporal stores where the target has them (x86-64:
+// SSE2's, 16 bytes at a time after an aligning head), ordered before the function returns; a
+// plain memcpy elsewhere.
+void copy_streaming(void* to, const void* from, size_t bytes);
 
 }  // namespace poolgen::detail

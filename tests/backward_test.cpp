@@ -193,6 +193,13 @@ TEST_P(BackwardPool, MatchesReference) {
   run_param(p, false, [&](auto v, auto i) { pool_backward_configs<decltype(v), decltype(i)>(p); });
 }
 
+// The same calls with grad_input streamed (TypedUnpool.MatchesReferenceStreaming's reason).
+TEST_P(BackwardPool, MatchesReferenceStreaming) {
+  const Param p = GetParam();
+  const test::StreamingEveryOutput streaming;
+  run_param(p, false, [&](auto v, auto i) { pool_backward_configs<decltype(v), decltype(i)>(p); });
+}
+
 INSTANTIATE_TEST_SUITE_P(, BackwardPool, ::testing::ValuesIn(gradient_params()), param_name);
 
 // ---------------------------------------------------------------------------------------------

@@ -117,4 +117,13 @@ bool outside_untouched(const std::vector<T>& backing, const std::vector<int64_t>
   return true;
 }
 
+// While it lives, every call streams its outputs (set_streaming_bytes(0)): the non-temporal
+// path, which the default keeps for outputs beyond the caches, runs on the tests' small shapes.
+struct StreamingEveryOutput {
+  StreamingEveryOutput() { set_streaming_bytes(0); }
+  ~StreamingEveryOutput() { set_streaming_bytes(-1); }
+  StreamingEveryOutput(const StreamingEveryOutput&) = delete;
+  StreamingEveryOutput& operator=(const StreamingEveryOutput&) = delete;
+};
+
 }  // namespace poolgen::test

@@ -280,6 +280,14 @@ TEST_P(TypedUnpool, MatchesReference) {
   run_param(p, true, [&](auto v, auto i) { unpool_configs<decltype(v), decltype(i)>(p); });
 }
 
+// The same calls with the output streamed (bypassing the caches from a scratch): the same bits,
+// nothing written outside the output's view, whatever its alignment and layout.
+TEST_P(TypedUnpool, MatchesReferenceStreaming) {
+  const Param p = GetParam();
+  const test::StreamingEveryOutput streaming;
+  run_param(p, true, [&](auto v, auto i) { unpool_configs<decltype(v), decltype(i)>(p); });
+}
+
 INSTANTIATE_TEST_SUITE_P(, TypedUnpool, ::testing::ValuesIn(all_params(test::kAllDTypes)),
                          param_name);
 

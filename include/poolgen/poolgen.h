@@ -145,6 +145,8 @@ int32_t poolgen_convert_indices(int32_t nd, int32_t frame_rank, const int64_t* f
 void poolgen_set_num_threads(int32_t threads);
 /* See poolgen::set_min_parallel_bytes. */
 void poolgen_set_min_parallel_bytes(int64_t bytes);
+/* See poolgen::set_streaming_bytes. */
+void poolgen_set_streaming_bytes(int64_t bytes);
 
 /* 1 when this build has CUDA kernels and a CUDA device is present, else 0. */
 int32_t poolgen_cuda_available(void);

@@ -315,6 +315,14 @@ void set_num_threads(int threads);
 // like set_num_threads.
 void set_min_parallel_bytes(int64_t bytes);
 
+// Calls whose output (a scatter's: max_unpool, max_pool_backward) is at least this large write it
+// with non-temporal stores, bypassing the caches: an ordinary store reads each line from memory
+// before writing it, and an output this large has left the caches before anything reads it.
+// Default 8 MiB (docs/kernels.md, "Streaming outputs"). A consumer that reads the output while it
+// is still cached wants it larger; 0 streams every call's; a negative count restores the default.
+// Process-wide, like set_min_parallel_bytes.
+void set_streaming_bytes(int64_t bytes);
+
 inline Status max_pool1d(const TensorView& in, const TensorView& values, const TensorView& indices,
                          const PoolOptions& o) {
   return max_pool(1, in, values, indices, o);
