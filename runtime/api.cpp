@@ -20,9 +20,9 @@ const char* dtype_name(DType dtype) {
 }
 
 size_t dtype_size(DType dtype) {
-  static const size_t kSizes[] = {4, 8, 8, 2, 2, 1, 1, 2, 4};
   const auto i = static_cast<uint32_t>(dtype);
-  return i < sizeof(kSizes) / sizeof(kSizes[0]) ? kSizes[i] : 0;
+  if (i > static_cast<uint32_t>(DType::i32)) return 0;
+  return static_cast<size_t>(detail::element_size(dtype));
 }
 
 TensorView contiguous(void* data, DType dtype, Ints shape) {

@@ -50,7 +50,7 @@ namespace {
 int64_t planes_per_group(const View& o, Layout layout, ScatterMode mode, int64_t cores,
                          int64_t call_bytes) {
   constexpr int64_t kGroupBytes = 1 << 20, kLineBytes = 64, kSplitBytes = 16 << 20;
-  const int64_t size = static_cast<int64_t>(dtype_size(o.dtype));
+  const int64_t size = element_size(o.dtype);
   const int64_t planes = o.shape[0] * o.shape[1], channels = o.shape[1];
   const int64_t plane_bytes = std::max<int64_t>(1, o.plane() * size);
   if (layout == Layout::channels_last) {
@@ -112,7 +112,7 @@ struct ScatterGroups {
           indices_buffer(i, layout, g.kernel->index, true),
           output_buffer(stream ? packed(o, layout, staging.data()) : o, layout, g.kernel->value,
                         true);
-      std::vector<void*> args{nullptr, &values_buffer.buffer, &indices_buffer.buffer};
+      KernelArgs args{nullptr, &values_buffer.buffer, &indices_buffer.buffer};
       int64_t plane_origin = first, plane_stride = g.global ? o.plane() : 0;
       if (g.kernel->op == Op::unpool_scatter) {  // the accumulating kernel has no origin
         args.push_back(&plane_origin);
@@ -159,7 +159,7 @@ struct FlatPlane {
   int64_t step;
   FlatPlane(const View& view, Layout layout, int64_t n, int64_t c)
       : data(static_cast<char*>(slice(slice(view, 0, n, 1), 1, c, 1).data)),
-        step(view.plane_step(layout) * static_cast<int64_t>(dtype_size(view.dtype))) {}
+        step(view.plane_step(layout) * element_size(view.dtype)) {}
   char* at(int64_t j) const { return data + j * step; }
   int64_t index(int64_t j, DType dtype) const {  // an indices plane's element j
     return dtype == DType::i32 ? *reinterpret_cast<const int32_t*>(at(j))
@@ -176,7 +176,7 @@ Status scatter_large(ScatterMode mode, const View& values, const View& indices,
   if (mode == ScatterMode::store) {
     POOLGEN_RETURN_IF_ERROR(invalid_index_error(indices, output.plane()));
   }
-  const size_t size = dtype_size(values.dtype);
+  const auto size = static_cast<size_t>(element_size(values.dtype));
   for (int64_t n = 0; n < output.shape[0]; ++n) {
     for (int64_t c = 0; c < output.shape[1]; ++c) {
       const FlatPlane from(values, layout, n, c), index(indices, layout, n, c),
@@ -255,7 +255,7 @@ Status gather_large(const View& values, const View& indices, const View& output,
                     int64_t first_plane) {
   POOLGEN_RETURN_IF_ERROR(
       invalid_index_error(indices, values.plane(), first_plane * indices.plane()));
-  const size_t size = dtype_size(values.dtype);
+  const auto size = static_cast<size_t>(element_size(values.dtype));
   for (int64_t n = 0; n < output.shape[0]; ++n) {
     for (int64_t c = 0; c < output.shape[1]; ++c) {
       const FlatPlane from(values, layout, n, c), index(indices, layout, n, c),
@@ -283,7 +283,7 @@ Status run_flat_buffers(const Kernel& kernel, Device device, const Views& views,
   HalideView values_buffer(views[0], kernel.layout, kernel.value, true),
       indices_buffer(views[1], kernel.layout, kernel.index, true),
       output_buffer(views[2], kernel.layout, kernel.value, true);
-  std::vector<void*> args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
+  KernelArgs args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
                           &output_buffer.buffer};
   const bool on_device = views[0].device == Device::cuda;
   std::vector<CudaBuffer> buffers = {{&values_buffer.buffer, on_device, false},

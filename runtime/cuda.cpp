@@ -101,7 +101,7 @@ Status cuda_capability(int* capability) {
   return {};
 }
 
-int run_cuda_kernel(const Kernel& kernel, std::vector<void*>& args,
+int run_cuda_kernel(const Kernel& kernel, KernelArgs& args,
                     const std::vector<CudaBuffer>& buffers, std::string* error) {
   use_callers_context();
   return with_error_capture(
@@ -150,7 +150,7 @@ Status cuda_capability(int*) {
               "POOLGEN_CUDA_CAPABILITIES is empty)");
 }
 
-int run_cuda_kernel(const Kernel&, std::vector<void*>&, const std::vector<CudaBuffer>&,
+int run_cuda_kernel(const Kernel&, KernelArgs&, const std::vector<CudaBuffer>&,
                     std::string* error) {
   *error = "this build has no CUDA kernels";
   return -1;

@@ -36,7 +36,7 @@ struct CudaBuffer {
 // Runs a CUDA kernel with args[1...] filled: wraps device pointers, runs, copies host outputs
 // back, and releases every device allocation and wrapping whatever happened. Returns Halide's
 // error code; the first message goes to *error.
-int run_cuda_kernel(const Kernel& kernel, std::vector<void*>& args,
+int run_cuda_kernel(const Kernel& kernel, KernelArgs& args,
                     const std::vector<CudaBuffer>& buffers, std::string* error);
 
 }  // namespace poolgen::detail

@@ -15,7 +15,7 @@ namespace {
 
 // Element `offset` of a float view, widened (exactly) to double.
 double widened(const View& v, int64_t offset) {
-  const char* at = static_cast<const char*>(v.data) + offset * static_cast<int64_t>(dtype_size(v.dtype));
+  const char* at = static_cast<const char*>(v.data) + offset * element_size(v.dtype);
   switch (v.dtype) {
     case DType::f32: {
       float f;
@@ -109,7 +109,7 @@ void rescan(const View& input, const View& values, const View& indices, const Wi
     more = i >= 0;
   }
   if (best_offset < 0) return;  // an empty window keeps PyTorch's answer
-  const int64_t width = static_cast<int64_t>(dtype_size(values.dtype));
+  const int64_t width = element_size(values.dtype);
   std::memcpy(static_cast<char*>(values.data) + at * width,
               static_cast<const char*>(input.data) + best_offset * width, width);
   // The indices share the values' shape; their offset is found the same way.

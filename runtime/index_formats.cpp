@@ -800,7 +800,7 @@ Status unpool_across_planes(int nd, const Ints& frame_shape, const View& values,
                             bool batchless) {
   const Frame fr = frame_of(nd, frame_shape, nullptr);
   const int64_t batch = values.shape[0], channels = values.shape[1], plane = values.plane();
-  const size_t size = dtype_size(values.dtype);
+  const auto size = static_cast<size_t>(element_size(values.dtype));
   char* const out = static_cast<char*>(output.data);
   const char* const in = static_cast<const char*>(values.data);
   for (int64_t j = 0; j < output.elements(); ++j) {

@@ -112,7 +112,8 @@ bool window_matches(const Kernel& k, const Window* w) {
 // What a kernel and a query must share exactly. Pooling compares values and its backward adds
 // them, so their kernels are per dtype; the others only move values, so their kernels serve
 // every dtype of their width.
-using Bucket = std::tuple<Op, Layout, int, DType, Device>;
+// A bucket's key, its fields packed into one integer: a lookup is a binary search of integers.
+using Bucket = uint32_t;
 
 bool per_dtype(Op op) {
   return op == Op::pool || op == Op::pool_backward_scatter || op == Op::pool_backward_gather;
@@ -120,8 +121,11 @@ bool per_dtype(Op op) {
 
 Bucket bucket_of(Op op, Layout layout, DType value, DType index, Device device) {
   const int value_class = per_dtype(op) ? 100 + static_cast<int>(value)
-                                        : static_cast<int>(dtype_size(value));
-  return {op, layout, value_class, index, device};
+                                        : static_cast<int>(element_size(value));
+  auto field = [](auto v) { return static_cast<uint32_t>(v); };
+  // Op < 16, value_class < 128, DType < 16: each field keeps its own bits.
+  return (((field(op) * 2 + field(layout)) * 128 + field(value_class)) * 16 + field(index)) * 2 +
+         field(device);
 }
 
 // Kernels are built with the user_context feature: the context is the call's KernelContext.
@@ -201,13 +205,19 @@ std::atomic<int64_t> streaming{kDefaultStreamingBytes};
 
 // The table grouped by bucket: a call scans the few kernels of its own.
 struct KernelTable::Buckets {
-  std::map<Bucket, std::vector<const Kernel*>> map;
+  std::vector<Bucket> keys;                          // sorted
+  std::vector<std::vector<const Kernel*>> kernels;  // kernels[i]: bucket keys[i]'s
 };
 
 KernelTable::KernelTable(std::vector<Kernel> kernels) : kernels_(std::move(kernels)) {
-  auto buckets = std::make_shared<Buckets>();
+  std::map<Bucket, std::vector<const Kernel*>> grouped;
   for (const Kernel& k : kernels_) {
-    buckets->map[bucket_of(k.op, k.layout, k.value, k.index, k.device)].push_back(&k);
+    grouped[bucket_of(k.op, k.layout, k.value, k.index, k.device)].push_back(&k);
+  }
+  auto buckets = std::make_shared<Buckets>();
+  for (auto& [key, members] : grouped) {
+    buckets->keys.push_back(key);
+    buckets->kernels.push_back(std::move(members));
   }
   buckets_ = std::move(buckets);
 }
@@ -215,8 +225,10 @@ KernelTable::KernelTable(std::vector<Kernel> kernels) : kernels_(std::move(kerne
 const std::vector<const Kernel*>& KernelTable::candidates(Op op, Layout layout, DType value,
                                                           DType index, Device device) const {
   static const std::vector<const Kernel*> none;
-  const auto found = buckets_->map.find(bucket_of(op, layout, value, index, device));
-  return found == buckets_->map.end() ? none : found->second;
+  const std::vector<Bucket>& keys = buckets_->keys;
+  const Bucket key = bucket_of(op, layout, value, index, device);
+  const auto found = std::lower_bound(keys.begin(), keys.end(), key);
+  return found == keys.end() || *found != key ? none : buckets_->kernels[found - keys.begin()];
 }
 
 const Kernel* find_kernel(const KernelTable& table, const KernelQuery& query) {
@@ -309,11 +321,12 @@ bool in_child_of_pool() { return forked_from_pool; }
 
 int with_error_capture(const std::function<int(void* user_context)>& f, std::string* error,
                        int64_t call_bytes) {
-  static std::once_flag installed;
-  std::call_once(installed, [] {
+  static const bool installed = [] {  // once, thread-safe; later calls test a flag
     halide_set_error_handler(capture_error);
     halide_set_custom_do_par_for(do_par_for);
-  });
+    return true;
+  }();
+  (void)installed;
   KernelContext context;
   context.share = worth_sharing(call_bytes);
   context.bytes = call_bytes;
@@ -322,7 +335,7 @@ int with_error_capture(const std::function<int(void* user_context)>& f, std::str
   return result;
 }
 
-int run_kernel(const Kernel& kernel, std::vector<void*>& args, std::string* error,
+int run_kernel(const Kernel& kernel, KernelArgs& args, std::string* error,
                int64_t call_bytes) {
   return with_error_capture(
       [&](void* user_context) {

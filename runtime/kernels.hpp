@@ -4,6 +4,7 @@
 #pragma once
 
 #include "poolgen/poolgen.hpp"
+#include "inline_vector.hpp"
 #include "shapes.hpp"
 
 #include <functional>
@@ -122,11 +123,15 @@ int64_t streaming_bytes();
 // every loop runs on the calling thread and the pool is never resized.
 bool in_child_of_pool();
 
+// A kernel's argv: the user context, then its buffers and scalars (3-D pooling's are the most:
+// 16).
+using KernelArgs = InlineVector<void*, 16>;
+
 // Runs `kernel` with args[1...] already filled (args[0] is set to the call's context). Returns
 // Halide's error code; the message Halide reported goes to *error. The call moves `call_bytes`
 // (inputs and outputs): unless that is worth_sharing, the kernel's parallel loops run on the
 // calling thread; otherwise on Halide's pool, several small iterations to a task.
-int run_kernel(const Kernel& kernel, std::vector<void*>& args, std::string* error,
+int run_kernel(const Kernel& kernel, KernelArgs& args, std::string* error,
                int64_t call_bytes);
 
 // Calls f(user_context) with a user context that collects the first message Halide's runtime

@@ -63,8 +63,7 @@ Status run_pool(const Kernel& kernel, const Window& window, Device device, const
   HalideView indices_buffer(views[2], kernel.layout, kernel.index);
   // Halide orders spatial dimensions innermost first; the generator's scalar inputs follow.
   int32_t params[3][4];
-  std::vector<void*> args{nullptr, &in_buffer.buffer};
-  args.reserve(3 + 4 * window.nd + 2);
+  KernelArgs args{nullptr, &in_buffer.buffer};
   for (int i = 0; i < window.nd; ++i) {
     const int d = window.nd - 1 - i;
     params[i][0] = static_cast<int32_t>(window.kernel[d]);

@@ -65,7 +65,7 @@ bool gather(const Kernel& kernel, const View& grad_output, const View& indices,
   HalideView values_buffer(grad_output, kernel.layout, kernel.value),
       indices_buffer(indices, kernel.layout, kernel.index),
       output_buffer(grad_input, kernel.layout, kernel.value);
-  std::vector<void*> args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
+  KernelArgs args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
                           &output_buffer.buffer};
   std::string error;
   return run_kernel(kernel, args, &error, call_bytes) == 0;

@@ -196,7 +196,7 @@ Status unpool(int nd, const TensorView& values, const TensorView& indices,
     HalideView values_buffer(v, gather->layout, gather->value),
         indices_buffer(i, gather->layout, gather->index),
         output_buffer(o, gather->layout, gather->value);
-    std::vector<void*> args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
+    KernelArgs args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
                             &output_buffer.buffer};
     std::string error;
     if (run_kernel(*gather, args, &error, call_bytes) == 0) return {};

@@ -25,14 +25,7 @@ std::string format_shape(const Ints& shape) {
   return out.str();
 }
 
-bool multiply_within(int64_t a, int64_t b, int64_t limit, int64_t* out) {
-  // Operands in [0, 2^31), nearly every call's, multiply without overflow: no division (tens of
-  // cycles, several times a call).
-  if (((a | b) >> 31) == 0) {
-    if (a * b > limit) return false;
-    *out = a * b;
-    return true;
-  }
+bool multiply_within_slow(int64_t a, int64_t b, int64_t limit, int64_t* out) {
   if (a != 0 && b > limit / a) return false;
   *out = a * b;
   return *out <= limit;

@@ -17,14 +17,6 @@
 
 namespace poolgen::detail {
 
-int64_t View::elements() const {
-  int64_t count = 1;
-  for (int i = 0; i < rank; ++i) count *= shape[i];
-  return count;
-}
-
-int64_t View::bytes() const { return elements() * static_cast<int64_t>(dtype_size(dtype)); }
-
 int64_t total_bytes(const Views& views) {
   int64_t total = 0;
   for (const View& view : views) total += view.bytes();
@@ -107,7 +99,7 @@ ByteSpan byte_span(const View& v) {
     if (v.shape[i] == 0) return span;
     last += (v.shape[i] - 1) * v.strides[i];
   }
-  span.size = static_cast<uint64_t>(last + 1) * dtype_size(v.dtype);
+  span.size = static_cast<uint64_t>((last + 1) * element_size(v.dtype));
   return span;
 }
 
@@ -235,7 +227,8 @@ Status check_view_shape(const char* argument, const TensorView& view, DType dtyp
                 view.strides.size(), " (", format_shape(view.strides), ")");
   }
   const int missing = nd + 2 - rank;  // 1 for a batch-less view
-  View v;
+  // Built in place: a zeroed local View and its copy were a fifth of a small call's checks.
+  View& v = *out;
   v.data = view.data;
   v.dtype = dtype;
   v.device = view.device;
@@ -270,7 +263,6 @@ Status check_view_shape(const char* argument, const TensorView& view, DType dtyp
   // what lets the view fit a layout.
   if (v.shape[1] == 1) v.strides[1] = 1;
   if (v.shape[v.rank - 1] == 1) v.strides[v.rank - 1] = 1;
-  *out = v;
   return {};
 }
 
@@ -318,7 +310,7 @@ bool is_packed(const View& view, Layout layout) {
 Staged::Staged(const View& view, Layout layout, bool flat, Role role)
     : original_(view), staged_(view), role_(role) {
   if (fits(view, layout) && (!flat || view.flat_planes(layout))) return;
-  scratch_.resize(static_cast<size_t>(view.elements()) * dtype_size(view.dtype));
+  scratch_.resize(static_cast<size_t>(view.bytes()));
   staged_ = packed(view, layout, scratch_.data());
   if (role == input) copy_elements(original_, staged_);
 }
@@ -356,16 +348,19 @@ bool fits_kernel(const View& v, Layout layout, bool flat) {
   // Without Halide's large_buffers feature a buffer's extents, strides, the span of each
   // dimension and its element count must stay below 2^31 (bytes, for the last two); extents
   // stay below 2^30 so that coordinates plus a window's reach do too.
-  constexpr int64_t kLimit = std::numeric_limits<int32_t>::max();
-  const int64_t size = static_cast<int64_t>(dtype_size(v.dtype));
-  int64_t dims[5][2], elements = size, span = 0;
+  // Extents and strides are tested against 2^30 and 2^31 before they multiply, so no product
+  // overflows 64 bits: elements stays below 2^31 * 2^30, a span below 2^30 * 8 * 2^31.
+  constexpr uint64_t kLimit = std::numeric_limits<int32_t>::max();
+  const auto size = static_cast<uint64_t>(element_size(v.dtype));
+  int64_t dims[5][2];
+  uint64_t elements = size;
   const int count = halide_dims(v, layout, flat, dims);
   for (int d = 0; d < count; ++d) {
-    if (dims[d][0] > kMaxKernelExtent || dims[d][1] > kLimit ||
-        !multiply_within(elements, dims[d][0], kLimit, &elements) ||
-        !multiply_within(dims[d][0] * size, dims[d][1], kLimit, &span)) {
-      return false;
-    }
+    const auto extent = static_cast<uint64_t>(dims[d][0]);
+    const auto stride = static_cast<uint64_t>(dims[d][1]);
+    if (extent > kMaxKernelExtent || stride > kLimit) return false;
+    elements *= extent;
+    if (elements > kLimit || extent * size * stride > kLimit) return false;
   }
   return true;
 }
@@ -380,7 +375,7 @@ bool fits_kernel(const Views& views, Layout layout, bool flat) {
 View slice(const View& v, int dim, int64_t start, int64_t count) {
   View s = v;
   s.data = static_cast<char*>(v.data) +
-           start * v.strides[dim] * static_cast<int64_t>(dtype_size(v.dtype));
+           start * v.strides[dim] * element_size(v.dtype);
   s.shape[dim] = count;
   return s;
 }
@@ -504,7 +499,7 @@ void copy_rows(const View& from, const View& to) {
 
 void copy_elements(const View& from, const View& to) {
   if (from.elements() == 0) return;
-  switch (dtype_size(from.dtype)) {
+  switch (element_size(from.dtype)) {
     case 1: return copy_rows<uint8_t>(from, to);
     case 2: return copy_rows<uint16_t>(from, to);
     case 4: return copy_rows<uint32_t>(from, to);

@@ -2,7 +2,9 @@
 // their halide_buffer_t form.
 #pragma once
 
+#include "inline_vector.hpp"
 #include "poolgen/poolgen.hpp"
+#include "shapes.hpp"
 
 #include <HalideRuntime.h>
 
@@ -20,10 +22,16 @@ struct View {
   DType dtype = DType::f32;
   Device device = Device::cpu;
   int rank = 0;
-  int64_t shape[5] = {}, strides[5] = {};
+  // Entries [0, rank) only: the rest stay unset, as zeroing five-entry arrays for every view a
+  // call builds was a measurable part of its fixed cost.
+  int64_t shape[5], strides[5];
 
-  int64_t elements() const;
-  int64_t bytes() const;  // elements times the dtype's size
+  int64_t elements() const {
+    int64_t count = 1;
+    for (int i = 0; i < rank; ++i) count *= shape[i];
+    return count;
+  }
+  int64_t bytes() const { return elements() * element_size(dtype); }
   // Elements in one (n, c) plane: the product of the spatial extents.
   int64_t plane() const;
   // True when the spatial dimensions form one flat dimension of step plane_step(layout): 1 in
@@ -128,7 +136,7 @@ bool fits_kernel(const View& v, Layout layout, bool flat = false);
 View slice(const View& v, int dim, int64_t start, int64_t count);
 
 // A call's views, which share their batch and channel extents (N and C).
-using Views = std::vector<View>;
+using Views = InlineVector<View, 3>;
 // The call's piece `p` (every view sliced alike), its first plane in (n, c) order.
 using PieceFn = std::function<Status(const Views& p, int64_t first_plane)>;
 
