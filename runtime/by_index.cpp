@@ -104,9 +104,13 @@ struct ScatterGroups {
         }
         i = dst;
       }
-      // A streaming call's group goes to a scratch in cache, then to the output bypassing it.
+      // A streaming call's group goes to a scratch in cache, then to the output bypassing it;
+      // a group larger than kStagingBytes (a channels-last image) would leave its scratch's
+      // cache itself: 3-D NDHWC 2x16x32x64x64, images of 8 MiB, measured 1.7 -> 2.9 ms on two
+      // threads staged.
+      constexpr int64_t kStagingBytes = 4 << 20;
       thread_local std::vector<char> staging;
-      const bool stream = g.streaming && is_packed(o, layout);
+      const bool stream = g.streaming && is_packed(o, layout) && o.bytes() <= kStagingBytes;
       if (stream) staging.resize(static_cast<size_t>(o.bytes()));
       HalideView values_buffer(v, layout, g.kernel->value, true),
           indices_buffer(i, layout, g.kernel->index, true),
