@@ -345,17 +345,29 @@ int halide_dims(const View& v, Layout layout, bool flat, int64_t (*dims)[2]) {
 }  // namespace
 
 bool fits_kernel(const View& v, Layout layout, bool flat) {
+  // Nearly every call's views are far below the limits: with fewer than 2^30 bytes of elements
+  // and of offsets, every extent is below 2^30 and every stride, and each dimension's span
+  // (at most the last element's offset plus one stride), below 2^31 bytes. Extents of 1, whose
+  // strides are free, reach Halide at most 2^31 / 8 (halide_dims).
+  constexpr int64_t kSmall = int64_t{1} << 30;
+  int64_t count = 1, last = 0;
+  for (int i = 0; i < v.rank; ++i) {
+    count *= v.shape[i];
+    last += (v.shape[i] - 1) * v.strides[i];
+  }
+  const int64_t bytes = element_size(v.dtype);
+  if (count > 0 && count * bytes < kSmall && (last + 1) * bytes < kSmall) return true;
   // Without Halide's large_buffers feature a buffer's extents, strides, the span of each
   // dimension and its element count must stay below 2^31 (bytes, for the last two); extents
   // stay below 2^30 so that coordinates plus a window's reach do too.
   // Extents and strides are tested against 2^30 and 2^31 before they multiply, so no product
   // overflows 64 bits: elements stays below 2^31 * 2^30, a span below 2^30 * 8 * 2^31.
   constexpr uint64_t kLimit = std::numeric_limits<int32_t>::max();
-  const auto size = static_cast<uint64_t>(element_size(v.dtype));
+  const auto size = static_cast<uint64_t>(bytes);
   int64_t dims[5][2];
   uint64_t elements = size;
-  const int count = halide_dims(v, layout, flat, dims);
-  for (int d = 0; d < count; ++d) {
+  const int dimensions = halide_dims(v, layout, flat, dims);
+  for (int d = 0; d < dimensions; ++d) {
     const auto extent = static_cast<uint64_t>(dims[d][0]);
     const auto stride = static_cast<uint64_t>(dims[d][1]);
     if (extent > kMaxKernelExtent || stride > kLimit) return false;
