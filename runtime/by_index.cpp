@@ -288,7 +288,7 @@ Status run_flat_buffers(const Kernel& kernel, Device device, const Views& views,
       indices_buffer(views[1], kernel.layout, kernel.index, true),
       output_buffer(views[2], kernel.layout, kernel.value, true);
   KernelArgs args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
-                          &output_buffer.buffer};
+                  &output_buffer.buffer};
   const bool on_device = views[0].device == Device::cuda;
   std::vector<CudaBuffer> buffers = {{&values_buffer.buffer, on_device, false},
                                      {&indices_buffer.buffer, on_device, false},

@@ -24,7 +24,6 @@ extern "C" void __tsan_release(void* address);
 #endif
 #include <map>
 #include <set>
-#include <tuple>
 #include <utility>
 
 extern "C" {

@@ -66,7 +66,7 @@ bool gather(const Kernel& kernel, const View& grad_output, const View& indices,
       indices_buffer(indices, kernel.layout, kernel.index),
       output_buffer(grad_input, kernel.layout, kernel.value);
   KernelArgs args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
-                          &output_buffer.buffer};
+                  &output_buffer.buffer};
   std::string error;
   return run_kernel(kernel, args, &error, call_bytes) == 0;
 }

@@ -197,7 +197,7 @@ Status unpool(int nd, const TensorView& values, const TensorView& indices,
         indices_buffer(i, gather->layout, gather->index),
         output_buffer(o, gather->layout, gather->value);
     KernelArgs args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
-                            &output_buffer.buffer};
+                    &output_buffer.buffer};
     std::string error;
     if (run_kernel(*gather, args, &error, call_bytes) == 0) return {};
   }
