@@ -63,6 +63,17 @@ void vectorize_columns(Func f, const Var& x, const Expr& width, int lanes, bool 
   f.split(x, xo, xi, 1);
 }
 
+// The scan's update: the taps loop outside one vector of outputs along `lane` (unrolled when
+// the window is fixed).
+void scan_taps(Stage update, const Var& lane, const RDom& r, bool unroll) {
+  std::vector<VarOrRVar> order{lane};
+  for (int i = 0; i < r.dimensions(); ++i) order.push_back(r[i]);
+  update.reorder(order).vectorize(lane);
+  if (unroll) {
+    for (int i = 0; i < r.dimensions(); ++i) update.unroll(r[i]);
+  }
+}
+
 }  // namespace
 
 void CpuPoolSchedule::read(Knobs& knobs) {
@@ -71,19 +82,42 @@ void CpuPoolSchedule::read(Knobs& knobs) {
   knobs.take("stage_rows", &stage_rows);
   knobs.take("partition_rows", &partition_rows);
   knobs.take("narrow_vectors", &narrow_vectors);
+  knobs.take("channel_vectors", &channel_vectors);
 }
 
 void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   Func result = s.result, scan = s.scan;
   const int lanes = vector_lanes(vector_width, result, target, s.layout);
   const bool channels_last = s.layout == Layout::channels_last;
+  Var xo("xo");
+  // Rows of contiguous planes too narrow for any vector of the ladder below (a 7x7 plane pools
+  // to rows of 3): a vector of `lanes` planes per output instead, its loads strided by the
+  // plane, so no row goes scalar when there are channels enough. Specialized first, so it takes
+  // none of the row schedule below. A task is a block of rows of channel_vectors vectors of
+  // planes: tasks of one vector were too small to pay a second thread's wake-up.
+  if (channel_vectors > 0 && !channels_last && s.x.size() > 1) {
+    const OutputImageParam out = result.output_buffers()[0];
+    const int narrowest = narrow_vectors ? 4 : lanes;
+    const Expr narrow = out.dim(0).extent() < narrowest && out.dim(s.x.size()).extent() >= lanes;
+    Var ci("ci"), cv("cv"), xi("xi");
+    // The outer channel keeps c's name, so the loops the staging below names exist here too.
+    Stage across = result.specialize(narrow);
+    across.split(s.c, s.c, ci, lanes, TailStrategy::ShiftInwards)
+        .split(s.c, s.c, cv, channel_vectors, TailStrategy::GuardWithIf)
+        .split(s.x[0], xo, xi, 1);
+    std::vector<VarOrRVar> order{ci, xi, xo, cv};
+    order.insert(order.end(), s.x.begin() + 1, s.x.end());
+    across.reorder(order).vectorize(ci);
+    parallel_rows(across, s.x, s.c, s.n, s.layout, rows_per_task);
+    scan.specialize(narrow).vectorize(s.c);
+    scan_taps(scan.update().specialize(narrow), s.c, s.r, s.window_fixed);
+  }
   Var block = parallel_rows(result, s.x, s.c, s.n, s.layout, rows_per_task);
   if (!partition_rows) {
     std::vector<VarOrRVar> rows{Var("row")};
     for (size_t i = 1; i + 1 < s.x.size(); ++i) rows.push_back(s.x[i]);
     result.never_partition(rows);
   }
-  Var xo("xo");
   // Contiguous: vectors of output columns. With runtime windows, a column stride makes every tap
   // a gather (strides 1 and 2 get dense loads), and the first in-bounds tap divides by the
   // dilation (dilation 1 needs no division). Channels-last: vectors of channels, whose loads are
@@ -100,13 +134,7 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
 
   // The running maximum lives in registers: one vector of outputs, taps looping outside it.
   scan.compute_at(result, xo).vectorize(lane);
-  Stage update = scan.update();
-  std::vector<VarOrRVar> order{lane};
-  for (int i = 0; i < s.r.dimensions(); ++i) order.push_back(s.r[i]);
-  update.reorder(order).vectorize(lane);
-  if (s.window_fixed) {
-    for (int i = 0; i < s.r.dimensions(); ++i) update.unroll(s.r[i]);
-  }
+  scan_taps(scan.update(), lane, s.r, s.window_fixed);
   // Without a boundary condition, staging would only copy rows.
   if (stage_rows && s.bounded && !channels_last) {
     // Each output row computes only the input rows it needs that the block has not yet staged.

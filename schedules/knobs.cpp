@@ -34,15 +34,14 @@ int specificity(const Target& key, const Target& target) {
 }  // namespace
 
 Knobs Knobs::for_target(const std::string& cpu_schedule, const Target& target) {
-  std::string chosen;
+  std::string common, tuned;
   int best = -1;
-  bool common = true;  // the leading entry has no target
+  bool first = true;
   for (const std::string& entry : split(cpu_schedule, '/')) {
     const size_t at = entry.find('@');
-    const bool targeted = at != std::string::npos;
-    if (!targeted) {
-      _halide_user_assert(common) << "cpu_schedule: only the first entry may omit its target: " << entry;
-      chosen = entry;
+    if (at == std::string::npos) {
+      _halide_user_assert(first) << "cpu_schedule: only the first entry may omit its target: " << entry;
+      common = entry;
     } else {
       const std::string key = entry.substr(0, at);
       _halide_user_assert(Target::validate_target_string(key))
@@ -50,18 +49,32 @@ Knobs Knobs::for_target(const std::string& cpu_schedule, const Target& target) {
       const int score = specificity(Target(key), target);
       if (score > best) {
         best = score;
-        chosen = entry.substr(at + 1);
+        tuned = entry.substr(at + 1);
       }
     }
-    common = false;
+    first = false;
   }
   Knobs knobs;
-  knobs.entry_ = chosen;
-  for (const std::string& knob : split(chosen, ',')) {
-    const size_t colon = knob.find(':');
-    _halide_user_assert(colon != std::string::npos && colon > 0)
-        << "cpu_schedule: expected name:value, got " << knob;
-    knobs.values_[knob.substr(0, colon)] = knob.substr(colon + 1);
+  // The tuner varies some knobs only (tools/tune.py), so a tuned entry overrides the hand
+  // values knob by knob and keeps the rest (say, the halved vectors a family goes without); an
+  // autoscheduler, on either side, takes nothing from the other.
+  const auto names_autoscheduler = [](const std::string& entry) {
+    return entry.find("autoscheduler:") != std::string::npos;
+  };
+  std::vector<std::string> layers{common};
+  if (best >= 0) {
+    layers = names_autoscheduler(tuned) || names_autoscheduler(common)
+                 ? std::vector<std::string>{tuned}
+                 : std::vector<std::string>{common, tuned};
+  }
+  for (const std::string& entry : layers) {
+    knobs.entry_ += (knobs.entry_.empty() ? "" : " then ") + entry;
+    for (const std::string& knob : split(entry, ',')) {
+      const size_t colon = knob.find(':');
+      _halide_user_assert(colon != std::string::npos && colon > 0)
+          << "cpu_schedule: expected name:value, got " << knob;
+      knobs.values_[knob.substr(0, colon)] = knob.substr(colon + 1);
+    }
   }
   return knobs;
 }

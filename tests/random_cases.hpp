@@ -106,9 +106,9 @@ inline void random_pool_config(Rng& rng, int nd, int window, const PoolConfigOpt
       // Long innermost rows: full vectors plus tails, work split across threads.
       sp[nd - 1] = rng.uniform(max_extent, 6 * max_extent);
     } else if (opts.many_channels && r < 27) {
-      // Many channels on a small plane, e.g. 2x37x5x9.
+      // Many channels on a small plane, e.g. 2x37x5x9 (rows of 2 to 4 outputs at k2s2p0).
       many_channels = true;
-      if (nd == 2) sp = {5, 9};
+      if (nd == 2) sp = {5, rng.uniform(5, 9)};
       if (nd == 3) sp = {3, 5, rng.uniform(4, 9)};
       if (nd == 1) sp = {rng.uniform(9, 23)};
     }

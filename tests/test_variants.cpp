@@ -253,6 +253,7 @@ TEST_F(Variant, EveryKernelMatchesTheReference) {
           };
           run(1, {2, 5, 37});
           run(2, {2, 19, 11, 13});
+          run(2, {2, 19, 6, 7});  // rows of 3 outputs: vectors across channels (k2s2p0)
           run(3, {1, 3, 7, 9, 11});
         }
       }
@@ -361,6 +362,7 @@ TEST_F(Variant, EveryBackwardKernelMatchesTheReference) {
           };
           run(1, {2, 5, 37});
           run(2, {2, 19, 11, 13});
+          run(2, {2, 19, 6, 7});  // rows of 3 outputs: vectors across channels (k2s2p0)
           run(3, {1, 3, 7, 9, 11});
         }
       }
