@@ -46,7 +46,7 @@ set(POOLGEN_KNOBS_max_pool2d_k3s2p1_cl rows_per_task:8,partition_rows:false)
 set(POOLGEN_KNOBS_max_pool3d_cl rows_per_task:8)
 # 2-D k2s2p0 contiguous: rows of fewer than 4 outputs (a 7x7 plane pools to rows of 3) run
 # vectors of 8 planes, not the scalar loop (1x64x7x7 f32 AVX2 on one thread, us, three
-# interleaved runs each: 3.04, 3.10, 2.97 -> 1.63, 1.67, 1.57), for about 1 KB a variant. Rows
+# interleaved runs each: 3.04, 3.10, 2.97 -> 1.63, 1.67, 1.57), for 3-4 KB a variant. Rows
 # of 4-7 keep their halved vectors: planes measured 20-40% slower at 1x64x14x14. Tasks of 8
 # vectors (64 planes): tasks of one vector made 1x64x7x7 slower on two threads than on one (1.72
 # -> 3.33 us).
