@@ -104,7 +104,12 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   if (channel_vectors > 0 && !channels_last && s.x.size() > 1) {
     const OutputImageParam out = result.output_buffers()[0];
     const int narrowest = narrow_vectors ? 4 : lanes;
-    const Expr narrow = out.dim(0).extent() < narrowest && out.dim(s.x.size()).extent() >= lanes;
+    // The last vector of planes shifts inwards over its neighbour (guarding it instead tripled
+    // the code), which must then be computed by the same task: one task's channels, or whole
+    // vectors only.
+    const Expr channels = out.dim(s.x.size()).extent();
+    const Expr narrow = out.dim(0).extent() < narrowest && channels >= lanes &&
+                        (channels <= lanes * channel_vectors || channels % lanes == 0);
     Var ci("ci"), cv("cv"), xi("xi");
     // The outer channel keeps c's name, so the loops the staging below names exist here too.
     Stage across = result.specialize(narrow);

@@ -301,10 +301,12 @@ void layout_equivalence(DType index, Rng& rng) {
   const DType value = test::dtype_of<T>();
   // The last two are batch-less: channels_last() is told nd. The 2-D ones after the first pool
   // (k2s2p0) to rows of 3 in planes of many channels, which vectors across channels serve: a
-  // partial vector of planes (19) and more than one task's (70).
+  // partial vector of planes (19) and more than one task's (72); 70 channels, whose partial
+  // vector would begin a task, take the scalar loop.
   const std::pair<int, Ints> shapes[] = {{1, {3, 20, 101}},
                                          {2, {2, 24, 17, 19}},
                                          {2, {2, 19, 7, 6}},
+                                         {2, {1, 72, 5, 7}},
                                          {2, {1, 70, 5, 7}},
                                          {3, {2, 16, 5, 9, 11}},
                                          {2, {24, 17, 19}},
