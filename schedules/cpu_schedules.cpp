@@ -95,6 +95,7 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   Func result = s.result, scan = s.scan;
   const int lanes = vector_lanes(vector_width, result, target, s.layout);
   const bool channels_last = s.layout == Layout::channels_last;
+  const OutputImageParam out = result.output_buffers()[0];
   Var xo("xo");
   // Rows of contiguous planes too narrow for any vector of the ladder below (a 7x7 plane pools
   // to rows of 3): a vector of `lanes` planes per output instead, its loads strided by the
@@ -102,7 +103,6 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   // none of the row schedule below. A task is a block of rows of channel_vectors vectors of
   // planes: tasks of one vector were too small to pay a second thread's wake-up.
   if (channel_vectors > 0 && !channels_last && s.x.size() > 1) {
-    const OutputImageParam out = result.output_buffers()[0];
     const int narrowest = narrow_vectors ? 4 : lanes;
     // The last vector of planes shifts inwards over its neighbour (guarding it instead tripled
     // the code), which must then be computed by the same task: one task's channels, or whole
@@ -129,7 +129,6 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   const bool staged = stage_rows && s.bounded && !channels_last;
   Expr planes_per_task;
   if (!channels_last && s.x.size() == 2 && !staged) {
-    const OutputImageParam out = result.output_buffers()[0];
     planes_per_task = max(rows_per_task / max(out.dim(1).extent(), 1), 1);
   }
   Var block = parallel_rows(result, s.x, s.c, s.n, s.layout, rows_per_task, planes_per_task);
@@ -149,8 +148,7 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
                     s.unit_dilation && s.column_stride == 2, s.unit_dilation};
     if (channels_last) stride_cases = {s.unit_dilation};
   }
-  vectorize_columns(result, lane, result.output_buffers()[0].dim(0).extent(), lanes,
-                    narrow_vectors, xo, stride_cases);
+  vectorize_columns(result, lane, out.dim(0).extent(), lanes, narrow_vectors, xo, stride_cases);
 
   // The running maximum lives in registers: one vector of outputs, taps looping outside it.
   scan.compute_at(result, xo).vectorize(lane);
