@@ -54,11 +54,12 @@ function(poolgen_cuda_target out capability)
   set(${out} "${POOLGEN_CUDA_TARGET_PREFIX}${capability}" PARENT_SCOPE)
 endfunction()
 
-# The CPU twins (contiguous, 32-bit values) of the kernels only GPUs run, the winner unpooling and
-# the unpooling backward that reports invalid indices: their algorithms built for the host, so
-# that their tests run where there is no GPU (Path::winner). A program that links the library
-# carries them (95 KB of an f32 program's 2 MB) but never needs them, so only the checked builds
-# of scripts/reliability.sh, which run the whole suite in CI, build them.
+# The CPU twins (contiguous, 32-bit values) of the kernels only GPUs run, the winner unpooling,
+# the unpooling backward that reports invalid indices and the pooling backward's window gather:
+# their algorithms built for the host, so that their tests run where there is no GPU
+# (Path::winner). A program that links the library carries them (95 KB of an f32 program's 2 MB)
+# but never needs them, so only the checked builds of scripts/reliability.sh, which run the
+# whole suite in CI, build them.
 option(POOLGEN_GPU_TWINS "Build CPU twins of the GPU-only kernels (Path::winner), for tests" OFF)
 if (POOLGEN_GPU_TWINS AND 32 IN_LIST POOLGEN_VALUE_WIDTHS)
   foreach (index IN LISTS POOLGEN_INDEX_TYPES)
@@ -71,6 +72,15 @@ if (POOLGEN_GPU_TWINS AND 32 IN_LIST POOLGEN_GRADIENT_WIDTHS)
     poolgen_kernel(max_unpool_backward_reporting_b32_${index} unpool_backward_reporting 0 0 0 0
                    contiguous i32 ${index} GENERATOR max_unpool_backward
                    PARAMS report_invalid=true)
+  endforeach ()
+endif ()
+if (POOLGEN_GPU_TWINS AND f32 IN_LIST POOLGEN_GRADIENT_TYPES)
+  foreach (index IN LISTS POOLGEN_INDEX_TYPES)
+    foreach (nd 1 2 3)
+      poolgen_kernel(max_pool${nd}d_backward_gather_f32_${index} pool_backward_window_gather
+                     ${nd} 0 0 0 contiguous f32 ${index} GENERATOR max_pool_backward_gather
+                     PARAMS rank=${nd})
+    endforeach ()
   endforeach ()
 endif ()
 
@@ -91,10 +101,17 @@ foreach (cc IN LISTS POOLGEN_CUDA_CAPABILITIES)
                        ${layout} ${POOLGEN_WIDTH_DTYPE_${bits}} ${index}
                        GENERATOR max_unpool_winner CUDA_CAPABILITY ${cc})
       endforeach ()
-      # The backward ops: pooling's as the accumulating scatter (a thread per plane keeps the
-      # order of additions), unpooling's as the gather by index reporting invalid indices.
+      # The backward ops: pooling's as any window's gather (a thread per input position), with
+      # the accumulating scatter (a thread per plane keeps the order of additions) for indices
+      # outside their windows; unpooling's as the gather by index reporting invalid indices.
       foreach (value IN LISTS POOLGEN_GRADIENT_TYPES)
         if (value IN_LIST POOLGEN_CUDA_POOL_TYPES)
+          foreach (nd 1 2 3)
+            poolgen_kernel(max_pool${nd}d_backward_gather${tag}_${value}_${index}${sm}
+                           pool_backward_window_gather ${nd} 0 0 0 ${layout} ${value} ${index}
+                           GENERATOR max_pool_backward_gather PARAMS rank=${nd}
+                           CUDA_CAPABILITY ${cc})
+          endforeach ()
           poolgen_kernel(max_pool_backward_scatter${tag}_${value}_${index}${sm}
                          pool_backward_scatter 0 0 0 0 ${layout} ${value} ${index}
                          GENERATOR max_unpool_scatter PARAMS accumulate=true

@@ -65,7 +65,8 @@ const char* op_name(Op op) {
                                        "pool_backward_scatter",
                                        "pool_backward_gather",
                                        "unpool_backward",
-                                       "unpool_backward_reporting"};
+                                       "unpool_backward_reporting",
+                                       "pool_backward_window_gather"};
   return kNames[static_cast<int>(op)];
 }
 
@@ -115,7 +116,8 @@ bool window_matches(const Kernel& k, const Window* w) {
 using Bucket = uint32_t;
 
 bool per_dtype(Op op) {
-  return op == Op::pool || op == Op::pool_backward_scatter || op == Op::pool_backward_gather;
+  return op == Op::pool || op == Op::pool_backward_scatter || op == Op::pool_backward_gather ||
+         op == Op::pool_backward_window_gather;
 }
 
 Bucket bucket_of(Op op, Layout layout, DType value, DType index, Device device) {
@@ -281,7 +283,8 @@ const char* op_title(Op op) {
   switch (op) {
     case Op::pool: return "max_pool";
     case Op::pool_backward_scatter:
-    case Op::pool_backward_gather: return "max_pool_backward";
+    case Op::pool_backward_gather:
+    case Op::pool_backward_window_gather: return "max_pool_backward";
     case Op::unpool_backward:
     case Op::unpool_backward_reporting: return "max_unpool_backward";
     default: return "max_unpool";

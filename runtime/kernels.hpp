@@ -26,6 +26,9 @@ enum class Op {
   pool_backward_gather,
   unpool_backward,
   unpool_backward_reporting,  // CUDA's: reports the first invalid index instead of stopping
+  // CUDA's max pooling backward: the gather over the windows covering each input position, any
+  // window; it counts indices outside their windows (the scatter then runs instead).
+  pool_backward_window_gather,
 };
 const char* op_name(Op op);   // "pool", "pool_backward_scatter", ... (KernelInfo::op)
 const char* op_title(Op op);  // the API function whose calls run it: "max_pool", ...
@@ -123,9 +126,28 @@ int64_t streaming_bytes();
 // every loop runs on the calling thread and the pool is never resized.
 bool in_child_of_pool();
 
-// A kernel's argv: the user context, then its buffers and scalars (3-D pooling's are the most:
-// 16).
-using KernelArgs = InlineVector<void*, 16>;
+// A kernel's argv: the user context, then its buffers and scalars (3-D pooling backward's window
+// gather has the most: 17).
+using KernelArgs = InlineVector<void*, 17>;
+
+// A window's scalars appended to a kernel's arguments as max_pool's generator declares them:
+// per spatial dimension, innermost first, kernel, stride, padding and dilation. The object holds
+// the values while the kernel runs.
+struct WindowArgs {
+  int32_t params[3][4];
+  WindowArgs(const Window& window, KernelArgs* args) {
+    for (int i = 0; i < window.nd; ++i) {
+      const int d = window.nd - 1 - i;
+      params[i][0] = static_cast<int32_t>(window.kernel[d]);
+      params[i][1] = static_cast<int32_t>(window.stride[d]);
+      params[i][2] = static_cast<int32_t>(window.padding[d]);
+      params[i][3] = static_cast<int32_t>(window.dilation[d]);
+      for (int32_t& p : params[i]) args->push_back(&p);
+    }
+  }
+  WindowArgs(const WindowArgs&) = delete;
+  WindowArgs& operator=(const WindowArgs&) = delete;
+};
 
 // Runs `kernel` with args[1...] already filled (args[0] is set to the call's context). Returns
 // Halide's error code; the message Halide reported goes to *error. The call moves `call_bytes`

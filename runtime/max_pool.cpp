@@ -61,17 +61,8 @@ Status run_pool(const Kernel& kernel, const Window& window, Device device, const
   HalideView in_buffer(views[0], kernel.layout, kernel.value);
   HalideView values_buffer(views[1], kernel.layout, kernel.value);
   HalideView indices_buffer(views[2], kernel.layout, kernel.index);
-  // Halide orders spatial dimensions innermost first; the generator's scalar inputs follow.
-  int32_t params[3][4];
   KernelArgs args{nullptr, &in_buffer.buffer};
-  for (int i = 0; i < window.nd; ++i) {
-    const int d = window.nd - 1 - i;
-    params[i][0] = static_cast<int32_t>(window.kernel[d]);
-    params[i][1] = static_cast<int32_t>(window.stride[d]);
-    params[i][2] = static_cast<int32_t>(window.padding[d]);
-    params[i][3] = static_cast<int32_t>(window.dilation[d]);
-    for (int32_t& p : params[i]) args.push_back(&p);
-  }
+  const WindowArgs window_args(window, &args);
   args.push_back(&values_buffer.buffer);
   args.push_back(&indices_buffer.buffer);
   std::string error;

@@ -1,6 +1,8 @@
-// max_pool_backward: validate, then unpool the gradients into the input's planes, adding: the
+// max_pool_backward: validate, then unpool the gradients into the input's planes, adding: a
 // window gather where one is built for the call and every index lies in its own window, else
-// the accumulating scatter (on CUDA, a thread per plane).
+// the accumulating scatter. On the CPU the gathers are the fixed windows'; on CUDA (and on the
+// CPU with Path::winner, where the twin is built) it is any window's, with a thread per input
+// position, and the scatter behind it has a thread per plane.
 #include "by_index.hpp"
 #include "cuda.hpp"
 #include "index_formats.hpp"
@@ -20,6 +22,7 @@ struct PoolBackwardCall {
   View grad_output;
   Device device = Device::cpu;
   const Kernel* gather = nullptr;  // the fast path, when one is built for this call
+  const Kernel* window_gather = nullptr;  // CUDA's, or its CPU twin with Path::winner
   const Kernel* scatter = nullptr;
 };
 
@@ -49,6 +52,12 @@ Status choose(const TensorView& grad_output, DType index_dtype, const PoolOption
                                                     grad_output.dtype, index_dtype,
                                                     &call->window, Device::cpu, 0});
   }
+  if (call->device == Device::cuda || options.path == Path::winner) {
+    call->window_gather = find_kernel(backward_kernels(),
+                                      {Op::pool_backward_window_gather, nd, layout,
+                                       grad_output.dtype, index_dtype, nullptr, call->device,
+                                       capability});
+  }
   return choose_kernel(backward_kernels(),
                        {Op::pool_backward_scatter, nd, layout, grad_output.dtype, index_dtype,
                         nullptr, call->device, capability},
@@ -69,6 +78,43 @@ bool gather(const Kernel& kernel, const View& grad_output, const View& indices,
                   &output_buffer.buffer};
   std::string error;
   return run_kernel(kernel, args, &error, call_bytes) == 0;
+}
+
+// Any window's gather over views (grad_output, indices, grad_input) dense in its layout: *done
+// false when it cannot take them or found an index outside its window (the scatter then runs).
+Status window_gather(const Kernel& kernel, const Window& window, Device device,
+                     const View& grad_output, const View& indices, const View& grad_input,
+                     bool* done) {
+  *done = false;
+  for (const View* v : {&grad_output, &indices, &grad_input}) {
+    if (!fits(*v, kernel.layout) || !fits_kernel(*v, kernel.layout)) return {};
+  }
+  HalideView values_buffer(grad_output, kernel.layout, kernel.value),
+      indices_buffer(indices, kernel.layout, kernel.index),
+      output_buffer(grad_input, kernel.layout, kernel.value);
+  KernelArgs args{nullptr, &values_buffer.buffer, &indices_buffer.buffer};
+  const WindowArgs window_args(window, &args);
+  int32_t outside = 0;
+  halide_buffer_t outside_buffer{};
+  outside_buffer.host = reinterpret_cast<uint8_t*>(&outside);
+  outside_buffer.type = {halide_type_int, 32};
+  args.push_back(&output_buffer.buffer);
+  args.push_back(&outside_buffer);
+  std::string error;
+  const bool on_device = grad_output.device == Device::cuda;
+  const int result =
+      device == Device::cuda
+          ? run_cuda_kernel(kernel, args,
+                            {{&values_buffer.buffer, on_device, false},
+                             {&indices_buffer.buffer, on_device, false},
+                             {&output_buffer.buffer, on_device, true},
+                             {&outside_buffer, false, true}},
+                            &error)
+          : run_kernel(kernel, args, &error,
+                       grad_output.bytes() + indices.bytes() + grad_input.bytes());
+  if (result != 0) return kernel_failed(kernel, error);
+  *done = outside == 0;
+  return {};
 }
 
 // CUDA: the scatter over every plane at once (a thread per plane), in pieces of planes its
@@ -121,6 +167,12 @@ Status pool_backward(int nd, const TensorView& grad_output, const TensorView& in
     i = packed_indices;
   }
 
+  if (call.window_gather) {
+    bool done = false;
+    POOLGEN_RETURN_IF_ERROR(
+        window_gather(*call.window_gather, call.window, call.device, g, i, o, &done));
+    if (done) return {};
+  }
   const Kernel& scatter_kernel = *call.scatter;
   if (call.device == Device::cuda) {
     POOLGEN_RETURN_IF_ERROR(check_device_view("grad_output", g, scatter_kernel.layout, true));
@@ -148,7 +200,8 @@ Status max_pool_backward_kernel_name(int nd, const TensorView& grad_output, DTyp
     PoolBackwardCall call;
     POOLGEN_RETURN_IF_ERROR(prepare(nd, grad_output, index_dtype, input_shape, options, &call));
     POOLGEN_RETURN_IF_ERROR(choose(grad_output, index_dtype, options, &call));
-    *name = (call.gather ? call.gather : call.scatter)->name;
+    const Kernel* first = call.window_gather ? call.window_gather : call.gather;
+    *name = (first ? first : call.scatter)->name;
     return Status();
   });
 }

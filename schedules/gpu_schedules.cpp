@@ -29,13 +29,15 @@ Var tile_threads(Func f, int threads_x, int threads_y) {
 // One thread per element of an update over `r` (memory order, innermost first): threads along
 // r[0], and the blocks of r[0] fused with the other dimensions into one block dimension.
 void thread_per_element(Stage update, const RDom& r, int threads) {
-  RVar ro("ro"), ri("ri"), planes("planes"), blocks("element_blocks");
-  update.atomic()
-      .split(r[0], ro, ri, threads, TailStrategy::GuardWithIf)
-      .fuse(r[1], r[2], planes)
-      .fuse(ro, planes, blocks)
-      .gpu_blocks(blocks)
-      .gpu_threads(ri);
+  RVar ro("ro"), ri("ri"), outer = r[1];
+  update.atomic().split(r[0], ro, ri, threads, TailStrategy::GuardWithIf);
+  for (int i = 2; i < r.dimensions(); ++i) {
+    RVar fused(outer.name() + "_" + r[i].name());
+    update.fuse(outer, r[i], fused);
+    outer = fused;
+  }
+  RVar blocks("element_blocks");
+  update.fuse(ro, outer, blocks).gpu_blocks(blocks).gpu_threads(ri);
 }
 
 // The first-invalid reduction (flat_planes.h): a thread per invalid element, and the reports
@@ -75,6 +77,13 @@ void GpuScatterSchedule::apply(const ScatterStages& s, const Target&) const {
   out.update().fuse(s.c, s.n, planes)
       .split(planes, block, thread, gpu_threads, TailStrategy::GuardWithIf)
       .gpu_blocks(block).gpu_threads(thread);
+}
+
+void GpuPoolGatherSchedule::apply(const PoolGatherStages& s) const {
+  Func grad_input = s.grad_input, sum = s.sum, outside = s.outside_window;
+  sum.compute_at(grad_input, tile_threads(grad_input, gpu_threads_x, gpu_threads_y));
+  outside.gpu_single_thread();
+  thread_per_element(outside.update(), s.outputs, int(gpu_threads_x) * int(gpu_threads_y));
 }
 
 void GpuIndexGatherSchedule::apply(const IndexGatherStages& s, Func first_invalid,

@@ -1,7 +1,7 @@
 // Hand-written GPU (CUDA) schedules of the same stages as the CPU ones (cpu_schedules.h), chosen
 // by the generators when the target has a GPU feature. Knobs are GeneratorParams, named gpu_* so
-// they sit beside the CPU knobs in one generator. Their defaults are untuned: no GPU was at hand
-// when they were written (see cmake/PoolgenCudaKernels.cmake).
+// they sit beside the CPU knobs in one generator. Their defaults are untuned: the kernels have
+// run on an H100 and an H200 once (bench/results/cuda), without a sweep of the knobs.
 #pragma once
 
 #include "Halide.h"
@@ -38,6 +38,27 @@ struct GpuScatterSchedule {
   Halide::GeneratorParam<int> gpu_threads{"gpu_threads", 64};
 
   void apply(const ScatterStages& s, const Halide::Target& target) const;
+};
+
+// Stages of max_pool_backward_gather: grad_input(x..., c, n) (channels-last: (c, x..., n)) is
+// sum, a reduction over the covering outputs; outside_window() counts, over `outputs`, the
+// indices outside their windows.
+struct PoolGatherStages {
+  Halide::Func grad_input, sum, outside_window;
+  std::vector<Halide::Var> x;  // spatial, innermost first
+  Halide::Var c, n;
+  Layout layout;
+  Halide::RDom outputs;
+};
+
+// Max pooling's backward as the window gather: one thread per input position, tiled as the
+// pooling's threads are (x along the dense dimension); the count of indices outside their
+// windows has a thread per output element, and only such an element's thread adds (atomically).
+struct GpuPoolGatherSchedule {
+  Halide::GeneratorParam<int> gpu_threads_x{"gpu_threads_x", 32};
+  Halide::GeneratorParam<int> gpu_threads_y{"gpu_threads_y", 8};
+
+  void apply(const PoolGatherStages& s) const;
 };
 
 // The unpooling's backward: one thread per element of the gather (x along the dense dimension),

@@ -49,6 +49,15 @@ inline bool unpool_backward_twin_built() {
   });
 }
 
+// The CPU twin of CUDA's pooling backward, the window gather of any window (Path::winner; f32,
+// i64 indices, contiguous, for rank nd).
+inline bool backward_window_twin_built(int nd) {
+  return any_kernel_built([&](const KernelInfo& k) {
+    return k.op == "pool_backward_window_gather" && k.device == Device::cpu && k.nd == nd &&
+           k.value_dtype == DType::f32 && k.index_dtype == DType::i64;
+  });
+}
+
 // The backward ops' CPU kernels (listed once the program links a backward op). Pooling's
 // gradient adds in its dtype: one kernel per dtype (the scatter; the window gathers of
 // POOLGEN_BACKWARD_WINDOW_TYPES); unpooling's moves bits: one per width.

@@ -443,7 +443,8 @@ TEST_P(DifferentialPoolBackward, LibraryMatchesReference) {
                                                     c.o, &expected);
     ASSERT_TRUE(st.ok()) << st.message();
     if (mode == 0 && is_fast_backward_kernel(nd, c.input_shape, c.o)) ++fast_hits;
-    for (Path path : {Path::automatic, Path::general}) {
+    // Path::winner: CUDA's window gather on its CPU twin (-DPOOLGEN_GPU_TWINS), else the scatter.
+    for (Path path : {Path::automatic, Path::general, Path::winner}) {
       const test::BackwardRun r = test::run_pool_backward(
           nd, c.input_shape, c.output_shape, c.grad_output, c.indices, c.o, path);
       if (!r.status.ok() || !r.guards_ok || !same_floats(expected, r.gradient)) {
@@ -456,6 +457,19 @@ TEST_P(DifferentialPoolBackward, LibraryMatchesReference) {
         break;
       }
     }
+  }
+  if (test::backward_window_twin_built(nd)) {
+    PoolOptions o;
+    o.kernel_size = {3};
+    o.path = Path::winner;
+    std::string name;
+    float g = 0;
+    Ints pooled(nd + 2, 1);  // of an input of 3 x 3 planes of extent 3
+    pooled[0] = pooled[1] = 3;
+    const Status st = max_pool_backward_kernel_name(nd, contiguous(&g, pooled), DType::i64,
+                                                    Ints(nd + 2, 3), o, &name);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(name, "max_pool" + std::to_string(nd) + "d_backward_gather_f32_i64");
   }
   // The window gathers are opt-in (POOLGEN_BACKWARD_WINDOW_TYPES); when built, they must be
   // reached (1-D has none).

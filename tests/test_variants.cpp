@@ -263,8 +263,8 @@ TEST_F(Variant, EveryKernelMatchesTheReference) {
 }
 
 // Both backward ops after a pooling: max_pool_backward of order-dependent gradients
-// (random_cases.hpp) at the pooled indices on both paths (automatic takes the window gathers
-// where built), and max_unpool_backward onto the pooling input's extents. Records the kernels
+// (random_cases.hpp) at the pooled indices on every path (automatic takes the window gathers
+// where built, winner the CPU twin of CUDA's), and max_unpool_backward onto the pooling input's extents. Records the kernels
 // the calls name in `named`.
 template <typename T, typename Index>
 void check_backward(int nd, const Ints& shape, const PoolOptions& pool, Layout layout,
@@ -284,7 +284,8 @@ void check_backward(int nd, const Ints& shape, const PoolOptions& pool, Layout l
 
   std::vector<T> want;
   ASSERT_TRUE(ref::max_pool_backward(nd, shape, grad, indices64, pool, &want).ok());
-  for (Path path : {Path::automatic, Path::general}) {
+  // Path::winner: CUDA's window gather on its CPU twin where built, else the scatter.
+  for (Path path : {Path::automatic, Path::general, Path::winner}) {
     PoolOptions o = pool;
     o.path = path;
     std::string name;

@@ -1,0 +1,124 @@
+// Max pooling's backward for any window, as a gather (CUDA's: no atomics, one thread per input
+// position): position x of the pooling input sums the gradients of the outputs whose windows
+// cover it and whose index names it, in ascending output order and in the value type's
+// arithmetic (add_in_type). That is the scatter's order of additions (max_unpool_scatter with
+// accumulate: outputs in order, each added to the slot its index names), so the two agree bit for
+// bit, while every index lies in its own output's window, as max_pool's indices do.
+//
+// An index that does not (an in-plane index outside its output's window, which only a caller's
+// own indices can hold) would be missed: outside_window counts them, and the runtime then runs
+// the scatter instead. An index outside the plane (an empty window's) names no position and is
+// dropped, as the scatter drops it.
+//
+// Output o covers x in a dimension when 0 <= x + padding - o * stride <= (kernel - 1) * dilation:
+// the outputs lo..hi with lo = ceil((x + padding - span) / stride), hi = floor((x + padding) /
+// stride), at most span / stride + 1 of them (span = (kernel - 1) * dilation).
+#include "Halide.h"
+#include "window.h"
+#include "gpu_schedules.h"
+
+namespace poolgen {
+namespace {
+
+using namespace Halide;
+
+class MaxPoolBackwardGather : public Generator<MaxPoolBackwardGather> {
+ public:
+  GeneratorParam<int> rank{"rank", 2, 1, 3};
+  GeneratorParam<Type> value_type{"value_type", Float(32)};
+  GeneratorParam<Type> index_type{"index_type", Int(64)};
+  GeneratorParam<Layout> layout{"layout", Layout::contiguous, kLayoutNames};
+
+  GpuPoolGatherSchedule gpu_knobs;
+
+  void configure() {
+    grad_output_ = add_input<Buffer<>>("grad_output", value_type, rank + 2);
+    indices_ = add_input<Buffer<>>("indices", index_type, rank + 2);
+    for (int i = 0; i < rank; ++i) {  // as max_pool's: suffix 0 is the innermost dimension
+      kernel_.push_back(add_input<int32_t>("kernel_" + std::to_string(i)));
+      stride_.push_back(add_input<int32_t>("stride_" + std::to_string(i)));
+      padding_.push_back(add_input<int32_t>("padding_" + std::to_string(i)));
+      dilation_.push_back(add_input<int32_t>("dilation_" + std::to_string(i)));
+    }
+    grad_input_ = add_output<Buffer<>>("grad_input", value_type, rank + 2);
+    outside_window_ = add_output<Buffer<>>("outside_window", Int(32), 0);
+  }
+
+  void generate() {
+    const int nd = rank;
+    const Layout l = layout;
+    const Type t = index_type;
+    std::vector<Expr> in_extent(nd), out_extent(nd), span(nd);
+    Region candidates, outputs;
+    for (int i = 0; i < nd; ++i) {
+      in_extent[i] = grad_input_->dim(spatial_dim(i, l)).extent();
+      out_extent[i] = grad_output_->dim(spatial_dim(i, l)).extent();
+      span[i] = (*kernel_[i] - 1) * *dilation_[i];
+      candidates.push_back({0, span[i] / *stride_[i] + 1});
+      outputs.push_back({0, out_extent[i]});
+    }
+
+    // The gather: candidate r (r[0] fastest, so outputs come in row-major order) of position x.
+    std::vector<Var> x(nd);
+    RDom r(candidates, "candidate");
+    std::vector<Expr> o(nd), at(nd);
+    Expr covers = Internal::const_true();
+    for (int i = 0; i < nd; ++i) {
+      const Expr reach = x[i] + *padding_[i];
+      o[i] = max(0, (reach - span[i] + *stride_[i] - 1) / *stride_[i]) + r[i];
+      covers = covers && o[i] <= min(out_extent[i] - 1, reach / *stride_[i]);
+      at[i] = clamp(o[i], 0, out_extent[i] - 1);  // changes no covering output; bounds the loads
+    }
+    const std::vector<Expr> here(x.begin(), x.end());
+    r.where(covers && (*indices_)(tensor_args(at, c_, n_, l)) == flat_offset(here, in_extent, t));
+    sum_(tensor_args(here, c_, n_, l)) = cast(value_type, 0);
+    sum_(tensor_args(here, c_, n_, l)) = add_in_type(sum_(tensor_args(here, c_, n_, l)),
+                                                     (*grad_output_)(tensor_args(at, c_, n_, l)));
+    (*grad_input_)(tensor_args(here, c_, n_, l)) = sum_(tensor_args(here, c_, n_, l));
+
+    // The check: outputs whose index lies in the plane but outside their window.
+    RDom e(tensor_args(outputs, Range(0, grad_output_->dim(l == Layout::channels_last ? 0 : nd).extent()),
+                       Range(0, grad_output_->dim(nd + 1).extent()), l),
+           "output");
+    // The schedule splits e[0] into blocks whose last one runs past the end under a guard, which
+    // Halide's bounds of the where-clause's loads miss: e[0] is clamped (a no-op inside).
+    std::vector<Expr> out_at(e.dimensions()), out_pos(nd);
+    for (int i = 0; i < e.dimensions(); ++i) out_at[i] = e[i];
+    out_at[0] = clamp(e[0], 0, grad_output_->dim(0).extent() - 1);
+    for (int i = 0; i < nd; ++i) out_pos[i] = out_at[spatial_dim(i, l)];
+    const Expr index = (*indices_)(out_at);
+    Expr plane = cast(t, 1);
+    for (int i = 0; i < nd; ++i) plane *= cast(t, in_extent[i]);
+    Expr rest = cast<int32_t>(clamp(index, 0, plane - 1));  // planes hold below 2^31 elements
+    Expr outside = Internal::const_false();
+    for (int i = 0; i < nd; ++i) {
+      const Expr tap = rest % in_extent[i] + *padding_[i] - out_pos[i] * *stride_[i];
+      rest = rest / in_extent[i];
+      outside = outside || tap < 0 || tap > span[i];
+    }
+    e.where(index >= 0 && index < plane && outside);
+    Func count = *outside_window_;
+    count() = 0;
+    count() += cast<int32_t>(outside);  // 1 wherever the where-clause lets an output through
+
+    if (get_target().has_gpu_feature()) {
+      gpu_knobs.apply({*grad_input_, sum_, count, x, c_, n_, l, e});
+    } else {  // the CPU twin (tests): serial, as written
+      sum_.compute_at(*grad_input_, x[0]);
+    }
+  }
+
+ private:
+  Input<Buffer<>>* grad_output_ = nullptr;
+  Input<Buffer<>>* indices_ = nullptr;
+  std::vector<Input<int32_t>*> kernel_, stride_, padding_, dilation_;
+  Output<Buffer<>>* grad_input_ = nullptr;
+  Output<Buffer<>>* outside_window_ = nullptr;
+  Func sum_{"sum"};
+  Var c_{"c"}, n_{"n"};
+};
+
+}  // namespace
+}  // namespace poolgen
+
+HALIDE_REGISTER_GENERATOR(poolgen::MaxPoolBackwardGather, max_pool_backward_gather)
