@@ -70,11 +70,16 @@ int release_context(void* user_context) {
   return took_halide_context ? halide_release(user_context) : 0;
 }
 
+// Also keeps freed device allocations for reuse: a call's scratch buffers (the winner
+// unpooling's slots, the reports) and host views' device copies would otherwise cost a
+// cuMemAlloc and a cuMemFree each, both synchronizing, on every call. Halide frees the cache when
+// an allocation fails and on halide_device_release.
 void use_callers_context() {
   static std::once_flag installed;
   std::call_once(installed, [] {
     halide_acquire = halide_set_cuda_acquire_context(acquire_context);
     halide_release = halide_set_cuda_release_context(release_context);
+    halide_reuse_device_allocations(nullptr, true);
   });
 }
 
