@@ -36,6 +36,11 @@ foreach (value IN LISTS POOLGEN_CUDA_POOL_TYPES)
   endif ()
 endforeach ()
 set(POOLGEN_CUDA_POOL_TYPES ${poolgen_cuda_pool_types})
+# Pooling's gradient as any window's gather (10-25x the scatter's speed on an H100) costs 40 KB a
+# kernel, 3 ranks x 2 layouts x 2 index types a type; the types left out (f64 by default: GPUs
+# train in f32 and f16) take the scatter, a thread per plane, with the same bytes.
+set(POOLGEN_CUDA_GATHER_TYPES "f32;f16" CACHE STRING
+    "Gradient types with CUDA window-gather pooling backward kernels (of POOLGEN_CUDA_POOL_TYPES)")
 
 foreach (cc IN LISTS POOLGEN_CUDA_CAPABILITIES)
   if (NOT cc IN_LIST POOLGEN_CUDA_KNOWN_CAPABILITIES)
@@ -107,6 +112,9 @@ foreach (cc IN LISTS POOLGEN_CUDA_CAPABILITIES)
       foreach (value IN LISTS POOLGEN_GRADIENT_TYPES)
         if (value IN_LIST POOLGEN_CUDA_POOL_TYPES)
           foreach (nd 1 2 3)
+            if (NOT value IN_LIST POOLGEN_CUDA_GATHER_TYPES)
+              break ()
+            endif ()
             poolgen_kernel(max_pool${nd}d_backward_gather${tag}_${value}_${index}${sm}
                            pool_backward_window_gather ${nd} 0 0 0 ${layout} ${value} ${index}
                            GENERATOR max_pool_backward_gather PARAMS rank=${nd}
