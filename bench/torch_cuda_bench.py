@@ -8,17 +8,20 @@ an empty kernel's launch + synchronization, the floor of any call.
 
 With --poolgen FILE (poolgen_cuda_bench's --benchmark_out JSON, aggregates), it prints one
 markdown table: poolgen, PyTorch and the copy in microseconds, PyTorch's time over poolgen's
-and the copy's over poolgen's (1.0: poolgen at the copy's bandwidth).
+and the copy's over poolgen's (1.0: poolgen at the copy's bandwidth). --sweep FILE... only
+tabulates poolgen_cuda_bench JSON files side by side (scripts/gpu_pack.sh --sweep).
 
     python3 bench/torch_cuda_bench.py --poolgen cuda.json [--markdown FILE] [--json FILE]
+    python3 bench/torch_cuda_bench.py --sweep default.json sweep-NAME.json...
 """
 import argparse
 import json
+import pathlib
 import statistics
+import sys
 import time
 
-import torch
-import torch.nn.functional as F
+torch = F = None  # imported by main() unless --sweep, which needs no PyTorch
 
 # (poolgen_cuda_bench's case name, rank, shape, kernel, stride, padding, channels-last)
 CASES = [
@@ -113,8 +116,26 @@ def poolgen_medians(path):
     return out
 
 
+def sweep_table(paths):
+    """poolgen_cuda_bench's medians from several builds (scripts/gpu_pack.sh --sweep), one
+    column each, us; no PyTorch needed."""
+    runs = [poolgen_medians(p) for p in paths]
+    names = [pathlib.Path(p).stem.replace("sweep-", "") for p in paths]
+    rows = ["| row | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    for row in runs[0]:
+        if not row.startswith("copy_"):
+            rows.append(f"| {row} | " + " | ".join(
+                f"{r[row]:.1f}" if row in r else "-" for r in runs) + " |")
+    return "\n".join(rows)
+
+
 def main():
-    global MIN_TIME
+    global MIN_TIME, torch, F
+    if len(sys.argv) > 1 and sys.argv[1] == "--sweep":
+        print(sweep_table(sys.argv[2:]))
+        return
+    import torch
+    import torch.nn.functional as F
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--poolgen", help="poolgen_cuda_bench's --benchmark_out JSON")
     ap.add_argument("--markdown", help="write the table here too")

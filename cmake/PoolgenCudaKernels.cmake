@@ -42,6 +42,15 @@ set(POOLGEN_CUDA_POOL_TYPES ${poolgen_cuda_pool_types})
 set(POOLGEN_CUDA_GATHER_TYPES "f32;f16" CACHE STRING
     "Gradient types with CUDA window-gather pooling backward kernels (of POOLGEN_CUDA_POOL_TYPES)")
 
+# The CUDA schedules' knobs (schedules/gpu_schedules.h: GeneratorParams named gpu_*) of each
+# generator's CUDA kernels, for measuring other values (scripts/gpu_pack.sh's sweep); empty: the
+# schedules' defaults. Example: -DPOOLGEN_CUDA_KNOBS_max_pool="gpu_threads_x=64;gpu_threads_y=4".
+foreach (generator max_pool max_unpool_winner max_unpool_scatter max_unpool_backward
+                   max_pool_backward_gather)
+  set(POOLGEN_CUDA_KNOBS_${generator} "" CACHE STRING
+      "GeneratorParams of ${generator}'s CUDA schedule (gpu_* knobs); empty: the defaults")
+endforeach ()
+
 foreach (cc IN LISTS POOLGEN_CUDA_CAPABILITIES)
   if (NOT cc IN_LIST POOLGEN_CUDA_KNOWN_CAPABILITIES)
     message(FATAL_ERROR "POOLGEN_CUDA_CAPABILITIES: Halide ${Halide_VERSION} has no CUDA "

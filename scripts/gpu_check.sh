@@ -29,6 +29,17 @@ if [[ $what != test ]]; then
       --benchmark_report_aggregates_only=true --benchmark_min_time=$min_time \
       --benchmark_out="$out/poolgen_cuda.json" --benchmark_out_format=json \
       >"$out/poolgen_cuda.log" 2>&1 || status=1
+  # A sweep's other builds (gpu_pack.sh --sweep): the same rows, one column each.
+  sweep=("$out/poolgen_cuda.json")
+  for program in /tmp/poolgen-gpu/poolgen_cuda_bench-*; do
+    [[ -e $program ]] || continue
+    name=${program##*poolgen_cuda_bench-}
+    "$program" --benchmark_repetitions=$reps --benchmark_report_aggregates_only=true \
+        --benchmark_min_time=$min_time --benchmark_out="$out/sweep-$name.json" \
+        --benchmark_out_format=json >/dev/null 2>&1 || status=1
+    sweep+=("$out/sweep-$name.json")
+  done
+  ((${#sweep[@]} == 1)) || python3 bench/torch_cuda_bench.py --sweep "${sweep[@]}" | tee "$out/sweep.md"
   if [[ ${PEERS:-1} != 0 ]]; then
     python3 bench/torch_cuda_bench.py --poolgen "$out/poolgen_cuda.json" --min-time $torch_time \
         --markdown "$out/cuda_table.md" --json "$out/torch_cuda.json" || status=1
