@@ -4,7 +4,9 @@
 // GPU's grid limits (an 8192x8192 plane, 200000 planes, 70000 batches, a 70000-long row). Values
 // hold NaN, infinities, -0 and ties; gradients cancel (1e8, 1, -1e8, ...), so a different order
 // of additions shows. Each CUDA result is run twice (the same bits), and host threads calling
-// CUDA at once agree with the CPU. Everything skips where no CUDA device answers.
+// CUDA at once agree with the CPU; invalid unpooling indices get the CPU's error from both
+// unpooling ops; nothing is written beside an output. Everything skips where no CUDA device
+// answers.
 //
 // Gradients are compared as values (any NaN equals any NaN): a NaN that an addition makes or
 // passes on has the GPU's canonical bits there and the CPU's operand bits here. Everything
@@ -71,8 +73,11 @@ std::vector<Shape> shapes() {
   return s;
 }
 
-// A tensor's memory (poisoned) and its view in a layout.
+// A tensor's memory, poisoned, with guard elements before and after it, and its view in a
+// layout.
 struct Tensor {
+  static constexpr uint8_t kPoison = 0xA5;
+  static constexpr int64_t kGuard = 16;  // elements on each side
   DType dtype;
   Ints shape;
   int nd;
@@ -81,20 +86,34 @@ struct Tensor {
 
   Tensor(DType d, Ints s, int rank, bool last)
       : dtype(d), shape(std::move(s)), nd(rank), channels_last(last),
-        bytes(static_cast<size_t>(count() * static_cast<int64_t>(dtype_size(d))), 0xA5) {}
+        bytes(static_cast<size_t>((count() + 2 * kGuard) * static_cast<int64_t>(dtype_size(d))),
+              kPoison) {}
   int64_t count() const {
     int64_t n = 1;
     for (int64_t e : shape) n *= e;
     return n;
   }
+  size_t guard_bytes() const { return static_cast<size_t>(kGuard) * dtype_size(dtype); }
   TensorView view(Device device = Device::cpu) {
-    TensorView v = channels_last ? poolgen::channels_last(bytes.data(), dtype, shape, nd)
-                                 : contiguous(bytes.data(), dtype, shape);
+    TensorView v = channels_last ? poolgen::channels_last(data<uint8_t>(), dtype, shape, nd)
+                                 : contiguous(data<uint8_t>(), dtype, shape);
     v.device = device;
     return v;
   }
   template <typename T>
-  T* data() { return reinterpret_cast<T*>(bytes.data()); }
+  T* data() { return reinterpret_cast<T*>(bytes.data() + guard_bytes()); }
+  template <typename T>
+  const T* data() const { return reinterpret_cast<const T*>(bytes.data() + guard_bytes()); }
+  bool guards_intact() const {
+    for (size_t i = 0; i < guard_bytes(); ++i) {
+      if (bytes[i] != kPoison || bytes[bytes.size() - 1 - i] != kPoison) return false;
+    }
+    return true;
+  }
+  void set_index(int64_t at, int64_t index) {
+    if (dtype == DType::i64) data<int64_t>()[at] = index;
+    else data<int32_t>()[at] = static_cast<int32_t>(index);
+  }
 };
 
 // A fast generator: the big shapes have 67M elements.
@@ -153,9 +172,7 @@ void fill_duplicate_indices(Tensor& t, int64_t plane, uint64_t seed) {
   const int64_t slots[] = {0, plane / 3, plane / 2, plane - 1};
   for (int64_t i = 0; i < t.count(); ++i) {
     const uint64_t r = rng.next();
-    const int64_t slot = r % 4 == 0 ? static_cast<int64_t>(r >> 8) % plane : slots[(r >> 2) % 4];
-    if (t.dtype == DType::i64) t.data<int64_t>()[i] = slot;
-    else t.data<int32_t>()[i] = static_cast<int32_t>(slot);
+    t.set_index(i, r % 4 == 0 ? static_cast<int64_t>(r >> 8) % plane : slots[(r >> 2) % 4]);
   }
 }
 
@@ -164,8 +181,8 @@ std::string differences(const Tensor& a, const Tensor& b, bool nan_equal) {
   int64_t count = 0, first = -1;
   visit_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
-    const T* x = reinterpret_cast<const T*>(a.bytes.data());
-    const T* y = reinterpret_cast<const T*>(b.bytes.data());
+    const T* x = a.data<T>();
+    const T* y = b.data<T>();
     for (int64_t i = 0; i < a.count(); ++i) {
       if (nan_equal ? same_value(x[i], y[i]) : same_bits(x[i], y[i])) continue;
       if (count++ == 0) first = i;
@@ -213,7 +230,8 @@ UnpoolOptions unpool_options(const Shape& s, Device device) {
   return u;
 }
 
-// Runs `call` on the CPU, then twice on CUDA (host data), and checks that the three outputs agree.
+// Runs `call` on the CPU, then twice on CUDA (host data), and checks that the three outputs
+// agree and that nothing was written beside them.
 void agree(const std::string& where, Tensor& cpu_out, bool nan_equal,
            const std::function<Status(Tensor& out, Device device)>& call) {
   const Status cpu = call(cpu_out, Device::cpu);
@@ -223,7 +241,20 @@ void agree(const std::string& where, Tensor& cpu_out, bool nan_equal,
     const Status gpu = call(gpu_out, Device::cuda);
     ASSERT_TRUE(gpu.ok()) << where << ": CUDA: " << gpu.message();
     EXPECT_EQ(differences(cpu_out, gpu_out, nan_equal), "") << where << ", CUDA run " << run;
+    EXPECT_TRUE(gpu_out.guards_intact()) << where << ", CUDA run " << run;
   }
+}
+
+// Runs `call` on the CPU and on CUDA, expecting the CPU's index_out_of_range error (the same
+// message) from both and nothing written outside the output.
+void refuse_alike(const std::string& where, const Tensor& like,
+                  const std::function<Status(Tensor& out, Device device)>& call) {
+  Tensor cpu_out(like.dtype, like.shape, like.nd, like.channels_last), gpu_out = cpu_out;
+  const Status cpu = call(cpu_out, Device::cpu), gpu = call(gpu_out, Device::cuda);
+  EXPECT_EQ(cpu.code(), Code::index_out_of_range) << where << ": CPU: " << cpu.message();
+  EXPECT_EQ(gpu.code(), cpu.code()) << where << ": CUDA: " << gpu.message();
+  EXPECT_EQ(gpu.message(), cpu.message()) << where;
+  EXPECT_TRUE(gpu_out.guards_intact()) << where;
 }
 
 class CudaParity : public ::testing::TestWithParam<Shape> {};
@@ -286,6 +317,23 @@ TEST_P(CudaParity, EveryOpMatchesCpu) {
           return max_unpool(s.nd, values.view(), duplicates.view(), out.view(),
                             unpool_options(s, d));
         });
+        if (!s.big) {  // two invalid indices: one past the plane, one negative
+          Tensor invalid = duplicates;
+          invalid.set_index(invalid.count() / 2, plane);
+          invalid.set_index(invalid.count() / 3, -1);
+          refuse_alike(where + " max_unpool, invalid indices", restored, [&](Tensor& out, Device d) {
+            return max_unpool(s.nd, values.view(), invalid.view(), out.view(), unpool_options(s, d));
+          });
+          if (unpool_gradient_types.count(value) && is_gradient_dtype(value)) {
+            Tensor grad(value, s.shape, s.nd, last);
+            fill_gradients(grad, ++seed);
+            refuse_alike(where + " max_unpool_backward, invalid indices", values,
+                         [&](Tensor& out, Device d) {
+                           return max_unpool_backward(s.nd, grad.view(), invalid.view(),
+                                                      out.view(), unpool_options(s, d));
+                         });
+          }
+        }
         if (unpool_gradient_types.count(value) && is_gradient_dtype(value)) {
           Tensor grad(value, s.shape, s.nd, last), grad_values(value, out_shape, s.nd, last);
           fill_gradients(grad, ++seed);
