@@ -282,8 +282,9 @@ endforeach ()
 
 # The backward ops (training): the gradient types are the float value types autograd uses.
 # Max pooling's backward is unpooling that adds (docs/semantics.md): the scatter with
-# `accumulate`, which zeroes a cache-sized group of planes and adds into it in input order (a
-# thread per plane on CUDA); the unpooling's backward is a gather by index per element width.
+# `accumulate`, which zeroes a cache-sized group of planes and adds into it in input order (on
+# CUDA any window's gather, cmake/PoolgenCudaKernels.cmake); the unpooling's backward is a gather
+# by index per element width.
 # The window gather with `accumulate` serves the fixed windows too, but measured 1.3-6x slower
 # than the scatter on x86 (f32, one thread, ms, gather / scatter: 8x64x112x112 k2s2p0 6.9 / 2.6,
 # k3s2p1 16.9 / 2.7, NHWC 4.7 / 3.7 and 8.9 / 3.8; 2x16x32x64x64 k2s2p0 3.7 / 1.2; 8x64x65536
