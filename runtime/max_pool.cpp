@@ -1,4 +1,5 @@
 // max_pool: validate, choose a kernel for the input's device, layout and types, call it.
+#include "call_memo.hpp"
 #include "cuda.hpp"
 #include "first_tap.hpp"
 #include "index_formats.hpp"
@@ -25,7 +26,8 @@ struct PoolCall {
   Ints output_shape;
   View input;
   Device device = Device::cpu;
-  KernelQuery query{};  // what chose `kernel`
+  KernelQuery query{};  // what chose `kernel`, but its window (the call's copies move)
+  bool match_window = false;  // whether the query takes the window (fixed-window kernels)
   const Kernel* kernel = nullptr;
 };
 
@@ -45,15 +47,12 @@ Status choose(const TensorView& input, DType index_dtype, const PoolOptions& opt
   call->device = call_device(options.device, input);
   int capability = 0;
   if (call->device == Device::cuda) POOLGEN_RETURN_IF_ERROR(cuda_capability(&capability));
-  call->query = {Op::pool,
-                 nd,
-                 layout_of(call->input),
-                 input.dtype,
-                 index_dtype,
-                 options.path == Path::automatic ? &call->window : nullptr,
-                 call->device,
-                 capability};
-  return choose_kernel(forward_kernels(), call->query, "input", &call->kernel);
+  call->match_window = options.path == Path::automatic;
+  call->query = {Op::pool, nd,      layout_of(call->input), input.dtype, index_dtype,
+                 nullptr,  call->device, capability};
+  KernelQuery query = call->query;
+  if (call->match_window) query.window = &call->window;
+  return choose_kernel(forward_kernels(), query, "input", &call->kernel);
 }
 
 // Runs `kernel` with `window` on views (input, values, indices) in its layout.
@@ -121,7 +120,7 @@ Status pool_rows(const PoolCall& call, const Views& plane) {
     Window local = w;
     local.padding[0] = top - (first * s - pad);
     KernelQuery query = call.query;
-    if (query.window) query.window = &local;
+    if (call.match_window) query.window = &local;
     const Kernel* kernel = nullptr;
     POOLGEN_RETURN_IF_ERROR(choose_kernel(forward_kernels(), query, "input", &kernel));
     POOLGEN_RETURN_IF_ERROR(run_pool(*kernel, local, call.device, run));
@@ -195,15 +194,67 @@ Status apply_other_rules(int nd, const Ints& input_shape, const PoolOptions& opt
   return {};
 }
 
+// What a call's checks leave for its runs: the call, and its outputs' views (the input's is
+// call.input).
+struct PoolPlan {
+  PoolCall call;
+  View values, indices;
+};
+
+// Runs a checked call on views of its data.
+Status run_checked(int nd, const TensorView& input, const PoolOptions& options,
+                   const PoolCall& call, const View& in, const View& out_values,
+                   const View& out_indices) {
+  if (out_values.elements() == 0) return {};
+  const Kernel& kernel = *call.kernel;
+  POOLGEN_RETURN_IF_ERROR(check_device_view("input", in, kernel.layout, false));
+  POOLGEN_RETURN_IF_ERROR(check_device_view("values", out_values, kernel.layout, false));
+  POOLGEN_RETURN_IF_ERROR(check_device_view("indices", out_indices, kernel.layout, false));
+  const Staged staged_in(in, kernel.layout, false, Staged::input);
+  const Staged staged_values(out_values, kernel.layout, false, Staged::output);
+  const Staged staged_indices(out_indices, kernel.layout, false, Staged::output);
+  // Calls too large for one kernel call run in pieces of planes, or of rows of one plane.
+  POOLGEN_RETURN_IF_ERROR(for_each_piece(
+      {staged_in.view(), staged_values.view(), staged_indices.view()},
+      [&](const Views& piece) { return fits_kernel(piece, kernel.layout); },
+      [&](const Views& piece, int64_t) {
+        return run_pool(kernel, call.window, call.device, piece);
+      },
+      [&](const Views& plane, int64_t) { return pool_rows(call, plane); }));
+  staged_values.finish();
+  staged_indices.finish();
+  if (options.max_rule == MaxRule::any_nan && options.index_format == IndexFormat::plane) {
+    return {};
+  }
+  return apply_other_rules(nd, input.shape, options, call.window, {in, out_values, out_indices});
+}
+
 Status pool(int nd, const TensorView& input, const TensorView& values, const TensorView& indices,
             const PoolOptions& options) {
-  PoolCall call;
+  thread_local CallMemo<PoolPlan> memo;
+  const CallKey key(nd, {&input, &values, &indices}, options);
+  if (const PoolPlan* plan = memo.find(key)) {  // the last call's checks hold: data's remain
+    View in = plan->call.input, out_values = plan->values, out_indices = plan->indices;
+    in.data = input.data;
+    out_values.data = values.data;
+    out_indices.data = indices.data;
+    POOLGEN_RETURN_IF_ERROR(check_data("input", input, in));
+    POOLGEN_RETURN_IF_ERROR(check_data("values", values, out_values));
+    POOLGEN_RETURN_IF_ERROR(check_data("indices", indices, out_indices));
+    POOLGEN_RETURN_IF_ERROR(check_apart({{"values", &out_values}, {"indices", &out_indices}},
+                                        {{"input", &in}}));
+    return run_checked(nd, input, options, plan->call, in, out_values, out_indices);
+  }
+
+  PoolPlan& plan = memo.start();
+  PoolCall& call = plan.call;
   POOLGEN_RETURN_IF_ERROR(prepare(nd, input, indices.dtype, options, &call));
   // i32 indices must hold what the format gives (prepare checked the plane offsets).
   POOLGEN_RETURN_IF_ERROR(check_index_capacity("indices", indices.dtype, options.index_format, nd,
                                                input.shape, &call.window));
-  View in, out_values, out_indices;
-  POOLGEN_RETURN_IF_ERROR(check_view("input", input, input.dtype, input.shape, nd, &in));
+  const View& in = call.input;  // prepare checked its shape
+  View &out_values = plan.values, &out_indices = plan.indices;
+  POOLGEN_RETURN_IF_ERROR(check_data("input", input, in));
   POOLGEN_RETURN_IF_ERROR(
       check_view("values", values, input.dtype, call.output_shape, nd, &out_values));
   POOLGEN_RETURN_IF_ERROR(
@@ -223,27 +274,9 @@ Status pool(int nd, const TensorView& input, const TensorView& values, const Ten
                 "plane) on CUDA, got ", static_cast<int>(options.max_rule), " and ",
                 index_format_name(options.index_format));
   }
-  if (out_values.elements() == 0) return {};
-
-  const Kernel& kernel = *call.kernel;
-  POOLGEN_RETURN_IF_ERROR(check_device_view("input", in, kernel.layout, false));
-  POOLGEN_RETURN_IF_ERROR(check_device_view("values", out_values, kernel.layout, false));
-  POOLGEN_RETURN_IF_ERROR(check_device_view("indices", out_indices, kernel.layout, false));
-  const Staged staged_in(in, kernel.layout, false, Staged::input);
-  const Staged staged_values(out_values, kernel.layout, false, Staged::output);
-  const Staged staged_indices(out_indices, kernel.layout, false, Staged::output);
-  // Calls too large for one kernel call run in pieces of planes, or of rows of one plane.
-  POOLGEN_RETURN_IF_ERROR(for_each_piece(
-      {staged_in.view(), staged_values.view(), staged_indices.view()},
-      [&](const Views& piece) { return fits_kernel(piece, kernel.layout); },
-      [&](const Views& piece, int64_t) {
-        return run_pool(kernel, call.window, call.device, piece);
-      },
-      [&](const Views& plane, int64_t) { return pool_rows(call, plane); }));
-  staged_values.finish();
-  staged_indices.finish();
-  if (!other_rules) return {};
-  return apply_other_rules(nd, input.shape, options, call.window, {in, out_values, out_indices});
+  // CUDA calls ask the current device's capability each time.
+  if (call.device == Device::cpu) memo.keep(key);
+  return run_checked(nd, input, options, call, in, out_values, out_indices);
 }
 
 }  // namespace

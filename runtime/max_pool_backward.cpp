@@ -4,6 +4,7 @@
 // CPU with Path::winner, where the twin is built) it is any window's, with a thread per input
 // position, and the scatter behind it has a thread per plane.
 #include "by_index.hpp"
+#include "call_memo.hpp"
 #include "cuda.hpp"
 #include "index_formats.hpp"
 #include "kernels.hpp"
@@ -137,17 +138,17 @@ Status scatter_on_device(const Kernel& kernel, const View& grad_output, const Vi
   return {};
 }
 
-Status pool_backward(int nd, const TensorView& grad_output, const TensorView& indices,
-                     const TensorView& grad_input, const PoolOptions& options) {
+// What a call's checks leave for its runs: the call, and its indices' and grad_input's views
+// (grad_output's is call.grad_output).
+struct PoolBackwardPlan {
   PoolBackwardCall call;
-  POOLGEN_RETURN_IF_ERROR(
-      prepare(nd, grad_output, indices.dtype, grad_input.shape, options, &call));
-  View g, i, o;
-  POOLGEN_RETURN_IF_ERROR(
-      check_views(nd, {"grad_output", grad_output, grad_output.dtype, call.output_shape},
-                  {"indices", indices, indices.dtype, call.output_shape},
-                  {"grad_input", grad_input, grad_output.dtype, grad_input.shape}, &g, &i, &o));
-  POOLGEN_RETURN_IF_ERROR(choose(grad_output, indices.dtype, options, &call));
+  View indices, grad_input;
+};
+constexpr const char* kNames[3] = {"grad_output", "indices", "grad_input"};
+
+// Runs a checked call on views of its data.
+Status run_checked(int nd, const TensorView& grad_input, const PoolOptions& options,
+                   const PoolBackwardCall& call, const View& g, View i, const View& o) {
   if (o.elements() == 0) return {};
   // Indices in another framework's format become plane offsets in a packed copy first, in
   // grad_output's layout (a copy in another would send the kernel's views through copies of
@@ -183,6 +184,32 @@ Status pool_backward(int nd, const TensorView& grad_output, const TensorView& in
   const int64_t call_bytes = g.bytes() + i.bytes() + o.bytes();
   if (call.gather && gather(*call.gather, g, i, o, call_bytes)) return {};
   return scatter(scatter_kernel, ScatterMode::accumulate, g, i, o, call_bytes);
+}
+
+Status pool_backward(int nd, const TensorView& grad_output, const TensorView& indices,
+                     const TensorView& grad_input, const PoolOptions& options) {
+  thread_local CallMemo<PoolBackwardPlan> memo;
+  const CallKey key(nd, {&grad_output, &indices, &grad_input}, options);
+  if (const PoolBackwardPlan* plan = memo.find(key)) {  // the last call's checks hold
+    View views[3] = {plan->call.grad_output, plan->indices, plan->grad_input};
+    POOLGEN_RETURN_IF_ERROR(
+        check_views_data(kNames, {&grad_output, &indices, &grad_input}, views));
+    return run_checked(nd, grad_input, options, plan->call, views[0], views[1], views[2]);
+  }
+
+  PoolBackwardPlan& plan = memo.start();
+  PoolBackwardCall& call = plan.call;
+  POOLGEN_RETURN_IF_ERROR(
+      prepare(nd, grad_output, indices.dtype, grad_input.shape, options, &call));
+  const View& g = call.grad_output;
+  View &i = plan.indices, &o = plan.grad_input;
+  POOLGEN_RETURN_IF_ERROR(
+      check_views(nd, grad_output, {"grad_output", &g},
+                  {"indices", indices, indices.dtype, call.output_shape},
+                  {"grad_input", grad_input, grad_output.dtype, grad_input.shape}, &i, &o));
+  POOLGEN_RETURN_IF_ERROR(choose(grad_output, indices.dtype, options, &call));
+  if (call.device == Device::cpu) memo.keep(key);
+  return run_checked(nd, grad_input, options, call, g, i, o);
 }
 
 }  // namespace

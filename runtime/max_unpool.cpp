@@ -1,6 +1,7 @@
 // max_unpool: validate, try the gather fast path, else scatter; on CUDA (or Path::winner) the
 // deterministic winner kernel; report invalid indices. Other frameworks' indices become plane
 // offsets first (a packed copy), or, where some cross planes, go through the host's flat store.
+#include "call_memo.hpp"
 #include "cuda.hpp"
 #include "index_formats.hpp"
 #include "kernels.hpp"
@@ -135,24 +136,20 @@ Status max_unpool_kernel_name(int nd, const Ints& values_shape, const UnpoolOpti
 
 namespace {
 
-Status unpool(int nd, const TensorView& values, const TensorView& indices,
-              const TensorView& output, const UnpoolOptions& options) {
+// What a call's checks leave for its runs: the call, its indices' and output's views (the
+// values' is call.values) and the layout its kernels take.
+struct UnpoolPlan {
   UnpoolCall call;
-  POOLGEN_RETURN_IF_ERROR(prepare(nd, values, indices.dtype, options, &call));
-  View v, i, o;
-  POOLGEN_RETURN_IF_ERROR(check_views(nd, {"values", values, values.dtype, values.shape},
-                                      {"indices", indices, indices.dtype, values.shape},
-                                      {"output", output, values.dtype, call.output_shape}, &v, &i,
-                                      &o));
-  // The output's layout where it has one (else the values'): values and indices in another
-  // (PyTorch 2 pools 3-D channels-last into channels-last, its unpooling gives contiguous) are
-  // the smaller tensors, so they are the ones packed; packing the output cost 1.8x the call.
-  const Layout output_layout = layout_of(o);
-  const Layout layout = fits(o, output_layout) ? output_layout : layout_of(v);
-  POOLGEN_RETURN_IF_ERROR(check_conventions(options, call_device(options.device, values)));
-  POOLGEN_RETURN_IF_ERROR(choose(values, indices.dtype, options, layout, &call));
-  if (o.elements() == 0) return {};
+  View indices, output;
+  Layout layout = Layout::contiguous;
+};
+constexpr const char* kNames[3] = {"values", "indices", "output"};
 
+// Runs a checked call on views of its data.
+Status run_checked(int nd, const TensorView& values, const UnpoolOptions& options,
+                   const UnpoolCall& call, Layout layout, const View& v, const View& i,
+                   const View& o) {
+  if (o.elements() == 0) return {};
   if (const Kernel* w = call.winner) {
     POOLGEN_RETURN_IF_ERROR(check_device_view("values", v, w->layout, true));
     POOLGEN_RETURN_IF_ERROR(check_device_view("indices", i, w->layout, true));
@@ -202,6 +199,37 @@ Status unpool(int nd, const TensorView& values, const TensorView& indices,
     if (run_kernel(*gather, args, &error, call_bytes) == 0) return {};
   }
   return scatter(*call.scatter, ScatterMode::store, v, i, o, call_bytes);
+}
+
+Status unpool(int nd, const TensorView& values, const TensorView& indices,
+              const TensorView& output, const UnpoolOptions& options) {
+  thread_local CallMemo<UnpoolPlan> memo;
+  const CallKey key(nd, {&values, &indices, &output}, options);
+  if (const UnpoolPlan* plan = memo.find(key)) {  // the last call's checks hold: data's remain
+    View views[3] = {plan->call.values, plan->indices, plan->output};
+    POOLGEN_RETURN_IF_ERROR(check_views_data(kNames, {&values, &indices, &output}, views));
+    return run_checked(nd, values, options, plan->call, plan->layout, views[0], views[1],
+                       views[2]);
+  }
+
+  UnpoolPlan& plan = memo.start();
+  UnpoolCall& call = plan.call;
+  POOLGEN_RETURN_IF_ERROR(prepare(nd, values, indices.dtype, options, &call));
+  const View& v = call.values;
+  View &i = plan.indices, &o = plan.output;
+  POOLGEN_RETURN_IF_ERROR(check_views(nd, values, {"values", &v},
+                                      {"indices", indices, indices.dtype, values.shape},
+                                      {"output", output, values.dtype, call.output_shape}, &i,
+                                      &o));
+  // The output's layout where it has one (else the values'): values and indices in another
+  // (PyTorch 2 pools 3-D channels-last into channels-last, its unpooling gives contiguous) are
+  // the smaller tensors, so they are the ones packed; packing the output cost 1.8x the call.
+  const Layout output_layout = layout_of(o);
+  const Layout layout = plan.layout = fits(o, output_layout) ? output_layout : layout_of(v);
+  POOLGEN_RETURN_IF_ERROR(check_conventions(options, call_device(options.device, values)));
+  POOLGEN_RETURN_IF_ERROR(choose(values, indices.dtype, options, layout, &call));
+  if (call.device == Device::cpu) memo.keep(key);
+  return run_checked(nd, values, options, call, layout, v, i, o);
 }
 
 }  // namespace

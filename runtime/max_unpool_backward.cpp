@@ -1,6 +1,7 @@
 // max_unpool_backward: validate, then gather every value's gradient from the slot its index
 // names (max_unpool_backward kernels, per element width); name the first invalid index.
 #include "by_index.hpp"
+#include "call_memo.hpp"
 #include "cuda.hpp"
 #include "kernels.hpp"
 #include "shapes.hpp"
@@ -81,25 +82,49 @@ Status gather(const Kernel& kernel, const View& grad_output, const View& indices
   return {};
 }
 
-Status unpool_backward(int nd, const TensorView& grad_output, const TensorView& indices,
-                       const TensorView& grad_values, const UnpoolOptions& options) {
+// What a call's checks leave for its runs: the call, and its indices' and grad_values' views
+// (grad_output's is call.grad_output).
+struct UnpoolBackwardPlan {
   UnpoolBackwardCall call;
-  POOLGEN_RETURN_IF_ERROR(
-      prepare(nd, grad_output, indices.dtype, grad_values.shape, options, &call));
-  View g, i, o;
-  POOLGEN_RETURN_IF_ERROR(
-      check_views(nd, {"grad_output", grad_output, grad_output.dtype, call.output_shape},
-                  {"indices", indices, indices.dtype, grad_values.shape},
-                  {"grad_values", grad_values, grad_output.dtype, grad_values.shape}, &g, &i, &o));
-  POOLGEN_RETURN_IF_ERROR(choose(grad_output, indices.dtype, options, &call));
-  if (o.elements() == 0) return {};
+  View indices, grad_values;
+};
+constexpr const char* kNames[3] = {"grad_output", "indices", "grad_values"};
 
+// Runs a checked call on views of its data.
+Status run_checked(const UnpoolBackwardCall& call, const View& g, const View& i, const View& o) {
+  if (o.elements() == 0) return {};
   const Kernel& kernel = *call.kernel;
   if (kernel.op == Op::unpool_backward) return gather(kernel, g, i, o);
   POOLGEN_RETURN_IF_ERROR(check_device_view("grad_output", g, kernel.layout, true));
   POOLGEN_RETURN_IF_ERROR(check_device_view("indices", i, kernel.layout, true));
   POOLGEN_RETURN_IF_ERROR(check_device_view("grad_values", o, kernel.layout, true));
   return run_reporting(kernel, call.device, {g, i, o}, g.plane(), "grad_output");
+}
+
+Status unpool_backward(int nd, const TensorView& grad_output, const TensorView& indices,
+                       const TensorView& grad_values, const UnpoolOptions& options) {
+  thread_local CallMemo<UnpoolBackwardPlan> memo;
+  const CallKey key(nd, {&grad_output, &indices, &grad_values}, options);
+  if (const UnpoolBackwardPlan* plan = memo.find(key)) {  // the last call's checks hold
+    View views[3] = {plan->call.grad_output, plan->indices, plan->grad_values};
+    POOLGEN_RETURN_IF_ERROR(
+        check_views_data(kNames, {&grad_output, &indices, &grad_values}, views));
+    return run_checked(plan->call, views[0], views[1], views[2]);
+  }
+
+  UnpoolBackwardPlan& plan = memo.start();
+  UnpoolBackwardCall& call = plan.call;
+  POOLGEN_RETURN_IF_ERROR(
+      prepare(nd, grad_output, indices.dtype, grad_values.shape, options, &call));
+  const View& g = call.grad_output;
+  View &i = plan.indices, &o = plan.grad_values;
+  POOLGEN_RETURN_IF_ERROR(
+      check_views(nd, grad_output, {"grad_output", &g},
+                  {"indices", indices, indices.dtype, grad_values.shape},
+                  {"grad_values", grad_values, grad_output.dtype, grad_values.shape}, &i, &o));
+  POOLGEN_RETURN_IF_ERROR(choose(grad_output, indices.dtype, options, &call));
+  if (call.device == Device::cpu) memo.keep(key);
+  return run_checked(call, g, i, o);
 }
 
 }  // namespace

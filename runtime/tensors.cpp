@@ -128,16 +128,22 @@ Status overlap_error(const Argument& output, const Argument& other) {
 }  // namespace
 
 Status check_apart(std::initializer_list<Argument> outputs, std::initializer_list<Argument> inputs) {
-  for (auto output = outputs.begin(); output != outputs.end(); ++output) {
-    const ByteSpan out = byte_span(*output->second);
-    auto overlaps = [&](const Argument& other) {
-      return out.size != 0 && shared_bytes(out, byte_span(*other.second)) != 0;
-    };
+  // Each span once (a call has at most three outputs and three inputs).
+  InlineVector<ByteSpan, 3> output_spans, input_spans;
+  for (const Argument& output : outputs) output_spans.push_back(byte_span(*output.second));
+  for (const Argument& input : inputs) input_spans.push_back(byte_span(*input.second));
+  size_t o = 0;
+  for (auto output = outputs.begin(); output != outputs.end(); ++output, ++o) {
+    const ByteSpan out = output_spans[o];
+    if (out.size == 0) continue;
+    size_t i = 0;
     for (const Argument& input : inputs) {
-      if (overlaps(input)) return overlap_error(*output, input);
+      if (shared_bytes(out, input_spans[i++]) != 0) return overlap_error(*output, input);
     }
-    for (auto earlier = outputs.begin(); earlier != output; ++earlier) {
-      if (overlaps(*earlier)) return overlap_error(*output, *earlier);
+    for (i = 0; i < o; ++i) {
+      if (shared_bytes(out, output_spans[i]) != 0) {
+        return overlap_error(*output, outputs.begin()[i]);
+      }
     }
   }
   return {};
@@ -159,15 +165,26 @@ Status check_same_device(const View& leading, const char* leading_name,
   return {};
 }
 
-Status check_views(int nd, const Expected& first, const Expected& second, const Expected& output,
-                   View* a, View* b, View* out) {
-  POOLGEN_RETURN_IF_ERROR(check_view(first.name, first.view, first.dtype, first.shape, nd, a));
+Status check_views(int nd, const TensorView& first, const Argument& first_view,
+                   const Expected& second, const Expected& output, View* b, View* out) {
+  const auto& [first_name, a] = first_view;
+  POOLGEN_RETURN_IF_ERROR(check_data(first_name, first, *a));
   POOLGEN_RETURN_IF_ERROR(check_view(second.name, second.view, second.dtype, second.shape, nd, b));
   POOLGEN_RETURN_IF_ERROR(
       check_view(output.name, output.view, output.dtype, output.shape, nd, out));
   POOLGEN_RETURN_IF_ERROR(check_no_overlap(output.name, *out));
-  POOLGEN_RETURN_IF_ERROR(check_same_device(*a, first.name, {{second.name, b}, {output.name, out}}));
-  return check_apart({{output.name, out}}, {{first.name, a}, {second.name, b}});
+  POOLGEN_RETURN_IF_ERROR(
+      check_same_device(*a, first_name, {{second.name, b}, {output.name, out}}));
+  return check_apart({{output.name, out}}, {first_view, {second.name, b}});
+}
+
+Status check_views_data(const char* const (&names)[3], const TensorView* const (&tensors)[3],
+                        View (&views)[3]) {
+  for (int k = 0; k < 3; ++k) {
+    views[k].data = tensors[k]->data;
+    POOLGEN_RETURN_IF_ERROR(check_data(names[k], *tensors[k], views[k]));
+  }
+  return check_apart({{names[2], &views[2]}}, {{names[0], &views[0]}, {names[1], &views[1]}});
 }
 
 Status check_dtype(const char* argument, DType dtype) {
@@ -273,14 +290,18 @@ Status check_leading_view(const char* argument, const TensorView& view, const In
   return check_view_shape(argument, view, view.dtype, shape, nd, out);
 }
 
+Status check_data(const char* argument, const TensorView& view, const View& checked) {
+  if (view.data == nullptr && checked.elements() > 0) {
+    return fail(Code::invalid_argument, argument, ": expected data for a tensor of shape ",
+                format_shape(view.shape), ", got a null pointer");
+  }
+  return {};
+}
+
 Status check_view(const char* argument, const TensorView& view, DType dtype, const Ints& shape,
                   int nd, View* out) {
   POOLGEN_RETURN_IF_ERROR(check_view_shape(argument, view, dtype, shape, nd, out));
-  if (out->elements() > 0 && view.data == nullptr) {
-    return fail(Code::invalid_argument, argument, ": expected data for a tensor of shape ",
-                format_shape(shape), ", got a null pointer");
-  }
-  return {};
+  return check_data(argument, view, *out);
 }
 
 View packed(const View& view, Layout layout, void* data) {
@@ -384,14 +405,6 @@ bool fits_kernel(const Views& views, Layout layout, bool flat) {
   return true;
 }
 
-View slice(const View& v, int dim, int64_t start, int64_t count) {
-  View s = v;
-  s.data = static_cast<char*>(v.data) +
-           start * v.strides[dim] * element_size(v.dtype);
-  s.shape[dim] = count;
-  return s;
-}
-
 int64_t largest_fitting(int64_t extent, const std::function<bool(int64_t)>& fits) {
   int64_t lo = 0, hi = extent;
   while (lo < hi) {
@@ -441,8 +454,8 @@ Status split_planes(const Views& views, int dim, int64_t first_plane,
 
 }  // namespace
 
-Status for_each_piece(const Views& views, const std::function<bool(const Views&)>& fits,
-                      const PieceFn& run, const PieceFn& run_plane) {
+Status split_pieces(const Views& views, const std::function<bool(const Views&)>& fits,
+                    const PieceFn& run, const PieceFn& run_plane) {
   return split_planes(views, 0, 0, fits, run, run_plane);
 }
 

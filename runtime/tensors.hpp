@@ -54,6 +54,9 @@ Status check_view_shape(const char* argument, const TensorView& view, DType dtyp
                         const Ints& shape, int nd, View* out);
 Status check_view(const char* argument, const TensorView& view, DType dtype, const Ints& shape,
                   int nd, View* out);
+// The rest of check_view, for a view check_view_shape built (`checked`): data where it has
+// elements.
+Status check_data(const char* argument, const TensorView& view, const View& checked);
 
 // A dtype the API knows (whatever this build compiled).
 Status check_dtype(const char* argument, DType dtype);
@@ -99,11 +102,19 @@ struct Expected {
   const Ints& shape;
 };
 
-// The views of a call of two inputs and one output (max_unpool and the backward ops): each
-// checked against its dtype and shape (check_view), the output's elements kept apart, its memory
-// apart from the inputs', and every view on the first input's device.
-Status check_views(int nd, const Expected& first, const Expected& second, const Expected& output,
-                   View* first_view, View* second_view, View* output_view);
+// The views of a call of two inputs and one output (max_unpool and the backward ops): the first,
+// the leading view check_leading_view built, with its data checked; the others checked against
+// their dtype and shape (check_view); the output's elements kept apart, its memory apart from the
+// inputs', and every view on the first input's device.
+Status check_views(int nd, const TensorView& first, const Argument& first_view,
+                   const Expected& second, const Expected& output, View* second_view,
+                   View* output_view);
+
+// check_views' checks of data alone, for views a call with the same key passed them with
+// (call_memo.hpp): `views` (first, second, output, named `names`) take the data of `tensors`,
+// which must be present, and the output's memory must be apart from the inputs'.
+Status check_views_data(const char* const (&names)[3], const TensorView* const (&tensors)[3],
+                        View (&views)[3]);
 
 // `view`'s shape packed in `layout` at `data`: contiguous is row-major; channels-last keeps the
 // channel innermost, then the spatial dimensions row-major, then the batch.
@@ -132,8 +143,14 @@ class Staged {
 // Larger calls are split into pieces that fit.
 bool fits_kernel(const View& v, Layout layout, bool flat = false);
 
-// Elements [start, start + count) of dimension `dim` of `v`.
-View slice(const View& v, int dim, int64_t start, int64_t count);
+// Elements [start, start + count) of dimension `dim` of `v`. Inline: the scatter's groups slice
+// their planes twice per view, and out of line each slice was a copied view.
+inline View slice(const View& v, int dim, int64_t start, int64_t count) {
+  View s = v;
+  s.data = static_cast<char*>(v.data) + start * v.strides[dim] * element_size(v.dtype);
+  s.shape[dim] = count;
+  return s;
+}
 
 // A call's views, which share their batch and channel extents (N and C).
 using Views = InlineVector<View, 3>;
@@ -149,8 +166,15 @@ bool fits_kernel(const Views& views, Layout layout, bool flat = false);
 // Runs `run` on pieces of whole (n, c) planes of `views`, in input order, each as many planes as
 // `fits` allows; a single plane that does not fit goes to `run_plane` (in channels-last, all
 // the planes of its image).
-Status for_each_piece(const Views& views, const std::function<bool(const Views&)>& fits,
-                      const PieceFn& run, const PieceFn& run_plane);
+Status split_pieces(const Views& views, const std::function<bool(const Views&)>& fits,
+                    const PieceFn& run, const PieceFn& run_plane);
+// split_pieces, but a call that fits whole (nearly all) runs without building its std::functions.
+template <typename Fits, typename Run, typename RunPlane>
+Status for_each_piece(const Views& views, const Fits& fits, const Run& run,
+                      const RunPlane& run_plane) {
+  if (fits(views)) return run(views, 0);
+  return split_pieces(views, fits, run, run_plane);
+}
 
 // The largest count in [0, extent] for which fits(count) holds (fits is monotone: true up to
 // some count, false beyond).

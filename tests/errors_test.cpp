@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <limits>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -71,13 +72,8 @@ struct HasUntouchedOutput<
     Call, std::void_t<decltype(std::declval<const Call&>().output_untouched())>>
     : std::true_type {};
 
-// A default Call (PoolCall, UnpoolCall, CPool, CUnpool, the backward calls below) broken in one
-// way by `breaks` (a function of Call&): running it fails with `code` and a message containing
-// every one of `parts`; a call with guard elements around its output leaves them untouched, and
-// one whose whole output is checked leaves it as it was unless the error is index_out_of_range
-// (found while the output is written: docs/errors.md).
 template <typename Call, typename Break, typename CodeT>
-::testing::AssertionResult FailsWhen(Break breaks, CodeT code,
+::testing::AssertionResult FailsOnce(Break breaks, CodeT code,
                                      const std::vector<std::string>& parts) {
   Call c;
   breaks(c);
@@ -99,6 +95,27 @@ template <typename Call, typename Break, typename CodeT>
     }
   }
   return r;
+}
+
+// A default Call (PoolCall, UnpoolCall, CPool, CUnpool, the backward calls below) broken in one
+// way by `breaks` (a function of Call&): running it fails with `code` and a message containing
+// every one of `parts`; a call with guard elements around its output leaves them untouched, and
+// one whose whole output is checked leaves it as it was unless the error is index_out_of_range
+// (found while the output is written: docs/errors.md). Twice: on a thread of its own, whose
+// runtime remembers no call, and after the valid default call on this thread, whose checks
+// the runtime then remembers (runtime/call_memo.hpp): a call breaking only its data (null, or
+// overlapping) takes that plan, and must be refused all the same.
+template <typename Call, typename Break, typename CodeT>
+::testing::AssertionResult FailsWhen(Break breaks, CodeT code,
+                                     const std::vector<std::string>& parts) {
+  ::testing::AssertionResult alone = ::testing::AssertionSuccess();
+  std::thread([&] { alone = FailsOnce<Call>(breaks, code, parts); }).join();
+  if (!alone) return alone << " (on a fresh thread)";
+  Call valid;
+  valid.run();
+  ::testing::AssertionResult after = FailsOnce<Call>(breaks, code, parts);
+  if (!after) return after << " (after a valid call of the default shapes)";
+  return after;
 }
 
 // A pooling call on small owned buffers whose pieces each test breaks in one way.
