@@ -34,12 +34,7 @@ class MaxPoolBackwardGather : public Generator<MaxPoolBackwardGather> {
   void configure() {
     grad_output_ = add_input<Buffer<>>("grad_output", value_type, rank + 2);
     indices_ = add_input<Buffer<>>("indices", index_type, rank + 2);
-    for (int i = 0; i < rank; ++i) {  // as max_pool's: suffix 0 is the innermost dimension
-      kernel_.push_back(add_input<int32_t>("kernel_" + std::to_string(i)));
-      stride_.push_back(add_input<int32_t>("stride_" + std::to_string(i)));
-      padding_.push_back(add_input<int32_t>("padding_" + std::to_string(i)));
-      dilation_.push_back(add_input<int32_t>("dilation_" + std::to_string(i)));
-    }
+    window_.add_to(this, rank);  // as max_pool's
     grad_input_ = add_output<Buffer<>>("grad_input", value_type, rank + 2);
     outside_window_ = add_output<Buffer<>>("outside_window", Int(32), 0);
   }
@@ -53,8 +48,8 @@ class MaxPoolBackwardGather : public Generator<MaxPoolBackwardGather> {
     for (int i = 0; i < nd; ++i) {
       in_extent[i] = grad_input_->dim(spatial_dim(i, l)).extent();
       out_extent[i] = grad_output_->dim(spatial_dim(i, l)).extent();
-      span[i] = (*kernel_[i] - 1) * *dilation_[i];
-      candidates.push_back({0, span[i] / *stride_[i] + 1});
+      span[i] = (window_[i].kernel - 1) * window_[i].dilation;
+      candidates.push_back({0, span[i] / window_[i].stride + 1});
       outputs.push_back({0, out_extent[i]});
     }
 
@@ -64,9 +59,9 @@ class MaxPoolBackwardGather : public Generator<MaxPoolBackwardGather> {
     std::vector<Expr> o(nd), at(nd);
     Expr covers = Internal::const_true();
     for (int i = 0; i < nd; ++i) {
-      const Expr reach = x[i] + *padding_[i];
-      o[i] = max(0, (reach - span[i] + *stride_[i] - 1) / *stride_[i]) + r[i];
-      covers = covers && o[i] <= min(out_extent[i] - 1, reach / *stride_[i]);
+      const Expr reach = x[i] + window_[i].padding;
+      o[i] = max(0, (reach - span[i] + window_[i].stride - 1) / window_[i].stride) + r[i];
+      covers = covers && o[i] <= min(out_extent[i] - 1, reach / window_[i].stride);
       at[i] = clamp(o[i], 0, out_extent[i] - 1);  // changes no covering output; bounds the loads
     }
     const std::vector<Expr> here(x.begin(), x.end());
@@ -92,7 +87,7 @@ class MaxPoolBackwardGather : public Generator<MaxPoolBackwardGather> {
     Expr rest = cast<int32_t>(clamp(index, 0, plane - 1));  // planes hold below 2^31 elements
     Expr outside = Internal::const_false();
     for (int i = 0; i < nd; ++i) {
-      const Expr tap = rest % in_extent[i] + *padding_[i] - out_pos[i] * *stride_[i];
+      const Expr tap = rest % in_extent[i] + window_[i].padding - out_pos[i] * window_[i].stride;
       rest = rest / in_extent[i];
       outside = outside || tap < 0 || tap > span[i];
     }
@@ -111,7 +106,7 @@ class MaxPoolBackwardGather : public Generator<MaxPoolBackwardGather> {
  private:
   Input<Buffer<>>* grad_output_ = nullptr;
   Input<Buffer<>>* indices_ = nullptr;
-  std::vector<Input<int32_t>*> kernel_, stride_, padding_, dilation_;
+  WindowInputs window_;
   Output<Buffer<>>* grad_input_ = nullptr;
   Output<Buffer<>>* outside_window_ = nullptr;
   Func sum_{"sum"};

@@ -29,14 +29,7 @@ class MaxPool : public Generator<MaxPool> {
 
   void configure() {
     input_ = add_input<Buffer<>>("input", value_type, rank + 2);
-    for (auto* list : {&kernel_, &stride_, &padding_, &dilation_}) list->clear();
-    for (int i = 0; i < rank; ++i) {
-      // Suffix 0 is the innermost (width) dimension, as Halide orders them.
-      kernel_.push_back(add_input<int32_t>("kernel_" + std::to_string(i)));
-      stride_.push_back(add_input<int32_t>("stride_" + std::to_string(i)));
-      padding_.push_back(add_input<int32_t>("padding_" + std::to_string(i)));
-      dilation_.push_back(add_input<int32_t>("dilation_" + std::to_string(i)));
-    }
+    window_.add_to(this, rank);
     result_ = add_output<Func>("result", {value_type, index_type}, rank + 2);
   }
 
@@ -49,7 +42,7 @@ class MaxPool : public Generator<MaxPool> {
     for (int i = 0; i < nd; ++i) {
       window[i] = fixed_kernel > 0
                       ? Window1D{Expr(int(fixed_kernel)), Expr(int(fixed_stride)), Expr(int(fixed_padding)), 1}
-                      : Window1D{*kernel_[i], *stride_[i], *padding_[i], *dilation_[i]};
+                      : window_[i];
       in_extent[i] = input_->dim(spatial_dim(i, l)).extent();
       spatial_bounds.push_back({input_->dim(spatial_dim(i, l)).min(), in_extent[i]});
     }
@@ -147,10 +140,10 @@ class MaxPool : public Generator<MaxPool> {
   // For the autoschedulers: the benchmark's shape and a kernel 3, stride 2, padding 1 window.
   void set_estimates() {
     for (int i = 0; i < rank; ++i) {
-      kernel_[i]->set_estimate(3);
-      stride_[i]->set_estimate(2);
-      padding_[i]->set_estimate(1);
-      dilation_[i]->set_estimate(1);
+      window_.kernel[i]->set_estimate(3);
+      window_.stride[i]->set_estimate(2);
+      window_.padding[i]->set_estimate(1);
+      window_.dilation[i]->set_estimate(1);
     }
     input_->set_estimates(representative_region(rank, layout));
     result_->set_estimates(representative_region(rank, layout, 2));
@@ -158,7 +151,7 @@ class MaxPool : public Generator<MaxPool> {
 
  private:
   Input<Buffer<>>* input_ = nullptr;
-  std::vector<Input<int32_t>*> kernel_, stride_, padding_, dilation_;
+  WindowInputs window_;
   Output<Func>* result_ = nullptr;
   Var c_{"c"}, n_{"n"};
 };

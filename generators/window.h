@@ -31,6 +31,27 @@ struct Window1D {
   }
 };
 
+// A window given at run time: kernel, stride, padding and dilation scalars for each spatial
+// dimension (suffix 0 innermost, as Halide orders dimensions), in the order the runtime passes
+// them (runtime's WindowArgs). max_pool and the pooling gradient's window gather take them alike.
+struct WindowInputs {
+  std::vector<Halide::GeneratorInput<int32_t>*> kernel, stride, padding, dilation;
+
+  // Adds the inputs to `generator` (from its configure()).
+  template <typename Generator>
+  void add_to(Generator* generator, int rank) {
+    for (auto* list : {&kernel, &stride, &padding, &dilation}) list->clear();
+    for (int i = 0; i < rank; ++i) {
+      const std::string suffix = std::to_string(i);
+      kernel.push_back(generator->template add_input<int32_t>("kernel_" + suffix));
+      stride.push_back(generator->template add_input<int32_t>("stride_" + suffix));
+      padding.push_back(generator->template add_input<int32_t>("padding_" + suffix));
+      dilation.push_back(generator->template add_input<int32_t>("dilation_" + suffix));
+    }
+  }
+  Window1D operator[](int i) const { return {*kernel[i], *stride[i], *padding[i], *dilation[i]}; }
+};
+
 // Row-major offset of `coords` inside one plane of `extents`; both innermost first, as Halide
 // orders dimensions. Computed in `index_type` so large planes do not overflow.
 inline Halide::Expr flat_offset(const std::vector<Halide::Expr>& coords,
