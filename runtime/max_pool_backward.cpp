@@ -69,9 +69,7 @@ Status choose(const TensorView& grad_output, DType index_dtype, const PoolOption
 // cannot take them or found an index outside its window (the scatter then decides).
 bool gather(const Kernel& kernel, const View& grad_output, const View& indices,
             const View& grad_input, int64_t call_bytes) {
-  for (const View* v : {&grad_output, &indices, &grad_input}) {
-    if (!fits(*v, kernel.layout) || !fits_kernel(*v, kernel.layout)) return false;
-  }
+  if (!takes_whole({&grad_output, &indices, &grad_input}, kernel.layout)) return false;
   HalideView values_buffer(grad_output, kernel.layout, kernel.value),
       indices_buffer(indices, kernel.layout, kernel.index),
       output_buffer(grad_input, kernel.layout, kernel.value);
@@ -87,9 +85,7 @@ Status window_gather(const Kernel& kernel, const Window& window, Device device,
                      const View& grad_output, const View& indices, const View& grad_input,
                      bool* done) {
   *done = false;
-  for (const View* v : {&grad_output, &indices, &grad_input}) {
-    if (!fits(*v, kernel.layout) || !fits_kernel(*v, kernel.layout)) return {};
-  }
+  if (!takes_whole({&grad_output, &indices, &grad_input}, kernel.layout)) return {};
   HalideView values_buffer(grad_output, kernel.layout, kernel.value),
       indices_buffer(indices, kernel.layout, kernel.index),
       output_buffer(grad_input, kernel.layout, kernel.value);

@@ -187,9 +187,7 @@ Status run_checked(int nd, const TensorView& values, const UnpoolOptions& option
   // The gather reports indices it cannot serve (outside their cell's window, or invalid);
   // the scatter then decides, and names any invalid one. It takes the views as they are.
   const Kernel* gather = call.gather;
-  if (gather && fits(v, gather->layout) && fits(i, gather->layout) && fits(o, gather->layout) &&
-      fits_kernel(v, gather->layout) && fits_kernel(i, gather->layout) &&
-      fits_kernel(o, gather->layout)) {
+  if (gather && takes_whole({&v, &i, &o}, gather->layout)) {
     HalideView values_buffer(v, gather->layout, gather->value),
         indices_buffer(i, gather->layout, gather->index),
         output_buffer(o, gather->layout, gather->value);

@@ -405,6 +405,13 @@ bool fits_kernel(const Views& views, Layout layout, bool flat) {
   return true;
 }
 
+bool takes_whole(std::initializer_list<const View*> views, Layout layout) {
+  for (const View* v : views) {
+    if (!fits(*v, layout) || !fits_kernel(*v, layout)) return false;
+  }
+  return true;
+}
+
 int64_t largest_fitting(int64_t extent, const std::function<bool(int64_t)>& fits) {
   int64_t lo = 0, hi = extent;
   while (lo < hi) {

@@ -163,6 +163,10 @@ int64_t total_bytes(const Views& views);
 // fits_kernel for every view of a call.
 bool fits_kernel(const Views& views, Layout layout, bool flat = false);
 
+// Whether a kernel of `layout` takes each of `views` whole, as it is: fits and fits_kernel (the
+// fast paths that leave other calls to a general kernel).
+bool takes_whole(std::initializer_list<const View*> views, Layout layout);
+
 // Runs `run` on pieces of whole (n, c) planes of `views`, in input order, each as many planes as
 // `fits` allows; a single plane that does not fit goes to `run_plane` (in channels-last, all
 // the planes of its image).
