@@ -26,21 +26,11 @@ import torch.utils.benchmark as benchmark
 
 import poolgen.torch as pt
 
+import bench_cases  # beside this script
+
 # (label, rank, shape, kernel, stride, padding, channels-last)
-CASES = [
-    ("2-D 8x64x112x112 k2s2p0 NCHW", 2, (8, 64, 112, 112), 2, 2, 0, False),
-    ("2-D 8x64x112x112 k3s2p1 NCHW", 2, (8, 64, 112, 112), 3, 2, 1, False),
-    ("3-D 2x16x32x64x64 k2s2p0 NCDHW", 3, (2, 16, 32, 64, 64), 2, 2, 0, False),
-    ("1-D 8x64x65536 k2s2p0", 1, (8, 64, 65536), 2, 2, 0, False),
-    ("2-D 8x64x112x112 k2s2p0 NHWC", 2, (8, 64, 112, 112), 2, 2, 0, True),
-    ("2-D 8x64x112x112 k3s2p1 NHWC", 2, (8, 64, 112, 112), 3, 2, 1, True),
-    ("3-D 2x16x32x64x64 k2s2p0 NDHWC", 3, (2, 16, 32, 64, 64), 2, 2, 0, True),
-    ("2-D 1x64x56x56 k2s2p0 NCHW", 2, (1, 64, 56, 56), 2, 2, 0, False),
-    ("2-D 1x64x56x56 k2s2p0 NHWC", 2, (1, 64, 56, 56), 2, 2, 0, True),
-    ("2-D 1x64x14x14 k2s2p0 NCHW", 2, (1, 64, 14, 14), 2, 2, 0, False),
-    ("2-D 1x64x14x14 k2s2p0 NHWC", 2, (1, 64, 14, 14), 2, 2, 0, True),
-    ("2-D 1x1x2x2 k2s2p0 (per-call cost)", 2, (1, 1, 2, 2), 2, 2, 0, False),
-]
+CASES = [(bench_cases.label(c),) + c
+         for c in bench_cases.V01 + bench_cases.SMALL + [bench_cases.PER_CALL]]
 OPS = ["max_pool", "max_pool backward", "max_unpool", "max_unpool backward"]
 VARIANTS = ["stock", "drop-in", "functions"]
 

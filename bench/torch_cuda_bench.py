@@ -21,19 +21,12 @@ import statistics
 import sys
 import time
 
+import bench_cases  # beside this script
+
 torch = F = None  # imported by main() unless --sweep, which needs no PyTorch
 
 # (poolgen_cuda_bench's case name, rank, shape, kernel, stride, padding, channels-last)
-CASES = [
-    ("2d_k2s2p0_8x64x112x112_first", 2, (8, 64, 112, 112), 2, 2, 0, False),
-    ("2d_k3s2p1_8x64x112x112_first", 2, (8, 64, 112, 112), 3, 2, 1, False),
-    ("3d_k2s2p0_2x16x32x64x64_first", 3, (2, 16, 32, 64, 64), 2, 2, 0, False),
-    ("1d_k2s2p0_8x64x65536", 1, (8, 64, 65536), 2, 2, 0, False),
-    ("2d_k2s2p0_8x64x112x112_last", 2, (8, 64, 112, 112), 2, 2, 0, True),
-    ("2d_k3s2p1_8x64x112x112_last", 2, (8, 64, 112, 112), 3, 2, 1, True),
-    ("3d_k2s2p0_2x16x32x64x64_last", 3, (2, 16, 32, 64, 64), 2, 2, 0, True),
-    ("2d_k2s2p0_1x1x2x2_first", 2, (1, 1, 2, 2), 2, 2, 0, False),
-]
+CASES = [(bench_cases.cuda_name(c),) + c for c in bench_cases.V01 + [bench_cases.PER_CALL]]
 OPS = ["pool", "unpool", "pool_backward", "unpool_backward"]
 
 
