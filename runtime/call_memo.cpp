@@ -8,7 +8,8 @@ void CallKey::add(const Ints& list) {
 }
 
 void CallKey::add(const TensorView& view) {
-  add(static_cast<int64_t>(view.dtype) << 8 | static_cast<int64_t>(view.device));
+  add(static_cast<int64_t>(view.dtype));  // each field whole: codes need not be valid ones
+  add(static_cast<int64_t>(view.device));
   add(view.shape);
   add(view.strides);
 }
@@ -26,9 +27,13 @@ CallKey::CallKey(int nd, std::initializer_list<const TensorView*> views, const P
   add(o.padding);
   add(o.dilation);
   add(o.padding_end);
-  add(int64_t{o.ceil_mode} << 40 | static_cast<int64_t>(o.path) << 32 |
-      static_cast<int64_t>(o.device) << 24 | static_cast<int64_t>(o.auto_pad) << 16 |
-      static_cast<int64_t>(o.max_rule) << 8 | static_cast<int64_t>(o.index_format));
+  for (int64_t field : {int64_t{o.ceil_mode}, int64_t{static_cast<int32_t>(o.path)},
+                        int64_t{static_cast<int32_t>(o.device)},
+                        int64_t{static_cast<int32_t>(o.auto_pad)},
+                        int64_t{static_cast<int32_t>(o.max_rule)},
+                        int64_t{static_cast<int32_t>(o.index_format)}}) {
+    add(field);
+  }
 }
 
 CallKey::CallKey(int nd, std::initializer_list<const TensorView*> views, const UnpoolOptions& o) {
@@ -38,8 +43,12 @@ CallKey::CallKey(int nd, std::initializer_list<const TensorView*> views, const U
   add(o.padding);
   add(o.output_size);
   add(o.padding_end);
-  add(static_cast<int64_t>(o.path) << 32 | static_cast<int64_t>(o.device) << 24 |
-      static_cast<int64_t>(o.output_size_rule) << 16 | static_cast<int64_t>(o.index_format));
+  for (int64_t field : {int64_t{static_cast<int32_t>(o.path)},
+                        int64_t{static_cast<int32_t>(o.device)},
+                        int64_t{static_cast<int32_t>(o.output_size_rule)},
+                        int64_t{static_cast<int32_t>(o.index_format)}}) {
+    add(field);
+  }
 }
 
 }  // namespace poolgen::detail
