@@ -10,21 +10,17 @@
 namespace poolgen::c_api {
 namespace {
 
-Ints list(const int64_t* values, int nd) { return Ints(values, values + nd); }
+// A C list into a C++ one, whose capacity is reused (the conversions keep thread-local
+// options and views, so that a call allocates nothing).
+void assign(Ints* to, const int64_t* values, int nd) { to->assign(values, values + nd); }
 
-// Empty when every entry is zero: the C structs' way of saying "use the default".
-Ints list_or_default(const int64_t* values, int nd) {
-  return std::all_of(values, values + nd, [](int64_t v) { return v == 0; }) ? Ints{}
-                                                                             : list(values, nd);
-}
-
-int32_t report(const Status& status, char* message, size_t size) {
-  if (message && size > 0) {
-    const size_t n = std::min(size - 1, status.message().size());
-    std::memcpy(message, status.message().data(), n);
-    message[n] = '\0';
+// assign, but empty when every entry is zero: the C structs' way of saying "use the default".
+void assign_or_default(Ints* to, const int64_t* values, int nd) {
+  if (std::all_of(values, values + nd, [](int64_t v) { return v == 0; })) {
+    to->clear();
+  } else {
+    assign(to, values, nd);
   }
-  return static_cast<int32_t>(status.code());
 }
 
 Status unpool_options(int32_t nd, const poolgen_unpool_options& o, UnpoolOptions* u) {
@@ -33,23 +29,23 @@ Status unpool_options(int32_t nd, const poolgen_unpool_options& o, UnpoolOptions
                   "output_size_len: expected 0 to 5, got " + std::to_string(o.output_size_len));
   }
   // No kernel_size and an output_size: unpooling by the indices alone.
-  u->kernel_size = o.output_size_len > 0 ? list_or_default(o.kernel_size, nd) : list(o.kernel_size, nd);
-  u->stride = list_or_default(o.stride, nd);
-  u->padding = list(o.padding, nd);
-  u->output_size = list(o.output_size, o.output_size_len);
+  if (o.output_size_len > 0) {
+    assign_or_default(&u->kernel_size, o.kernel_size, nd);
+  } else {
+    assign(&u->kernel_size, o.kernel_size, nd);
+  }
+  assign_or_default(&u->stride, o.stride, nd);
+  assign(&u->padding, o.padding, nd);
+  assign(&u->output_size, o.output_size, o.output_size_len);
+  u->path = Path::automatic;
   u->device = static_cast<Device>(o.device);
-  if (o.padding_end_given) u->padding_end = list(o.padding_end, nd);
+  if (o.padding_end_given) {
+    assign(&u->padding_end, o.padding_end, nd);
+  } else {
+    u->padding_end.clear();
+  }
   u->output_size_rule = static_cast<OutputSizeRule>(o.output_size_rule);
   u->index_format = static_cast<IndexFormat>(o.index_format);
-  return {};
-}
-
-// Checks shared by every entry point.
-Status check_call(int32_t nd, const void* options) {
-  if (!nd_ok(nd)) return bad_nd(nd);
-  if (!options) {
-    return Status(Code::invalid_argument, "options: expected options, got a null pointer");
-  }
   return {};
 }
 
@@ -63,19 +59,14 @@ Status shape_query(int32_t rank, const int64_t* input_shape, int64_t* out_shape,
   if (rank < 0 || rank > 5) {
     return Status(Code::invalid_argument, "rank: expected 0 to 5, got " + std::to_string(rank));
   }
-  Ints out;
-  POOLGEN_RETURN_IF_ERROR(compute(list(input_shape, rank), &out));
+  thread_local Ints in, out;  // pool_options' reason
+  assign(&in, input_shape, rank);
+  POOLGEN_RETURN_IF_ERROR(compute(in, &out));
   std::copy(out.begin(), out.end(), out_shape);
   return {};
 }
 
 }  // namespace
-
-bool nd_ok(int32_t nd) { return nd >= 1 && nd <= 3; }
-
-Status bad_nd(int32_t nd) {
-  return Status(Code::invalid_argument, "nd: expected 1, 2 or 3, got " + std::to_string(nd));
-}
 
 Status tensor_view(const char* argument, const poolgen_tensor* t, TensorView* out) {
   if (!t) {
@@ -89,45 +80,70 @@ Status tensor_view(const char* argument, const poolgen_tensor* t, TensorView* ou
   }
   out->data = t->data;
   out->dtype = static_cast<DType>(t->dtype);
-  out->shape = list(t->shape, t->rank);
-  out->strides = list_or_default(t->strides, t->rank);
+  assign(&out->shape, t->shape, t->rank);
+  assign_or_default(&out->strides, t->strides, t->rank);
   out->device = static_cast<Device>(t->device);
   return {};
 }
 
-PoolOptions pool_options(int32_t nd, const poolgen_pool_options& o) {
-  PoolOptions p;
-  p.kernel_size = list(o.kernel_size, nd);
-  p.stride = list_or_default(o.stride, nd);
-  p.padding = list(o.padding, nd);
-  p.dilation = list_or_default(o.dilation, nd);
-  if (p.dilation.empty()) p.dilation = {1};
+int32_t report(const Status& status, char* message, size_t size) {
+  if (message && size > 0) {
+    const size_t n = std::min(size - 1, status.message().size());
+    std::memcpy(message, status.message().data(), n);
+    message[n] = '\0';
+  }
+  return static_cast<int32_t>(status.code());
+}
+
+Status check_call(int32_t nd, const void* options) {
+  if (!nd_ok(nd)) return bad_nd(nd);
+  if (!options) {
+    return Status(Code::invalid_argument, "options: expected options, got a null pointer");
+  }
+  return {};
+}
+
+bool nd_ok(int32_t nd) { return nd >= 1 && nd <= 3; }
+
+Status bad_nd(int32_t nd) {
+  return Status(Code::invalid_argument, "nd: expected 1, 2 or 3, got " + std::to_string(nd));
+}
+
+const PoolOptions& pool_options(int32_t nd, const poolgen_pool_options& o) {
+  thread_local PoolOptions p;
+  assign(&p.kernel_size, o.kernel_size, nd);
+  assign_or_default(&p.stride, o.stride, nd);
+  assign(&p.padding, o.padding, nd);
+  assign_or_default(&p.dilation, o.dilation, nd);
+  if (p.dilation.empty()) p.dilation.assign(1, 1);
   p.ceil_mode = o.ceil_mode != 0;
+  p.path = Path::automatic;
   p.device = static_cast<Device>(o.device);
-  if (o.padding_end_given) p.padding_end = list(o.padding_end, nd);
+  if (o.padding_end_given) {
+    assign(&p.padding_end, o.padding_end, nd);
+  } else {
+    p.padding_end.clear();
+  }
   p.auto_pad = static_cast<AutoPad>(o.auto_pad);
   p.max_rule = static_cast<MaxRule>(o.max_rule);
   p.index_format = static_cast<IndexFormat>(o.index_format);
   return p;
 }
 
-
-int32_t guarded(char* message, size_t size, const std::function<Status()>& body) {
-  return report(detail::without_exceptions(body), message, size);
-}
-
-Status with_tensors(int32_t nd, const void* options, const char* const (&names)[3],
-                    const poolgen_tensor* const (&tensors)[3], const TensorOp& op) {
-  POOLGEN_RETURN_IF_ERROR(check_call(nd, options));
-  TensorView views[3];
-  for (int k = 0; k < 3; ++k) POOLGEN_RETURN_IF_ERROR(tensor_view(names[k], tensors[k], &views[k]));
-  return op(views[0], views[1], views[2]);
+Status tensor_views(const char* const (&names)[3], const poolgen_tensor* const (&tensors)[3],
+                    const TensorView* (&views)[3]) {
+  thread_local TensorView converted[3];
+  for (int k = 0; k < 3; ++k) {
+    POOLGEN_RETURN_IF_ERROR(tensor_view(names[k], tensors[k], &converted[k]));
+    views[k] = &converted[k];
+  }
+  return {};
 }
 
 Status with_unpool_tensors(int32_t nd, const poolgen_unpool_options* options,
                            const char* const (&names)[3], const poolgen_tensor* const (&tensors)[3],
                            UnpoolOp op) {
-  UnpoolOptions u;
+  thread_local UnpoolOptions u;  // pool_options' reason
   if (options && nd_ok(nd)) POOLGEN_RETURN_IF_ERROR(unpool_options(nd, *options, &u));
   return with_tensors(nd, options, names, tensors,
                       [&](const TensorView& a, const TensorView& b, const TensorView& c) {
@@ -169,7 +185,7 @@ int32_t poolgen_max_unpool_output_shape(int32_t nd, int32_t rank, const int64_t*
                                         int64_t* out_shape, char* message, size_t message_size) {
   return guarded(message, message_size, [&]() -> Status {
     POOLGEN_RETURN_IF_ERROR(check_call(nd, options));
-    UnpoolOptions u;
+    thread_local UnpoolOptions u;  // pool_options' reason
     POOLGEN_RETURN_IF_ERROR(unpool_options(nd, *options, &u));
     return shape_query(rank, input_shape, out_shape, [&](const Ints& in, Ints* out) {
       return max_unpool_output_shape(nd, in, u, out);

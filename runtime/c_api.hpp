@@ -5,8 +5,7 @@
 
 #include "poolgen/poolgen.h"
 #include "poolgen/poolgen.hpp"
-
-#include <functional>
+#include "shapes.hpp"
 
 namespace poolgen::c_api {
 
@@ -18,17 +17,38 @@ Status bad_nd(int32_t nd);
 // are invalid_argument.
 Status tensor_view(const char* argument, const poolgen_tensor* t, TensorView* out);
 
-PoolOptions pool_options(int32_t nd, const poolgen_pool_options& o);
+// The C options as the C++ API's, in this thread's one PoolOptions (valid until the thread's
+// next conversion): reusing its lists keeps a call free of heap allocations.
+const PoolOptions& pool_options(int32_t nd, const poolgen_pool_options& o);
 
-// Runs body() without letting anything be thrown out, and returns its code; the message goes
-// to `message` (truncated to `size`, NUL-terminated; it may be null).
-int32_t guarded(char* message, size_t size, const std::function<Status()>& body);
+// Copies status's code out, and its message to `message` (truncated to `size`, NUL-terminated;
+// it may be null).
+int32_t report(const Status& status, char* message, size_t size);
+
+// Runs body() without letting anything be thrown out, and returns its code and message
+// (report). Templates rather than std::function, whose captures would be allocated per call.
+template <typename F>
+int32_t guarded(char* message, size_t size, F&& body) {
+  return report(detail::without_exceptions(body), message, size);
+}
+
+// Checks shared by every entry point: nd, and options present.
+Status check_call(int32_t nd, const void* options);
+
+// The C tensors as views, in this thread's three TensorViews (pool_options' reason).
+Status tensor_views(const char* const (&names)[3], const poolgen_tensor* const (&tensors)[3],
+                    const TensorView* (&views)[3]);
 
 // The ops of three tensors: checks nd and the options, converts the tensors (named as the C++
 // API names them), then returns op(first, second, third).
-using TensorOp = std::function<Status(const TensorView&, const TensorView&, const TensorView&)>;
+template <typename Op>
 Status with_tensors(int32_t nd, const void* options, const char* const (&names)[3],
-                    const poolgen_tensor* const (&tensors)[3], const TensorOp& op);
+                    const poolgen_tensor* const (&tensors)[3], Op&& op) {
+  POOLGEN_RETURN_IF_ERROR(check_call(nd, options));
+  const TensorView* views[3];
+  POOLGEN_RETURN_IF_ERROR(tensor_views(names, tensors, views));
+  return op(*views[0], *views[1], *views[2]);
+}
 
 // with_tensors for the unpooling ops, whose C options are converted (and checked) first.
 using UnpoolOp = Status (*)(int, const TensorView&, const TensorView&, const TensorView&,
