@@ -255,6 +255,12 @@ TEST_F(Variant, EveryKernelMatchesTheReference) {
           run(2, {2, 19, 11, 13});
           run(2, {2, 19, 6, 7});  // rows of 3 outputs: vectors across channels (k2s2p0)
           run(3, {1, 3, 7, 9, 11});
+          // Channel counts of 1, 2 or 4 whole vectors (by the variant and value width), which
+          // the channels-last scatter zeroes with stores of their own, and 64, which most
+          // variants zero as before (schedules/cpu_schedules.cpp).
+          run(2, {1, 16, 9, 10});
+          run(3, {1, 8, 5, 6, 7});
+          run(2, {1, 64, 5, 6});
         }
       }
     });
@@ -365,6 +371,12 @@ TEST_F(Variant, EveryBackwardKernelMatchesTheReference) {
           run(2, {2, 19, 11, 13});
           run(2, {2, 19, 6, 7});  // rows of 3 outputs: vectors across channels (k2s2p0)
           run(3, {1, 3, 7, 9, 11});
+          // Channel counts of 1, 2 or 4 whole vectors (by the variant and value width), which
+          // the channels-last scatter zeroes with stores of their own, and 64, which most
+          // variants zero as before (schedules/cpu_schedules.cpp).
+          run(2, {1, 16, 9, 10});
+          run(3, {1, 8, 5, 6, 7});
+          run(2, {1, 64, 5, 6});
         }
       }
     });
