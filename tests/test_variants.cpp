@@ -20,6 +20,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -128,6 +129,20 @@ void expect_elements(const std::vector<T>& got, const std::vector<T>& want, Same
         << test::values::show(want[i]);
   }
 }
+
+// The (nd, shape) cases every kernel runs on, forward and backward.
+const std::pair<int, Ints> kShapes[] = {
+    {1, {2, 5, 37}},
+    {2, {2, 19, 11, 13}},
+    {2, {2, 19, 6, 7}},  // rows of 3 outputs: vectors across channels (k2s2p0)
+    {3, {1, 3, 7, 9, 11}},
+    // Channel counts of 1, 2 or 4 whole vectors (by the variant and value width), which the
+    // channels-last scatter zeroes with stores of their own, and 64, which most variants zero
+    // as before (schedules/cpu_schedules.cpp).
+    {2, {1, 16, 9, 10}},
+    {3, {1, 8, 5, 6, 7}},
+    {2, {1, 64, 5, 6}},
+};
 
 // A tensor of `shape` in `layout`, holding `logical` (row-major order) at the view's offsets.
 template <typename T>
@@ -251,16 +266,7 @@ TEST_F(Variant, EveryKernelMatchesTheReference) {
               check_round_trip<T, int32_t>(nd, shape, o, layout, seed++);
             }
           };
-          run(1, {2, 5, 37});
-          run(2, {2, 19, 11, 13});
-          run(2, {2, 19, 6, 7});  // rows of 3 outputs: vectors across channels (k2s2p0)
-          run(3, {1, 3, 7, 9, 11});
-          // Channel counts of 1, 2 or 4 whole vectors (by the variant and value width), which
-          // the channels-last scatter zeroes with stores of their own, and 64, which most
-          // variants zero as before (schedules/cpu_schedules.cpp).
-          run(2, {1, 16, 9, 10});
-          run(3, {1, 8, 5, 6, 7});
-          run(2, {1, 64, 5, 6});
+          for (const auto& [nd, shape] : kShapes) run(nd, shape);
         }
       }
     });
@@ -367,16 +373,7 @@ TEST_F(Variant, EveryBackwardKernelMatchesTheReference) {
               check_backward<T, int32_t>(nd, shape, o, layout, seed++, &named);
             }
           };
-          run(1, {2, 5, 37});
-          run(2, {2, 19, 11, 13});
-          run(2, {2, 19, 6, 7});  // rows of 3 outputs: vectors across channels (k2s2p0)
-          run(3, {1, 3, 7, 9, 11});
-          // Channel counts of 1, 2 or 4 whole vectors (by the variant and value width), which
-          // the channels-last scatter zeroes with stores of their own, and 64, which most
-          // variants zero as before (schedules/cpu_schedules.cpp).
-          run(2, {1, 16, 9, 10});
-          run(3, {1, 8, 5, 6, 7});
-          run(2, {1, 64, 5, 6});
+          for (const auto& [nd, shape] : kShapes) run(nd, shape);
         }
       }
     });
