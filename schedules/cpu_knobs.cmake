@@ -49,5 +49,9 @@ set(POOLGEN_KNOBS_max_pool3d_cl rows_per_task:8)
 # interleaved runs each: 3.04, 3.10, 2.97 -> 1.63, 1.67, 1.57), for 3-4 KB a variant. Rows
 # of 4-7 keep their halved vectors: planes measured 20-40% slower at 1x64x14x14. Tasks of 8
 # vectors (64 planes): tasks of one vector made 1x64x7x7 slower on two threads than on one (1.72
-# -> 3.33 us).
-set(POOLGEN_KNOBS_max_pool2d_k2s2p0 channel_vectors:8)
+# -> 3.33 us). Rows of one or two whole vectors run without their column loop (short_rows): a
+# harness calling the kernel alone, f32 i64, one thread, us, medians of 15, six interleaved runs:
+# AVX2 1x64x16x16 2.98-5.00 -> 2.99-4.03 (up to 20% in this VM's slower phases), 28x28
+# 11.0-17.2 -> 9.9-14.0 (8-20%); SSE4.1 14x14 7.2-7.6 -> 5.7-5.8, 16x16 6.3-6.4 -> 5.9-6.1;
+# other sizes unchanged. 3.7-4.1 KB a variant.
+set(POOLGEN_KNOBS_max_pool2d_k2s2p0 channel_vectors:8,short_rows:true)

@@ -48,6 +48,9 @@ struct CpuPoolSchedule {
   // least a vector of channels, run vectors across channels (a lane per plane) rather than the
   // scalar loop, this many vectors of planes a task; 0: off.
   int channel_vectors = 0;
+  // Contiguous: rows of one or two whole vectors (lanes to 2 x lanes outputs) run without the
+  // column loop, each in a copy of its own.
+  bool short_rows = false;
 
   void read(Knobs& knobs);
   void apply(const PoolStages& s, const Halide::Target& target) const;

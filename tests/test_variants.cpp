@@ -135,6 +135,11 @@ const std::pair<int, Ints> kShapes[] = {
     {1, {2, 5, 37}},
     {2, {2, 19, 11, 13}},
     {2, {2, 19, 6, 7}},  // rows of 3 outputs: vectors across channels (k2s2p0)
+    // Rows of 4, 8 and 13 outputs, one or two whole vectors by the variant (k2s2p0 short_rows);
+    // even extents, so that ceil_mode leaves them to that kernel.
+    {2, {1, 3, 4, 8}},
+    {2, {1, 3, 6, 16}},
+    {2, {1, 2, 6, 26}},
     {3, {1, 3, 7, 9, 11}},
     // Channel counts of 1, 2 or 4 whole vectors (by the variant and value width), which the
     // channels-last scatter zeroes with stores of their own, and 64, which most variants zero
