@@ -8,6 +8,10 @@
 // indices (plane_origin: the call's first plane in the tensor, plane_stride: the output plane)
 // with no pass over them; PyTorch's plane offsets pass plane_stride 0.
 //
+// The output's flat dimension may start past a plane's first slot (min > 0: a slab of rows of
+// every plane, which the runtime streams out of a scratch): an index outside [min, min +
+// extent) is then invalid, as one outside the plane is.
+//
 // With `accumulate` it is max pooling's backward (docs/semantics.md, "Gradients"): the same
 // scatter into the pooling input's planes, but each value is added to its slot, in input order
 // and in the value type's arithmetic (add_in_type), and an index outside the plane (an empty
@@ -58,10 +62,11 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
       Expr plane_number = cast<int64_t>(n_) * values_->dim(channel_dim).extent() + c_;
       index = cast<int64_t>(index) - (*plane_origin_ + plane_number) * *plane_stride_;
     }
+    Expr first = cast(index.type(), output_->dim(plane_dim).min());
     Expr plane = cast(index.type(), output_->dim(plane_dim).extent());
-    Expr valid = index >= 0 && index < plane;
+    Expr valid = index >= first && index < first + plane;
     // The clamp keeps every store inside the plane, so nothing outside the output is written.
-    Expr slot = cast<int32_t>(clamp(index, 0, plane - 1));
+    Expr slot = cast<int32_t>(clamp(index, first, first + plane - 1));
     const std::vector<Expr> at = tensor_args<Expr>({slot}, c_, n_, l);
     Expr value = (*values_)(element);
     if (accumulate) {

@@ -75,6 +75,9 @@ struct ScatterGroups {
   const IndexRewrite* rewrite = nullptr;
   bool global = false;  // ONNX's offsets: the unpooling kernel subtracts each plane's first slot
   bool streaming = false;  // outputs beyond the caches: copy_streaming from a scratch
+  // Output rows per values row in the outermost spatial dimension where every window lies
+  // within its stride there (unpooling's slabs, below); 0: windows may overlap.
+  int64_t slab_stride = 0;
   std::mutex mutex;
   std::string error;  // the first kernel error message, if any
   Status rewrite_failed;
@@ -104,36 +107,87 @@ struct ScatterGroups {
         }
         i = dst;
       }
-      // A streaming call's group goes to a scratch in cache, then to the output bypassing it;
-      // a group larger than kStagingBytes (a channels-last image) would leave its scratch's
-      // cache itself: 3-D NDHWC 2x16x32x64x64, images of 8 MiB, measured 1.7 -> 2.9 ms on two
-      // threads staged.
-      constexpr int64_t kStagingBytes = 4 << 20;
-      thread_local std::vector<char> staging;
-      const bool stream = g.streaming && is_packed(o, layout) && o.bytes() <= kStagingBytes;
-      if (stream) staging.resize(static_cast<size_t>(o.bytes()));
-      HalideView values_buffer(v, layout, g.kernel->value, true),
-          indices_buffer(i, layout, g.kernel->index, true),
-          output_buffer(stream ? packed(o, layout, staging.data()) : o, layout, g.kernel->value,
-                        true);
-      KernelArgs args{nullptr, &values_buffer.buffer, &indices_buffer.buffer};
-      int64_t plane_origin = first, plane_stride = g.global ? o.plane() : 0;
-      if (g.kernel->op == Op::unpool_scatter) {  // the accumulating kernel has no origin
-        args.push_back(&plane_origin);
-        args.push_back(&plane_stride);
+      if (!(g.streaming && stream_slabs(v, i, o, first))) {
+        // A streaming call's group goes to a scratch in cache, then to the output bypassing
+        // it; a group larger than kStagingBytes (a channels-last image) would leave its
+        // scratch's cache itself: 3-D NDHWC 2x16x32x64x64, images of 8 MiB, measured 1.7 ->
+        // 2.9 ms on two threads staged.
+        constexpr int64_t kStagingBytes = 4 << 20;
+        thread_local std::vector<char> staging;
+        const bool stream = g.streaming && is_packed(o, layout) && o.bytes() <= kStagingBytes;
+        if (stream) staging.resize(static_cast<size_t>(o.bytes()));
+        std::string error;
+        if (const int result =
+                launch(v, i, stream ? packed(o, layout, staging.data()) : o, first, 0, &error)) {
+          std::lock_guard<std::mutex> lock(g.mutex);
+          if (g.error.empty()) g.error = error;
+          return result;
+        }
+        if (stream) copy_streaming(o.data, staging.data(), static_cast<size_t>(o.bytes()));
       }
-      args.push_back(&output_buffer.buffer);
-      std::string error;
-      // The scatter kernel is serial (the groups are the tasks): no bytes to share.
-      if (const int result = run_kernel(*g.kernel, args, &error, 0)) {
-        std::lock_guard<std::mutex> lock(g.mutex);
-        if (g.error.empty()) g.error = error;
-        return result;
-      }
-      if (stream) copy_streaming(o.data, staging.data(), static_cast<size_t>(o.bytes()));
       first += o.shape[1];
     }
     return 0;
+  }
+
+  // The kernel on a group's planes (from plane `first` of the call), its output's flat
+  // dimension starting at slot `first_slot` (a slab's).
+  int launch(const View& v, const View& i, const View& o, int64_t first, int64_t first_slot,
+             std::string* error) const {
+    const Layout layout = kernel->layout;
+    HalideView values_buffer(v, layout, kernel->value, true),
+        indices_buffer(i, layout, kernel->index, true),
+        output_buffer(o, layout, kernel->value, true);
+    output_buffer.dims[layout == Layout::channels_last ? 1 : 0].min =
+        static_cast<int32_t>(first_slot);
+    KernelArgs args{nullptr, &values_buffer.buffer, &indices_buffer.buffer};
+    int64_t plane_origin = first, plane_stride = global ? o.plane() : 0;
+    if (kernel->op == Op::unpool_scatter) {  // the accumulating kernel has no origin
+      args.push_back(&plane_origin);
+      args.push_back(&plane_stride);
+    }
+    args.push_back(&output_buffer.buffer);
+    // The scatter kernel is serial (the groups are the tasks): no bytes to share.
+    return run_kernel(*kernel, args, error, 0);
+  }
+
+  // Unpooling a group too large to stage whole (a channels-last image, or one huge plane) where
+  // no window crosses its stride in the outermost spatial dimension: slabs of rows, each the
+  // output rows of some values rows, go through a scratch in cache and out with non-temporal
+  // stores, so the output is written once and never read. A slab's kernel stops at a value
+  // whose index lies outside the slab (outside its window, or invalid); the group then runs
+  // again whole, unstaged, which decides (false). The accumulating scatter never takes slabs:
+  // it drops what falls outside its output.
+  bool stream_slabs(const View& v, const View& i, const View& o, int64_t first) const {
+    const Layout layout = kernel->layout;
+    if (slab_stride == 0 || kernel->op != Op::unpool_scatter || !is_packed(o, layout) ||
+        (layout == Layout::contiguous && o.shape[1] != 1)) {
+      return false;
+    }
+    // At most 256 KiB of output a slab (its scratch then stays in L2), and no more than the
+    // streaming threshold, which the tests lower to 0 to run slabs of one values row.
+    constexpr int64_t kSlabBytes = 256 << 10;
+    const int64_t rows = o.shape[2], value_rows = v.shape[2], row_bytes = o.bytes() / rows;
+    const int64_t slab_bytes = std::min(kSlabBytes, std::max<int64_t>(1, streaming_bytes()));
+    if (o.bytes() <= slab_bytes) return false;
+    const int64_t per_slab = std::max<int64_t>(1, slab_bytes / (slab_stride * row_bytes));
+    const int64_t row_slots = o.plane() / rows;
+    thread_local std::vector<char> staging;
+    for (int64_t q = 0; q < value_rows; q += per_slab) {
+      const int64_t count = std::min(per_slab, value_rows - q);
+      const int64_t top = std::min(q * slab_stride, rows);
+      const int64_t bottom = q + count == value_rows ? rows : std::min((q + count) * slab_stride, rows);
+      const View out = slice(o, 2, top, bottom - top);
+      if (out.elements() == 0) return false;
+      staging.resize(static_cast<size_t>(out.bytes()));
+      std::string error;
+      if (launch(slice(v, 2, q, count), slice(i, 2, q, count),
+                 packed(out, layout, staging.data()), first, top * row_slots, &error) != 0) {
+        return false;
+      }
+      copy_streaming(out.data, staging.data(), static_cast<size_t>(out.bytes()));
+    }
+    return true;
   }
 };
 
@@ -207,7 +261,7 @@ Status scatter_large(ScatterMode mode, const View& values, const View& indices,
 
 Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const View& indices,
                const View& output, int64_t call_bytes, const IndexRewrite* rewrite,
-               bool global) {
+               bool global, int64_t slab_stride) {
   const Staged v(values, kernel.layout, true, Staged::input),
       i(indices, kernel.layout, true, Staged::input),
       o(output, kernel.layout, true, Staged::output);
@@ -239,7 +293,8 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
   ScatterGroups groups{&kernel, v.view(), i.view(), o.view(),
                        std::min(fitting, planes_per_group(o.view(), kernel.layout, mode,
                                                           share ? thread_count() : 1, call_bytes)),
-                       rewrite, global, o.view().bytes() >= streaming_bytes(), {}, {}, {}};
+                       rewrite, global, o.view().bytes() >= streaming_bytes(),
+                       mode == ScatterMode::store ? slab_stride : 0, {}, {}, {}};
   const int64_t planes = output.shape[0] * output.shape[1];
   // Halide numbers tasks with an int.
   groups.planes = std::max(groups.planes, planes / std::numeric_limits<int32_t>::max() + 1);

@@ -158,6 +158,10 @@ Status run_checked(int nd, const TensorView& values, const UnpoolOptions& option
   }
 
   const int64_t call_bytes = v.bytes() + i.bytes() + o.bytes();
+  // Windows within their stride in the outermost spatial dimension: a streamed output may be
+  // scattered by slabs of rows (by_index.hpp).
+  const Window& w = call.window;
+  const int64_t slab_stride = w.padding[0] == 0 && w.kernel[0] <= w.stride[0] ? w.stride[0] : 0;
   if (rewrites_indices(options)) {
     // Each group of planes has its indices rewritten into plane offsets just before its
     // scatter, in cache (ONNX's offsets in the output need none: the kernels subtract each
@@ -174,7 +178,8 @@ Status run_checked(int nd, const TensorView& values, const UnpoolOptions& option
     };
     const bool global = options.index_format == IndexFormat::onnx && frame == call.output_shape;
     const Status grouped =
-        scatter(*call.scatter, ScatterMode::store, v, i, o, call_bytes, &rewrite, global);
+        scatter(*call.scatter, ScatterMode::store, v, i, o, call_bytes, &rewrite, global,
+                slab_stride);
     if (grouped.code() != Code::index_out_of_range) return grouped;
     std::vector<char> offsets(static_cast<size_t>(i.bytes()));
     const Status st = rewrite(i, packed(i, layout, offsets.data()), 0, 0);
@@ -196,7 +201,8 @@ Status run_checked(int nd, const TensorView& values, const UnpoolOptions& option
     std::string error;
     if (run_kernel(*gather, args, &error, call_bytes) == 0) return {};
   }
-  return scatter(*call.scatter, ScatterMode::store, v, i, o, call_bytes);
+  return scatter(*call.scatter, ScatterMode::store, v, i, o, call_bytes, nullptr, false,
+                 slab_stride);
 }
 
 Status unpool(int nd, const TensorView& values, const TensorView& indices,
