@@ -160,23 +160,25 @@ struct ScatterGroups {
   // it drops what falls outside its output.
   bool stream_slabs(const View& v, const View& i, const View& o, int64_t first) const {
     const Layout layout = kernel->layout;
-    if (slab_stride == 0 || kernel->op != Op::unpool_scatter || !is_packed(o, layout) ||
-        (layout == Layout::contiguous && o.shape[1] != 1)) {
-      return false;
-    }
     // At most 256 KiB of output a slab (its scratch then stays in L2), and no more than the
     // streaming threshold, which the tests lower to 0 to run slabs of one values row.
     constexpr int64_t kSlabBytes = 256 << 10;
-    const int64_t rows = o.shape[2], value_rows = v.shape[2], row_bytes = o.bytes() / rows;
     const int64_t slab_bytes = std::min(kSlabBytes, std::max<int64_t>(1, streaming_bytes()));
-    if (o.bytes() <= slab_bytes) return false;
+    const int64_t rows = o.shape[2], value_rows = v.shape[2];
+    if (slab_stride == 0 || kernel->op != Op::unpool_scatter || !is_packed(o, layout) ||
+        (layout == Layout::contiguous && o.shape[1] != 1) || o.bytes() <= slab_bytes ||
+        value_rows == 0) {
+      return false;
+    }
+    const int64_t row_bytes = o.bytes() / rows, row_slots = o.plane() / rows;
     const int64_t per_slab = std::max<int64_t>(1, slab_bytes / (slab_stride * row_bytes));
-    const int64_t row_slots = o.plane() / rows;
     thread_local std::vector<char> staging;
     for (int64_t q = 0; q < value_rows; q += per_slab) {
       const int64_t count = std::min(per_slab, value_rows - q);
+      // The last slab also takes the rows past the last window (a larger output_size).
       const int64_t top = std::min(q * slab_stride, rows);
-      const int64_t bottom = q + count == value_rows ? rows : std::min((q + count) * slab_stride, rows);
+      const int64_t bottom =
+          q + count == value_rows ? rows : std::min((q + count) * slab_stride, rows);
       const View out = slice(o, 2, top, bottom - top);
       if (out.elements() == 0) return false;
       staging.resize(static_cast<size_t>(out.bytes()));
