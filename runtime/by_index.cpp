@@ -108,10 +108,10 @@ struct ScatterGroups {
         i = dst;
       }
       if (!(g.streaming && stream_slabs(v, i, o, first))) {
-        // A streaming call's group goes to a scratch in cache, then to the output bypassing
-        // it; a group larger than kStagingBytes (a channels-last image) would leave its
-        // scratch's cache itself: 3-D NDHWC 2x16x32x64x64, images of 8 MiB, measured 1.7 ->
-        // 2.9 ms on two threads staged.
+        // A streaming call's group that takes no slabs (below) goes to a scratch in cache,
+        // then to the output bypassing it; a group larger than kStagingBytes (a channels-last
+        // image) would leave its scratch's cache itself: 3-D NDHWC 2x16x32x64x64, images of
+        // 8 MiB, measured 1.7 -> 2.9 ms on two threads staged.
         constexpr int64_t kStagingBytes = 4 << 20;
         thread_local std::vector<char> staging;
         const bool stream = g.streaming && is_packed(o, layout) && o.bytes() <= kStagingBytes;
@@ -151,13 +151,18 @@ struct ScatterGroups {
     return run_kernel(*kernel, args, error, 0);
   }
 
-  // Unpooling a group too large to stage whole (a channels-last image, or one huge plane) where
-  // no window crosses its stride in the outermost spatial dimension: slabs of rows, each the
-  // output rows of some values rows, go through a scratch in cache and out with non-temporal
-  // stores, so the output is written once and never read. A slab's kernel stops at a value
-  // whose index lies outside the slab (outside its window, or invalid); the group then runs
-  // again whole, unstaged, which decides (false). The accumulating scatter never takes slabs:
-  // it drops what falls outside its output.
+  // Unpooling a group larger than a slab (a channels-last image, or one large plane) where no
+  // window crosses its stride in the outermost spatial dimension (slab_stride, which scatter()
+  // sets for storing scatters only: the accumulating one drops what falls outside its output):
+  // slabs of rows, each the output rows of some values rows, go through a scratch in L2 and out
+  // with non-temporal stores, so the output is written once and never read. Groups of 256 KiB
+  // to 4 MiB, which could be staged whole, measured faster by slabs (f32 k2s2p0, ms, one / two
+  // threads: 3-D NDHWC 8x16x16x32x64, 2 MiB images, 1.65-1.92 / 1.0-1.13 against 2.27-2.39 /
+  // 1.24-1.38 staged whole; 2-D NHWC 8x64x112x112 on Path::general, 3.2 MiB images, 3.8-5.0 /
+  // 2.3-2.6 against 4.5-5.7 / 2.6-3.7). A slab's kernel stops at a value whose index lies
+  // outside the slab (outside its window, or invalid); the group then runs again whole (staged
+  // if it fits kStagingBytes), which decides (false): any indices give the same result, valid
+  // ones outside their window at up to twice the cost.
   bool stream_slabs(const View& v, const View& i, const View& o, int64_t first) const {
     const Layout layout = kernel->layout;
     // At most 256 KiB of output a slab (its scratch then stays in L2), and no more than the
@@ -165,7 +170,7 @@ struct ScatterGroups {
     constexpr int64_t kSlabBytes = 256 << 10;
     const int64_t slab_bytes = std::min(kSlabBytes, std::max<int64_t>(1, streaming_bytes()));
     const int64_t rows = o.shape[2], value_rows = v.shape[2];
-    if (slab_stride == 0 || kernel->op != Op::unpool_scatter || !is_packed(o, layout) ||
+    if (slab_stride == 0 || !is_packed(o, layout) ||
         (layout == Layout::contiguous && o.shape[1] != 1) || o.bytes() <= slab_bytes ||
         value_rows == 0) {
       return false;
