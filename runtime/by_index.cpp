@@ -33,6 +33,11 @@ Status invalid_index_error(const View& indices, int64_t plane, int64_t first_pos
   return status;
 }
 
+int64_t slab_stride(const Window& w) {
+  const int64_t extent = (w.kernel[0] - 1) * w.dilation[0] + 1;
+  return w.padding[0] == 0 && extent <= w.stride[0] ? w.stride[0] : 0;
+}
+
 namespace {
 
 // Planes per scatter call: a group's output stays in cache between the kernel's zero and
@@ -88,6 +93,12 @@ struct ScatterGroups {
     return slice(slice(v, 0, n, 1), 1, c, std::min(count, v.shape[1] - c));
   }
 
+  // A streaming call's group that takes no slabs (below) goes to a scratch in cache, then to
+  // the output bypassing it; a group larger than kStagingBytes (a channels-last image) would
+  // leave its scratch's cache itself: 3-D NDHWC 2x16x32x64x64, images of 8 MiB, measured 1.7 ->
+  // 2.9 ms on two threads staged.
+  static constexpr int64_t kStagingBytes = 4 << 20;
+
   int run(int task) {
     auto& g = *this;
     const Layout layout = g.kernel->layout;
@@ -108,11 +119,6 @@ struct ScatterGroups {
         i = dst;
       }
       if (!(g.streaming && stream_slabs(v, i, o, first))) {
-        // A streaming call's group that takes no slabs (below) goes to a scratch in cache,
-        // then to the output bypassing it; a group larger than kStagingBytes (a channels-last
-        // image) would leave its scratch's cache itself: 3-D NDHWC 2x16x32x64x64, images of
-        // 8 MiB, measured 1.7 -> 2.9 ms on two threads staged.
-        constexpr int64_t kStagingBytes = 4 << 20;
         thread_local std::vector<char> staging;
         const bool stream = g.streaming && is_packed(o, layout) && o.bytes() <= kStagingBytes;
         if (stream) staging.resize(static_cast<size_t>(o.bytes()));
@@ -151,26 +157,30 @@ struct ScatterGroups {
     return run_kernel(*kernel, args, error, 0);
   }
 
-  // Unpooling a group larger than a slab (a channels-last image, or one large plane) where no
-  // window crosses its stride in the outermost spatial dimension (slab_stride, which scatter()
-  // sets for storing scatters only: the accumulating one drops what falls outside its output):
-  // slabs of rows, each the output rows of some values rows, go through a scratch in L2 and out
-  // with non-temporal stores, so the output is written once and never read. Groups of 256 KiB
-  // to 4 MiB, which could be staged whole, measured faster by slabs (f32 k2s2p0, ms, one / two
-  // threads: 3-D NDHWC 8x16x16x32x64, 2 MiB images, 1.65-1.92 / 1.0-1.13 against 2.27-2.39 /
-  // 1.24-1.38 staged whole; 2-D NHWC 8x64x112x112 on Path::general, 3.2 MiB images, 3.8-5.0 /
-  // 2.3-2.6 against 4.5-5.7 / 2.6-3.7). A slab's kernel stops at a value whose index lies
-  // outside the slab (outside its window, or invalid); the group then runs again whole (staged
-  // if it fits kStagingBytes), which decides (false): any indices give the same result, valid
-  // ones outside their window at up to twice the cost.
+  // A group larger than a slab (a channels-last image, or one large plane) where no window
+  // crosses its stride in the outermost spatial dimension (slab_stride): slabs of rows, each
+  // the output rows of some values rows, go through a scratch in L2 and out with non-temporal
+  // stores, so the output is written once and never read. A slab where some index lies outside
+  // it (outside its window, or invalid) ends the route: the group then runs again whole
+  // (staged if it fits kStagingBytes), which decides (false), so any indices give the same
+  // result, valid ones outside their window at up to twice the cost. Unpooling's kernel stops
+  // at such an index itself; the accumulating one would drop it, as it drops an empty window's,
+  // so pooling's gradient checks each slab's indices after its kernel has brought them into
+  // cache (indices_within, on packed indices: checked first, they cost what the slabs gained).
+  // Unpooling takes slabs for every group above a slab, pooling's gradient only for groups too
+  // large to stage whole: docs/kernels.md, "Streaming outputs", has the measurements.
   bool stream_slabs(const View& v, const View& i, const View& o, int64_t first) const {
     const Layout layout = kernel->layout;
+    const bool accumulate = kernel->op != Op::unpool_scatter;
     // At most 256 KiB of output a slab (its scratch then stays in L2), and no more than the
-    // streaming threshold, which the tests lower to 0 to run slabs of one values row.
+    // streaming threshold, which the tests lower to 0 to run slabs of one values row (in every
+    // group: the gradient's least group is that threshold too, if lower).
     constexpr int64_t kSlabBytes = 256 << 10;
     const int64_t slab_bytes = std::min(kSlabBytes, std::max<int64_t>(1, streaming_bytes()));
     const int64_t rows = o.shape[2], value_rows = v.shape[2];
     if (slab_stride == 0 || !is_packed(o, layout) ||
+        (accumulate &&
+         (!is_packed(i, layout) || o.bytes() <= std::min(kStagingBytes, streaming_bytes()))) ||
         (layout == Layout::contiguous && o.shape[1] != 1) || o.bytes() <= slab_bytes ||
         value_rows == 0) {
       return false;
@@ -187,9 +197,13 @@ struct ScatterGroups {
       const View out = slice(o, 2, top, bottom - top);
       if (out.elements() == 0) return false;
       staging.resize(static_cast<size_t>(out.bytes()));
+      const View indices = slice(i, 2, q, count);
       std::string error;
-      if (launch(slice(v, 2, q, count), slice(i, 2, q, count),
-                 packed(out, layout, staging.data()), first, top * row_slots, &error) != 0) {
+      // The check after the kernel, which brought the indices into cache.
+      if (launch(slice(v, 2, q, count), indices, packed(out, layout, staging.data()), first,
+                 top * row_slots, &error) != 0 ||
+          (accumulate && !indices_within(indices.data, indices.dtype, indices.elements(),
+                                         top * row_slots, bottom * row_slots))) {
         return false;
       }
       copy_streaming(out.data, staging.data(), static_cast<size_t>(out.bytes()));
@@ -300,8 +314,8 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
   ScatterGroups groups{&kernel, v.view(), i.view(), o.view(),
                        std::min(fitting, planes_per_group(o.view(), kernel.layout, mode,
                                                           share ? thread_count() : 1, call_bytes)),
-                       rewrite, global, o.view().bytes() >= streaming_bytes(),
-                       mode == ScatterMode::store ? slab_stride : 0, {}, {}, {}};
+                       rewrite, global, o.view().bytes() >= streaming_bytes(), slab_stride,
+                       {}, {}, {}};
   const int64_t planes = output.shape[0] * output.shape[1];
   // Halide numbers tasks with an int.
   groups.planes = std::max(groups.planes, planes / std::numeric_limits<int32_t>::max() + 1);

@@ -37,12 +37,17 @@ using IndexRewrite =
 // input order) is the result. `global` (store only): the indices are ONNX's offsets in the whole
 // output, which the kernels take as they are (the rewrite then serves only planes beyond the
 // kernels' buffers); an index outside its plane is index_out_of_range (not naming it).
-// `slab_stride` (store only): the output rows per values row in the outermost spatial
-// dimension when every window lies within its stride there (kernel <= stride, no padding), so
-// that a streamed output may be scattered by slabs of rows; 0 where windows may overlap.
+// `slab_stride`: the output rows per values row in the outermost spatial dimension when every
+// window lies within its stride there (slab_stride(), below), so that a streamed output may be
+// scattered by slabs of rows; 0 where windows may overlap.
 Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const View& indices,
                const View& output, int64_t call_bytes, const IndexRewrite* rewrite = nullptr,
                bool global = false, int64_t slab_stride = 0);
+
+// The window's stride in its outermost spatial dimension where every window lies within it
+// there (its dilated extent at most the stride, no padding before it), else 0: scatter()'s
+// `slab_stride`.
+int64_t slab_stride(const Window& window);
 
 // The gather by index (max_unpool_backward) on planes beyond a kernel's buffers, one thread,
 // 64-bit offsets: output[j] = values[indices[j]] in each (n, c) plane of flat views in `layout`,

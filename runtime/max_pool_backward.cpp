@@ -179,7 +179,8 @@ Status run_checked(int nd, const TensorView& grad_input, const PoolOptions& opti
   }
   const int64_t call_bytes = g.bytes() + i.bytes() + o.bytes();
   if (call.gather && gather(*call.gather, g, i, o, call_bytes)) return {};
-  return scatter(scatter_kernel, ScatterMode::accumulate, g, i, o, call_bytes);
+  return scatter(scatter_kernel, ScatterMode::accumulate, g, i, o, call_bytes, nullptr, false,
+                 slab_stride(call.window));
 }
 
 Status pool_backward(int nd, const TensorView& grad_output, const TensorView& indices,

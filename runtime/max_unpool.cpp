@@ -160,8 +160,7 @@ Status run_checked(int nd, const TensorView& values, const UnpoolOptions& option
   const int64_t call_bytes = v.bytes() + i.bytes() + o.bytes();
   // Windows within their stride in the outermost spatial dimension: a streamed output may be
   // scattered by slabs of rows (by_index.hpp).
-  const Window& w = call.window;
-  const int64_t slab_stride = w.padding[0] == 0 && w.kernel[0] <= w.stride[0] ? w.stride[0] : 0;
+  const int64_t slabs = slab_stride(call.window);
   if (rewrites_indices(options)) {
     // Each group of planes has its indices rewritten into plane offsets just before its
     // scatter, in cache (ONNX's offsets in the output need none: the kernels subtract each
@@ -178,8 +177,7 @@ Status run_checked(int nd, const TensorView& values, const UnpoolOptions& option
     };
     const bool global = options.index_format == IndexFormat::onnx && frame == call.output_shape;
     const Status grouped =
-        scatter(*call.scatter, ScatterMode::store, v, i, o, call_bytes, &rewrite, global,
-                slab_stride);
+        scatter(*call.scatter, ScatterMode::store, v, i, o, call_bytes, &rewrite, global, slabs);
     if (grouped.code() != Code::index_out_of_range) return grouped;
     std::vector<char> offsets(static_cast<size_t>(i.bytes()));
     const Status st = rewrite(i, packed(i, layout, offsets.data()), 0, 0);
@@ -201,8 +199,7 @@ Status run_checked(int nd, const TensorView& values, const UnpoolOptions& option
     std::string error;
     if (run_kernel(*gather, args, &error, call_bytes) == 0) return {};
   }
-  return scatter(*call.scatter, ScatterMode::store, v, i, o, call_bytes, nullptr, false,
-                 slab_stride);
+  return scatter(*call.scatter, ScatterMode::store, v, i, o, call_bytes, nullptr, false, slabs);
 }
 
 Status unpool(int nd, const TensorView& values, const TensorView& indices,

@@ -12,7 +12,7 @@
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <emmintrin.h>
-#define POOLGEN_STREAMING_STORES 1
+#define POOLGEN_SSE2 1
 #endif
 
 namespace poolgen::detail {
@@ -540,7 +540,7 @@ void copy_elements(const View& from, const View& to) {
 }
 
 void copy_streaming(void* to, const void* from, size_t bytes) {
-#ifdef POOLGEN_STREAMING_STORES
+#ifdef POOLGEN_SSE2
   auto* dst = static_cast<char*>(to);
   const auto* src = static_cast<const char*>(from);
   const size_t head = std::min(bytes, (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16);
@@ -565,6 +565,50 @@ void copy_streaming(void* to, const void* from, size_t bytes) {
 #else
   std::memcpy(to, from, bytes);
 #endif
+}
+
+bool indices_within(const void* indices, DType dtype, int64_t count, int64_t lo, int64_t hi) {
+  const bool wide = dtype == DType::i64;
+#ifdef POOLGEN_SSE2
+  // As 32-bit words (x86 is little-endian): an i64 index lies within iff its low word does and
+  // its high word is 0, so the words alternate between two ranges, each tested as an unsigned
+  // `word - base < span`, which SSE2 does as the signed (span ^ sign) > ((word - base) ^ sign).
+  const auto low = static_cast<uint32_t>(lo), span = static_cast<uint32_t>(hi - lo);
+  const uint32_t base[2] = {low, wide ? 0u : low}, spans[2] = {span, wide ? 1u : span};
+  const auto* words = static_cast<const uint32_t*>(indices);
+  const int64_t n = count * (wide ? 2 : 1);
+  auto lanes = [](const uint32_t pair[2]) {
+    return _mm_setr_epi32(static_cast<int32_t>(pair[0]), static_cast<int32_t>(pair[1]),
+                          static_cast<int32_t>(pair[0]), static_cast<int32_t>(pair[1]));
+  };
+  const __m128i sign = _mm_set1_epi32(std::numeric_limits<int32_t>::min());
+  const __m128i bases = lanes(base), limits = _mm_xor_si128(lanes(spans), sign);
+  auto within = [&](const uint32_t* at) {
+    const __m128i word = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
+    return _mm_cmpgt_epi32(limits, _mm_xor_si128(_mm_sub_epi32(word, bases), sign));
+  };
+  // A cache line a step, in four independent chains (twice as fast as one from L2).
+  __m128i inside[4] = {_mm_set1_epi32(-1), _mm_set1_epi32(-1), _mm_set1_epi32(-1),
+                       _mm_set1_epi32(-1)};
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    for (int j = 0; j < 4; ++j) inside[j] = _mm_and_si128(inside[j], within(words + k + 4 * j));
+  }
+  for (; k + 4 <= n; k += 4) inside[0] = _mm_and_si128(inside[0], within(words + k));
+  const __m128i all = _mm_and_si128(_mm_and_si128(inside[0], inside[1]),
+                                    _mm_and_si128(inside[2], inside[3]));
+  if (_mm_movemask_epi8(all) != 0xFFFF) return false;
+  for (; k < n; ++k) {
+    if (words[k] - base[k % 2] >= spans[k % 2]) return false;
+  }
+#else
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t index = wide ? static_cast<const int64_t*>(indices)[k]
+                               : static_cast<const int32_t*>(indices)[k];
+    if (index < lo || index >= hi) return false;
+  }
+#endif
+  return true;
 }
 
 }  // namespace poolgen::detail

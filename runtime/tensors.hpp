@@ -208,4 +208,8 @@ void copy_elements(const View& from, const View& to);
 // plain memcpy elsewhere.
 void copy_streaming(void* to, const void* from, size_t bytes);
 
+// Whether each of the `count` i32 or i64 indices at `indices` lies in [lo, hi), where
+// 0 <= lo <= hi < 2^31 (x86-64: SSE2, four 32-bit words a step; no early exit).
+bool indices_within(const void* indices, DType dtype, int64_t count, int64_t lo, int64_t hi);
+
 }  // namespace poolgen::detail
