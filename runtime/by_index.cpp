@@ -20,7 +20,10 @@ Status invalid_index_at(int64_t position, int64_t index, int64_t plane) {
               " (in input order)");
 }
 
-Status invalid_index_error(const View& indices, int64_t plane, int64_t first_position) {
+// Cold, as scatter_large and gather_large are (planes of 2^31 elements and more): compiled for
+// size, off the calls' path (the gradient's slabs paid for their code with this).
+[[gnu::cold]] Status invalid_index_error(const View& indices, int64_t plane,
+                                         int64_t first_position) {
   Status status;
   for_each_element(indices, [&](int64_t position, int64_t offset) {
     const int64_t index = indices.dtype == DType::i32
@@ -52,6 +55,7 @@ namespace {
 // 1x64x182x182, 3.6 to 15 MB, were 1.1-1.4x faster). The accumulating scatter (pooling's
 // gradient) never splits an image: split, it measured slower at every size (k2s2p0 f32, us on
 // one / two threads: 1x64x90x90 269 / 432, 1x64x128x128 535 / 649, 1x64x182x182 1067 / 1163).
+// A streaming call whose images go by slabs shares each image's rows instead (scatter()).
 int64_t planes_per_group(const View& o, Layout layout, ScatterMode mode, int64_t cores,
                          int64_t call_bytes) {
   constexpr int64_t kGroupBytes = 1 << 20, kLineBytes = 64, kSplitBytes = 16 << 20;
@@ -83,12 +87,16 @@ struct ScatterGroups {
   // Output rows per values row in the outermost spatial dimension where every window lies
   // within its stride there (unpooling's slabs, below); 0: windows may overlap.
   int64_t slab_stride = 0;
+  // Tasks per group (> 1: fewer groups than threads, each a whole image taking slabs, whose
+  // values rows the tasks share); groups a task sent back whole then run after them.
+  int64_t parts = 1;
+  std::vector<char> redo;
   std::mutex mutex;
   std::string error;  // the first kernel error message, if any
   Status rewrite_failed;
 
   // Planes [first, first + count) of `v` (never crossing a batch).
-  static View part(const View& v, int64_t first, int64_t count) {
+  [[gnu::noinline]] static View part(const View& v, int64_t first, int64_t count) {
     const int64_t n = first / v.shape[1], c = first % v.shape[1];
     return slice(slice(v, 0, n, 1), 1, c, std::min(count, v.shape[1] - c));
   }
@@ -100,6 +108,17 @@ struct ScatterGroups {
   static constexpr int64_t kStagingBytes = 4 << 20;
 
   int run(int task) {
+    if (parts > 1) {  // values rows [q0, q1) of one group, no rewrite (scatter() checks)
+      const int64_t group = task / parts, part = task % parts, first = group * planes;
+      const View v = ScatterGroups::part(values, first, planes);
+      const int64_t q0 = v.shape[2] * part / parts, q1 = v.shape[2] * (part + 1) / parts;
+      if (!stream_slabs(v, ScatterGroups::part(indices, first, planes),
+                        ScatterGroups::part(output, first, planes), first, q0, q1)) {
+        std::lock_guard<std::mutex> lock(mutex);
+        redo[static_cast<size_t>(group)] = 1;
+      }
+      return 0;
+    }
     auto& g = *this;
     const Layout layout = g.kernel->layout;
     const int64_t end = std::min((task + 1) * g.planes, g.output.shape[0] * g.output.shape[1]);
@@ -118,7 +137,7 @@ struct ScatterGroups {
         }
         i = dst;
       }
-      if (!(g.streaming && stream_slabs(v, i, o, first))) {
+      if (!(g.streaming && takes_slabs(v, i, o) && stream_slabs(v, i, o, first, 0, v.shape[2]))) {
         thread_local std::vector<char> staging;
         const bool stream = g.streaming && is_packed(o, layout) && o.bytes() <= kStagingBytes;
         if (stream) staging.resize(static_cast<size_t>(o.bytes()));
@@ -169,27 +188,36 @@ struct ScatterGroups {
   // cache (indices_within, on packed indices: checked first, they cost what the slabs gained).
   // Unpooling takes slabs for every group above a slab, pooling's gradient only for groups too
   // large to stage whole: docs/kernels.md, "Streaming outputs", has the measurements.
-  bool stream_slabs(const View& v, const View& i, const View& o, int64_t first) const {
+  // At most 256 KiB of output a slab (its scratch then stays in L2), and no more than the
+  // streaming threshold, which the tests lower to 0 to run slabs of one values row (in every
+  // group: the gradient's least group is that threshold too, if lower).
+  static int64_t slab_bytes() {
+    constexpr int64_t kSlabBytes = 256 << 10;
+    return std::min(kSlabBytes, std::max<int64_t>(1, streaming_bytes()));
+  }
+
+  // Whether a group of a streaming call goes by slabs (stream_slabs).
+  [[gnu::noinline]] bool takes_slabs(const View& v, const View& i, const View& o) const {
     const Layout layout = kernel->layout;
     const bool accumulate = kernel->op != Op::unpool_scatter;
-    // At most 256 KiB of output a slab (its scratch then stays in L2), and no more than the
-    // streaming threshold, which the tests lower to 0 to run slabs of one values row (in every
-    // group: the gradient's least group is that threshold too, if lower).
-    constexpr int64_t kSlabBytes = 256 << 10;
-    const int64_t slab_bytes = std::min(kSlabBytes, std::max<int64_t>(1, streaming_bytes()));
+    return slab_stride != 0 && is_packed(o, layout) &&
+           (!accumulate ||
+            (is_packed(i, layout) && o.bytes() > std::min(kStagingBytes, streaming_bytes()))) &&
+           (layout == Layout::contiguous ? o.shape[1] == 1 : true) &&
+           o.bytes() > slab_bytes() && v.shape[2] > 0;
+  }
+
+  // Values rows [q0, q1) of a group that takes_slabs, by slabs (false: the group must run whole).
+  bool stream_slabs(const View& v, const View& i, const View& o, int64_t first, int64_t q0,
+                    int64_t q1) const {
+    const Layout layout = kernel->layout;
+    const bool accumulate = kernel->op != Op::unpool_scatter;
     const int64_t rows = o.shape[2], value_rows = v.shape[2];
-    if (slab_stride == 0 || !is_packed(o, layout) ||
-        (accumulate &&
-         (!is_packed(i, layout) || o.bytes() <= std::min(kStagingBytes, streaming_bytes()))) ||
-        (layout == Layout::contiguous && o.shape[1] != 1) || o.bytes() <= slab_bytes ||
-        value_rows == 0) {
-      return false;
-    }
     const int64_t row_bytes = o.bytes() / rows, row_slots = o.plane() / rows;
-    const int64_t per_slab = std::max<int64_t>(1, slab_bytes / (slab_stride * row_bytes));
+    const int64_t per_slab = std::max<int64_t>(1, slab_bytes() / (slab_stride * row_bytes));
     thread_local std::vector<char> staging;
-    for (int64_t q = 0; q < value_rows; q += per_slab) {
-      const int64_t count = std::min(per_slab, value_rows - q);
+    for (int64_t q = q0; q < q1; q += per_slab) {
+      const int64_t count = std::min(per_slab, q1 - q);
       // The last slab also takes the rows past the last window (a larger output_size).
       const int64_t top = std::min(q * slab_stride, rows);
       const int64_t bottom =
@@ -250,8 +278,8 @@ struct FlatPlane {
 // each output plane is zeroed, then every value goes to its slot in input order, stored (the
 // latest duplicate wins; every index is checked first, the first invalid one in input order
 // being the error) or added (indices outside the plane dropped).
-Status scatter_large(ScatterMode mode, const View& values, const View& indices,
-                     const View& output, Layout layout) {
+[[gnu::cold]] Status scatter_large(ScatterMode mode, const View& values, const View& indices,
+                                   const View& output, Layout layout) {
   if (mode == ScatterMode::store) {
     POOLGEN_RETURN_IF_ERROR(invalid_index_error(indices, output.plane()));
   }
@@ -311,16 +339,37 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
     return {};
   }
   const bool share = worth_sharing(call_bytes);
+  const int cores = share ? thread_count() : 1;
   ScatterGroups groups{&kernel, v.view(), i.view(), o.view(),
-                       std::min(fitting, planes_per_group(o.view(), kernel.layout, mode,
-                                                          share ? thread_count() : 1, call_bytes)),
+                       std::min(fitting, planes_per_group(o.view(), kernel.layout, mode, cores,
+                                                          call_bytes)),
                        rewrite, global, o.view().bytes() >= streaming_bytes(), slab_stride,
-                       {}, {}, {}};
+                       1, {}, {}, {}, {}};
   const int64_t planes = output.shape[0] * output.shape[1];
   // Halide numbers tasks with an int.
   groups.planes = std::max(groups.planes, planes / std::numeric_limits<int32_t>::max() + 1);
-  const int tasks = static_cast<int>((planes + groups.planes - 1) / groups.planes);
-  if (parallel_for(tasks, [&](int task) { return groups.run(task); }, share) != 0) {
+  // Fewer images than threads, taking slabs: whole images, each one's values rows shared among
+  // several tasks (rather than its channels, whose half-pixel stripes go to memory unstreamed).
+  const int64_t image = kernel.layout == Layout::channels_last ? channels : 1;
+  const int64_t images = planes / image;
+  if (groups.streaming && (!rewrite || global) && image <= fitting && images < cores &&
+      groups.takes_slabs(ScatterGroups::part(v.view(), 0, image),
+                         ScatterGroups::part(i.view(), 0, image),
+                         ScatterGroups::part(o.view(), 0, image))) {
+    groups.planes = image;
+    groups.parts = (cores + images - 1) / images;
+    groups.redo.assign(static_cast<size_t>(images), 0);
+  }
+  const int tasks = static_cast<int>((planes + groups.planes - 1) / groups.planes * groups.parts);
+  int failed = parallel_for(tasks, [&](int task) { return groups.run(task); }, share);
+  if (failed == 0 && groups.parts > 1) {  // the images some part sent back, whole, one by one
+    groups.parts = 1;
+    groups.slab_stride = 0;
+    for (size_t image_index = 0; image_index < groups.redo.size() && failed == 0; ++image_index) {
+      if (groups.redo[image_index]) failed = groups.run(static_cast<int>(image_index));
+    }
+  }
+  if (failed != 0) {
     if (!groups.rewrite_failed.ok()) return groups.rewrite_failed;
     if (global) return Status(Code::index_out_of_range, "indices: some index outside its plane");
     Status invalid = mode == ScatterMode::store ? invalid_index_error(indices, output.plane())
@@ -331,8 +380,8 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
   return {};
 }
 
-Status gather_large(const View& values, const View& indices, const View& output, Layout layout,
-                    int64_t first_plane) {
+[[gnu::cold]] Status gather_large(const View& values, const View& indices, const View& output,
+                                  Layout layout, int64_t first_plane) {
   POOLGEN_RETURN_IF_ERROR(
       invalid_index_error(indices, values.plane(), first_plane * indices.plane()));
   const auto size = static_cast<size_t>(element_size(values.dtype));

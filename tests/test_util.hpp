@@ -119,9 +119,19 @@ bool outside_untouched(const std::vector<T>& backing, const std::vector<int64_t>
 
 // While it lives, every call streams its outputs (set_streaming_bytes(0)): the non-temporal
 // path, which the default keeps for outputs beyond the caches, runs on the tests' small shapes.
+// Every call is shared among three threads too, so that an image alone (fewer images than
+// threads) has its slabs split among tasks, in uneven shares.
 struct StreamingEveryOutput {
-  StreamingEveryOutput() { set_streaming_bytes(0); }
-  ~StreamingEveryOutput() { set_streaming_bytes(-1); }
+  StreamingEveryOutput() {
+    set_streaming_bytes(0);
+    set_min_parallel_bytes(0);
+    set_num_threads(3);
+  }
+  ~StreamingEveryOutput() {
+    set_streaming_bytes(-1);
+    set_min_parallel_bytes(-1);
+    set_num_threads(0);
+  }
   StreamingEveryOutput(const StreamingEveryOutput&) = delete;
   StreamingEveryOutput& operator=(const StreamingEveryOutput&) = delete;
 };
