@@ -56,9 +56,13 @@ namespace {
 // gradient) never splits an image: split, it measured slower at every size (k2s2p0 f32, us on
 // one / two threads: 1x64x90x90 269 / 432, 1x64x128x128 535 / 649, 1x64x182x182 1067 / 1163).
 // A streaming call whose images go by slabs shares each image's rows instead (scatter()).
+// Contiguous groups hold at least 16 KiB of output where the planes allow: a kernel call costs
+// more than tiny planes' work (1x64x7x7 f32, four groups of 16 planes -> one, us on one thread,
+// four interleaved rounds: unpooling 2.0-2.9 -> 1.4-2.1, pooling's gradient 2.5-4.0 -> 1.7-1.9).
 int64_t planes_per_group(const View& o, Layout layout, ScatterMode mode, int64_t cores,
                          int64_t call_bytes) {
   constexpr int64_t kGroupBytes = 1 << 20, kLineBytes = 64, kSplitBytes = 16 << 20;
+  constexpr int64_t kLeastGroupBytes = 16 << 10;
   const int64_t size = element_size(o.dtype);
   const int64_t planes = o.shape[0] * o.shape[1], channels = o.shape[1];
   const int64_t plane_bytes = std::max<int64_t>(1, o.plane() * size);
@@ -72,7 +76,8 @@ int64_t planes_per_group(const View& o, Layout layout, ScatterMode mode, int64_t
     return (channels / blocks + line - 1) / line * line;
   }
   const int64_t for_cores = (planes + 4 * cores - 1) / (4 * cores);
-  return std::max<int64_t>(1, std::min(kGroupBytes / plane_bytes, for_cores));
+  const int64_t least = (kLeastGroupBytes + plane_bytes - 1) / plane_bytes;
+  return std::max<int64_t>(1, std::min(kGroupBytes / plane_bytes, std::max(least, for_cores)));
 }
 
 // One Halide task per group of planes: the scatter kernel runs on planes
