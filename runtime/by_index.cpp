@@ -114,11 +114,11 @@ struct ScatterGroups {
 
   int run(int task) {
     if (parts > 1) {  // values rows [q0, q1) of one group, no rewrite (scatter() checks)
-      const int64_t group = task / parts, part = task % parts, first = group * planes;
-      const View v = ScatterGroups::part(values, first, planes);
-      const int64_t q0 = v.shape[2] * part / parts, q1 = v.shape[2] * (part + 1) / parts;
-      if (!stream_slabs(v, ScatterGroups::part(indices, first, planes),
-                        ScatterGroups::part(output, first, planes), first, q0, q1)) {
+      const int64_t group = task / parts, share = task % parts, first = group * planes;
+      const View v = part(values, first, planes);
+      const int64_t q0 = v.shape[2] * share / parts, q1 = v.shape[2] * (share + 1) / parts;
+      if (!stream_slabs(v, part(indices, first, planes), part(output, first, planes), first, q0,
+                        q1)) {
         std::lock_guard<std::mutex> lock(mutex);
         redo[static_cast<size_t>(group)] = 1;
       }
@@ -181,6 +181,17 @@ struct ScatterGroups {
     return run_kernel(*kernel, args, error, 0);
   }
 
+  // At most 256 KiB of output a slab (its scratch then stays in L2), and no more than the
+  // streaming threshold, which the tests lower to 0 to run slabs of one values row (in every
+  // group: the gradient's least group is that threshold too, if lower).
+  static int64_t slab_bytes() {
+    constexpr int64_t kSlabBytes = 256 << 10;
+    return std::min(kSlabBytes, std::max<int64_t>(1, streaming_bytes()));
+  }
+
+  // Pooling's gradient (the accumulating kernel), not unpooling.
+  bool accumulates() const { return kernel->op != Op::unpool_scatter; }
+
   // A group larger than a slab (a channels-last image, or one large plane) where no window
   // crosses its stride in the outermost spatial dimension (slab_stride): slabs of rows, each
   // the output rows of some values rows, go through a scratch in L2 and out with non-temporal
@@ -193,30 +204,20 @@ struct ScatterGroups {
   // cache (indices_within, on packed indices: checked first, they cost what the slabs gained).
   // Unpooling takes slabs for every group above a slab, pooling's gradient only for groups too
   // large to stage whole: docs/kernels.md, "Streaming outputs", has the measurements.
-  // At most 256 KiB of output a slab (its scratch then stays in L2), and no more than the
-  // streaming threshold, which the tests lower to 0 to run slabs of one values row (in every
-  // group: the gradient's least group is that threshold too, if lower).
-  static int64_t slab_bytes() {
-    constexpr int64_t kSlabBytes = 256 << 10;
-    return std::min(kSlabBytes, std::max<int64_t>(1, streaming_bytes()));
-  }
-
-  // Whether a group of a streaming call goes by slabs (stream_slabs).
+  // takes_slabs: whether a group of a streaming call goes this route (stream_slabs).
   [[gnu::noinline]] bool takes_slabs(const View& v, const View& i, const View& o) const {
     const Layout layout = kernel->layout;
-    const bool accumulate = kernel->op != Op::unpool_scatter;
     return slab_stride != 0 && is_packed(o, layout) &&
-           (!accumulate ||
+           (!accumulates() ||
             (is_packed(i, layout) && o.bytes() > std::min(kStagingBytes, streaming_bytes()))) &&
-           (layout == Layout::contiguous ? o.shape[1] == 1 : true) &&
-           o.bytes() > slab_bytes() && v.shape[2] > 0;
+           (layout != Layout::contiguous || o.shape[1] == 1) && o.bytes() > slab_bytes() &&
+           v.shape[2] > 0;
   }
 
   // Values rows [q0, q1) of a group that takes_slabs, by slabs (false: the group must run whole).
   bool stream_slabs(const View& v, const View& i, const View& o, int64_t first, int64_t q0,
                     int64_t q1) const {
     const Layout layout = kernel->layout;
-    const bool accumulate = kernel->op != Op::unpool_scatter;
     const int64_t rows = o.shape[2], value_rows = v.shape[2];
     const int64_t row_bytes = o.bytes() / rows, row_slots = o.plane() / rows;
     const int64_t per_slab = std::max<int64_t>(1, slab_bytes() / (slab_stride * row_bytes));
@@ -235,7 +236,7 @@ struct ScatterGroups {
       // The check after the kernel, which brought the indices into cache.
       if (launch(slice(v, 2, q, count), indices, packed(out, layout, staging.data()), first,
                  top * row_slots, &error) != 0 ||
-          (accumulate && !indices_within(indices.data, indices.dtype, indices.elements(),
+          (accumulates() && !indices_within(indices.data, indices.dtype, indices.elements(),
                                          top * row_slots, bottom * row_slots))) {
         return false;
       }
