@@ -421,7 +421,7 @@ Status run_flat_buffers(const Kernel& kernel, Device device, const Views& views,
   KernelArgs args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
                   &output_buffer.buffer};
   const bool on_device = views[0].device == Device::cuda;
-  std::vector<CudaBuffer> buffers = {{&values_buffer.buffer, on_device, false},
+  CudaBuffers buffers = {{&values_buffer.buffer, on_device, false},
                                      {&indices_buffer.buffer, on_device, false},
                                      {&output_buffer.buffer, on_device, true}};
   const bool i32 = kernel.index == DType::i32;

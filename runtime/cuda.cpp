@@ -107,13 +107,13 @@ Status cuda_capability(int* capability) {
 }
 
 int run_cuda_kernel(const Kernel& kernel, KernelArgs& args,
-                    const std::vector<CudaBuffer>& buffers, std::string* error) {
+                    const CudaBuffers& buffers, std::string* error) {
   use_callers_context();
   return with_error_capture(
       [&](void* user_context) {
         int result = 0;
         // Device views: the pointer becomes the buffer's device allocation; no host copy exists.
-        std::vector<halide_buffer_t*> wrapped;
+        InlineVector<halide_buffer_t*, 5> wrapped;
         for (const CudaBuffer& b : buffers) {
           if (!b.on_device || result != 0) continue;
           const auto pointer = reinterpret_cast<uint64_t>(b.buffer->host);
@@ -155,7 +155,7 @@ Status cuda_capability(int*) {
               "POOLGEN_CUDA_CAPABILITIES is empty)");
 }
 
-int run_cuda_kernel(const Kernel&, KernelArgs&, const std::vector<CudaBuffer>&,
+int run_cuda_kernel(const Kernel&, KernelArgs&, const CudaBuffers&,
                     std::string* error) {
   *error = "this build has no CUDA kernels";
   return -1;

@@ -32,11 +32,13 @@ struct CudaBuffer {
   bool on_device;
   bool output;
 };
+// A call's buffers, held in place (at most five: three tensors and a kernel's report).
+using CudaBuffers = InlineVector<CudaBuffer, 5>;
 
 // Runs a CUDA kernel with args[1...] filled: wraps device pointers, runs, copies host outputs
 // back, and releases every device allocation and wrapping whatever happened. Returns Halide's
 // error code; the first message goes to *error.
 int run_cuda_kernel(const Kernel& kernel, KernelArgs& args,
-                    const std::vector<CudaBuffer>& buffers, std::string* error);
+                    const CudaBuffers& buffers, std::string* error);
 
 }  // namespace poolgen::detail
