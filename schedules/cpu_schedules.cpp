@@ -251,11 +251,21 @@ void CpuIndexGatherSchedule::apply(const IndexGatherStages& s, const Target& tar
   const int chunk_size = s.chunk;
   const int per_chunk = channels_last ? 64 * chunk_size : chunk_size;  // elements, about
   const int chunks_per_task = std::max(1, elements_per_task / per_chunk);
+  Var per_task = tasks;  // the loop inside which a task's chunks are checked
   if (!channels_last) {
+    // Planes smaller than a chunk share a task, up to a chunk's elements (a runtime split): a
+    // task per 7x7 plane paid the task's call, its unfusing divisions and its setup for nine
+    // elements. The runtime's parallel hook still hands threads several tasks at a time.
+    Var c_block("c_block"), plane("plane");
+    const Expr planes_per_task =
+        max(chunk_size / max(out.output_buffers()[0].dim(0).extent(), 1), 1);
     out.split(s.p, chunk, inner, chunk_size, TailStrategy::GuardWithIf)
         .vectorize(inner, lanes, TailStrategy::GuardWithIf)
         .split(chunk, block, chunk, chunks_per_task, TailStrategy::GuardWithIf)
-        .fuse(block, s.c, block_c).fuse(block_c, s.n, tasks).parallel(tasks);
+        .split(s.c, c_block, plane, planes_per_task, TailStrategy::GuardWithIf)
+        .reorder(inner, chunk, plane, block, c_block, s.n)
+        .fuse(block, c_block, block_c).fuse(block_c, s.n, tasks).parallel(tasks);
+    per_task = plane;
   } else {
     // Channels are the vectors; a task is a run of one image's pixels.
     out.vectorize(s.c, lanes, TailStrategy::GuardWithIf)
@@ -264,7 +274,9 @@ void CpuIndexGatherSchedule::apply(const IndexGatherStages& s, const Target& tar
         .fuse(block, s.n, tasks).parallel(tasks);
   }
   if (invalid.defined()) {
-    invalid.compute_at(out, tasks)
+    // A task's flags fit on the stack: at most chunks_per_task of them.
+    invalid.compute_at(out, per_task)
+        .bound_storage(invalid.args()[0], chunks_per_task)
         .update().atomic().vectorize(s.in_chunk[0], lanes, TailStrategy::GuardWithIf);
   }
 }

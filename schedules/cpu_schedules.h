@@ -117,8 +117,8 @@ struct IndexGatherStages {
 };
 
 // Vectors along the dense dimension (p, or c in channels-last); tasks of about
-// elements_per_task elements (runs of a plane, or of an image's pixels), whose chunks of
-// indices are checked when the task starts.
+// elements_per_task elements (runs of a plane, or of an image's pixels; planes smaller than a
+// chunk share a task), whose chunks of indices are checked when the task (or its plane) starts.
 struct CpuIndexGatherSchedule {
   int vector_width = 0;
   int elements_per_task = 16384;
