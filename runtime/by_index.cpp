@@ -422,8 +422,8 @@ Status run_flat_buffers(const Kernel& kernel, Device device, const Views& views,
                   &output_buffer.buffer};
   const bool on_device = views[0].device == Device::cuda;
   CudaBuffers buffers = {{&values_buffer.buffer, on_device, false},
-                                     {&indices_buffer.buffer, on_device, false},
-                                     {&output_buffer.buffer, on_device, true}};
+                         {&indices_buffer.buffer, on_device, false},
+                         {&output_buffer.buffer, on_device, true}};
   const bool i32 = kernel.index == DType::i32;
   int32_t index32 = 0;
   halide_buffer_t position_buffer{}, index_buffer{};
