@@ -39,6 +39,9 @@
 //       avx2): what a variant earns over the one below it, measured on one machine (baseline
 //       needs a build whose POOLGEN_CPU_TARGETS end in x86-64-linux: the default's floor is
 //       SSE4.1, and the runtime refuses a CPU below it)
+//   --poolgen_streaming_bytes=N     poolgen::set_streaming_bytes(N) before the run: where this
+//       machine wants non-temporal stores for scatter outputs (docs/kernels.md, "Streaming
+//       outputs"); a huge N turns them off
 //   --poolgen_min_time=SECONDS (default 0.1), --poolgen_repetitions=N (default 5)
 
 #include "bench.h"
@@ -610,6 +613,13 @@ int main(int argc, char** argv) {
   const std::vector<int> threads = parse_threads(take_flag(&argc, argv, "--poolgen_threads", nullptr));
   select_peers(take_flag(&argc, argv, "--poolgen_peers", nullptr));
   cap_cpu_variant(take_flag(&argc, argv, "--poolgen_cpu_variant", nullptr));
+  if (const char* streaming = take_flag(&argc, argv, "--poolgen_streaming_bytes", nullptr)) {
+    char* end = nullptr;
+    const long long bytes = std::strtoll(streaming, &end, 10);
+    if (end == streaming || *end != '\0')
+      usage_error(std::string("--poolgen_streaming_bytes: \"") + streaming + "\": expected a byte count");
+    poolgen::set_streaming_bytes(bytes);
+  }
   // Color as Google Benchmark's own console reporter would: --benchmark_color, else a terminal.
   bool color = isatty(STDOUT_FILENO) != 0;
   for (int i = 1; i < argc; ++i)
