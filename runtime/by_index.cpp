@@ -75,7 +75,9 @@ int64_t planes_per_group(const View& o, Layout layout, ScatterMode mode, int64_t
     const int64_t blocks = std::min(cores, std::max<int64_t>(1, channels / line));
     return (channels / blocks + line - 1) / line * line;
   }
-  const int64_t for_cores = (planes + 4 * cores - 1) / (4 * cores);
+  // A call on one thread needs no more groups than the cache asks for: each group is a kernel
+  // call (1x64x14x14 unpooling 3.1 -> 2.8 us with one group instead of four).
+  const int64_t for_cores = cores > 1 ? (planes + 4 * cores - 1) / (4 * cores) : planes;
   const int64_t least = (kLeastGroupBytes + plane_bytes - 1) / plane_bytes;
   return std::max<int64_t>(1, std::min(kGroupBytes / plane_bytes, std::max(least, for_cores)));
 }
