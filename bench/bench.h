@@ -162,6 +162,7 @@ std::vector<Case> builtin_cases();
 bool parse_cases(const std::string& list, std::vector<Case>* out, std::string* error);
 std::vector<Case> sweep_cases(int64_t llc_bytes);
 int64_t last_level_cache(std::string* source);  // bytes; source says where it came from
+bool parse_int(const std::string& s, int64_t* v);  // a decimal integer, all of s, <= 12 digits
 
 // ---------------------------------------------------------------------------------------------
 // A case with its memory. Buffers are allocated on first use (ensure()) and freed when the next

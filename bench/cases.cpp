@@ -10,6 +10,14 @@
 
 namespace bench {
 
+// A decimal integer of at most 12 digits filling all of s.
+bool parse_int(const std::string& s, int64_t* v) {
+  if (s.empty() || s.size() > 12 || s.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  *v = std::stoll(s);
+  return true;
+}
+
 namespace {
 
 const char* layout_name(int nd) { return nd == 3 ? "NDHWC" : nd == 2 ? "NHWC" : "NLC"; }
@@ -40,14 +48,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
   for (std::string part; std::getline(in, part, sep);) r.push_back(part);
   if (!s.empty() && s.back() == sep) r.push_back("");
   return r;
-}
-
-// A positive decimal integer filling all of s.
-bool parse_int(const std::string& s, int64_t* v) {
-  if (s.empty() || s.size() > 12 || s.find_first_not_of("0123456789") != std::string::npos)
-    return false;
-  *v = std::stoll(s);
-  return true;
 }
 
 // One case; on failure *error names the field.

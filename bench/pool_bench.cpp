@@ -41,7 +41,7 @@
 //       SSE4.1, and the runtime refuses a CPU below it)
 //   --poolgen_streaming_bytes=N     poolgen::set_streaming_bytes(N) before the run: where this
 //       machine wants non-temporal stores for scatter outputs (docs/kernels.md, "Streaming
-//       outputs"); a huge N turns them off
+//       outputs"); 0 streams every scatter, a huge N (up to 12 digits) none
 //   --poolgen_min_time=SECONDS (default 0.1), --poolgen_repetitions=N (default 5)
 
 #include "bench.h"
@@ -614,9 +614,8 @@ int main(int argc, char** argv) {
   select_peers(take_flag(&argc, argv, "--poolgen_peers", nullptr));
   cap_cpu_variant(take_flag(&argc, argv, "--poolgen_cpu_variant", nullptr));
   if (const char* streaming = take_flag(&argc, argv, "--poolgen_streaming_bytes", nullptr)) {
-    char* end = nullptr;
-    const long long bytes = std::strtoll(streaming, &end, 10);
-    if (end == streaming || *end != '\0')
+    int64_t bytes = 0;
+    if (!parse_int(streaming, &bytes))
       usage_error(std::string("--poolgen_streaming_bytes: \"") + streaming + "\": expected a byte count");
     poolgen::set_streaming_bytes(bytes);
   }
