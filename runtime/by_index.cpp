@@ -119,8 +119,8 @@ struct ScatterGroups {
       const int64_t group = task / parts, share = task % parts, first = group * planes;
       const View v = part(values, first, planes);
       const int64_t q0 = v.shape[2] * share / parts, q1 = v.shape[2] * (share + 1) / parts;
-      if (!stream_slabs(v, part(indices, first, planes), part(output, first, planes), first, q0,
-                        q1)) {
+      if (!run_slabs(v, part(indices, first, planes), part(output, first, planes), first, q0,
+                     q1)) {
         std::lock_guard<std::mutex> lock(mutex);
         redo[static_cast<size_t>(group)] = 1;
       }
@@ -144,7 +144,7 @@ struct ScatterGroups {
         }
         i = dst;
       }
-      if (!(g.streaming && takes_slabs(v, i, o) && stream_slabs(v, i, o, first, 0, v.shape[2]))) {
+      if (!(g.streaming && takes_slabs(v, i, o) && run_slabs(v, i, o, first, 0, v.shape[2]))) {
         thread_local std::vector<char> staging;
         const bool stream = g.streaming && is_packed(o, layout) && o.bytes() <= kStagingBytes;
         if (stream) staging.resize(static_cast<size_t>(o.bytes()));
@@ -197,28 +197,31 @@ struct ScatterGroups {
   // A group larger than a slab (a channels-last image, or one large plane) where no window
   // crosses its stride in the outermost spatial dimension (slab_stride): slabs of rows, each
   // the output rows of some values rows, go through a scratch in L2 and out with non-temporal
-  // stores, so the output is written once and never read. A slab where some index lies outside
-  // it (outside its window, or invalid) ends the route: the group then runs again whole
-  // (staged if it fits kStagingBytes), which decides (false), so any indices give the same
-  // result, valid ones outside their window at up to twice the cost. Unpooling's kernel stops
-  // at such an index itself; the accumulating one would drop it, as it drops an empty window's,
-  // so pooling's gradient checks each slab's indices after its kernel has brought them into
-  // cache (indices_within, on packed indices: checked first, they cost what the slabs gained).
-  // Unpooling takes slabs for every group above a slab, pooling's gradient only for groups too
-  // large to stage whole: docs/kernels.md, "Streaming outputs", has the measurements.
-  // takes_slabs: whether a group of a streaming call goes this route (stream_slabs).
+  // stores, so the output is written once and never read (streaming; otherwise, when an image
+  // is shared among threads, each slab goes straight to the output). A slab where some index
+  // lies outside it (outside its window, or invalid) ends the route: the group then runs again
+  // whole (staged if it fits kStagingBytes), which decides (false), so any indices give the
+  // same result, valid ones outside their window at up to twice the cost. A slab writes only
+  // inside itself: unpooling's kernel stops at such an index; the accumulating one would drop
+  // it, as it drops an empty window's, so pooling's gradient checks each slab's indices after
+  // its kernel has brought them into cache (indices_within, on packed indices: checked first,
+  // they cost what the slabs gained). Streaming, unpooling takes slabs for every group above a
+  // slab, pooling's gradient only for groups too large to stage whole: docs/kernels.md,
+  // "Streaming outputs", has the measurements.
+  // takes_slabs: whether a group may go this route (run_slabs).
   [[gnu::noinline]] bool takes_slabs(const View& v, const View& i, const View& o) const {
     const Layout layout = kernel->layout;
     return slab_stride != 0 && is_packed(o, layout) &&
            (!accumulates() ||
-            (is_packed(i, layout) && o.bytes() > std::min(kStagingBytes, streaming_bytes()))) &&
+            (is_packed(i, layout) &&
+             (!streaming || o.bytes() > std::min(kStagingBytes, streaming_bytes())))) &&
            (layout != Layout::contiguous || o.shape[1] == 1) && o.bytes() > slab_bytes() &&
            v.shape[2] > 0;
   }
 
   // Values rows [q0, q1) of a group that takes_slabs, by slabs (false: the group must run whole).
-  bool stream_slabs(const View& v, const View& i, const View& o, int64_t first, int64_t q0,
-                    int64_t q1) const {
+  bool run_slabs(const View& v, const View& i, const View& o, int64_t first, int64_t q0,
+                 int64_t q1) const {
     const Layout layout = kernel->layout;
     const int64_t rows = o.shape[2], value_rows = v.shape[2];
     const int64_t row_bytes = o.bytes() / rows, row_slots = o.plane() / rows;
@@ -232,17 +235,18 @@ struct ScatterGroups {
           q + count == value_rows ? rows : std::min((q + count) * slab_stride, rows);
       const View out = slice(o, 2, top, bottom - top);
       if (out.elements() == 0) return false;
-      staging.resize(static_cast<size_t>(out.bytes()));
+      if (streaming) staging.resize(static_cast<size_t>(out.bytes()));
       const View indices = slice(i, 2, q, count);
       std::string error;
       // The check after the kernel, which brought the indices into cache.
-      if (launch(slice(v, 2, q, count), indices, packed(out, layout, staging.data()), first,
-                 top * row_slots, &error) != 0 ||
+      if (launch(slice(v, 2, q, count), indices,
+                 streaming ? packed(out, layout, staging.data()) : out, first, top * row_slots,
+                 &error) != 0 ||
           (accumulates() && !indices_within(indices.data, indices.dtype, indices.elements(),
                                          top * row_slots, bottom * row_slots))) {
         return false;
       }
-      copy_streaming(out.data, staging.data(), static_cast<size_t>(out.bytes()));
+      if (streaming) copy_streaming(out.data, staging.data(), static_cast<size_t>(out.bytes()));
     }
     return true;
   }
@@ -357,10 +361,11 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
   // Halide numbers tasks with an int.
   groups.planes = std::max(groups.planes, planes / std::numeric_limits<int32_t>::max() + 1);
   // Fewer images than threads, taking slabs: whole images, each one's values rows shared among
-  // several tasks (rather than its channels, whose half-pixel stripes go to memory unstreamed).
+  // several tasks (rather than its channels, whose half-pixel stripes go to memory apart, or not
+  // at all: pooling's gradient and large unpoolings keep an image to one task otherwise).
   const int64_t image = kernel.layout == Layout::channels_last ? channels : 1;
   const int64_t images = planes / image;
-  if (groups.streaming && (!rewrite || global) && image <= fitting && images < cores &&
+  if ((!rewrite || global) && image <= fitting && images < cores &&
       groups.takes_slabs(ScatterGroups::part(v.view(), 0, image),
                          ScatterGroups::part(i.view(), 0, image),
                          ScatterGroups::part(o.view(), 0, image))) {

@@ -865,17 +865,21 @@ TEST_F(PoolWorkers, SmallCallsStayOnTheCallingThread) {
   EXPECT_GT(settled_process_threads(), idle_) << "a shared call started no worker";
 }
 
-// One channels-last image unpooled on two threads is shared between them: by channel blocks of
-// whole cache lines while the call moves 8 x min_parallel_bytes (2 MiB) up to the streaming
-// threshold (8 MiB), by its values rows, each thread streaming its own slabs, from there on
+// One channels-last image scattered on two threads (unpooled, or pooling's gradient) is shared
+// between them by its values rows, each thread writing its own slabs of output rows: straight
+// into the output, or through a scratch and non-temporal stores when the output streams
 // (docs/kernels.md, "Threads" and "Streaming outputs"). An index outside its window (valid,
 // inside the plane) sends the image back to one task, whole, with the same result.
 TEST_F(PoolWorkers, LargeChannelsLastImageIsSharedBetweenThreads) {
   UnpoolOptions uo;
   uo.kernel_size = {2};
   uo.path = Path::general;  // the scatter's policy (the k2s2p0 gather writes once and splits rows)
+  PoolOptions po;
+  po.kernel_size = {2};
+  po.path = Path::general;  // likewise: the scatter, not the gradient's window gather
   // Unpools 1x64x(2h)x(2h) from each 2x2 window's top-left cell, the last value's index moved
-  // to (0, 1) of its channel's plane when `stray`; the output's values are checked.
+  // to (0, 1) of its channel's plane when `stray`, then takes pooling's gradient from the same
+  // values and indices (every index distinct: the same output); the outputs are checked.
   auto unpool_image = [&](int64_t h, bool stray) {
     const int64_t c = 64, w = 2 * h;
     const Ints pooled{1, c, h, h}, shape{1, c, w, w};
@@ -887,25 +891,37 @@ TEST_F(PoolWorkers, LargeChannelsLastImageIsSharedBetweenThreads) {
       indices[i] = 2 * y * w + 2 * x;
     }
     if (stray) indices.back() = 1;
-    ASSERT_TRUE(max_unpool(2, channels_last(values.data(), pooled),
-                           channels_last(indices.data(), pooled),
-                           channels_last(output.data(), shape), uo)
-                    .ok());
-    for (size_t i = 0; i < output.size(); ++i) {
-      const int64_t pixel = static_cast<int64_t>(i) / c, y = pixel / w, x = pixel % w;
-      const size_t from = static_cast<size_t>(((y / 2) * h + x / 2) * c) + i % c;
-      float expected = y % 2 == 0 && x % 2 == 0 ? values[from] : 0.0f;
-      if (stray && i % c == static_cast<size_t>(c - 1)) {
-        if (pixel == 1) expected = values.back();
-        if (from == values.size() - 1) expected = 0.0f;
+    const TensorView in = channels_last(values.data(), pooled),
+                     at = channels_last(indices.data(), pooled),
+                     out = channels_last(output.data(), shape);
+    for (const bool gradient : {false, true}) {
+      std::fill(output.begin(), output.end(), -1.0f);
+      ASSERT_TRUE(
+          (gradient ? max_pool_backward(2, in, at, out, po) : max_unpool(2, in, at, out, uo)).ok());
+      for (size_t i = 0; i < output.size(); ++i) {
+        const int64_t pixel = static_cast<int64_t>(i) / c, y = pixel / w, x = pixel % w;
+        const size_t from = static_cast<size_t>(((y / 2) * h + x / 2) * c) + i % c;
+        float expected = y % 2 == 0 && x % 2 == 0 ? values[from] : 0.0f;
+        if (stray && i % c == static_cast<size_t>(c - 1)) {
+          if (pixel == 1) expected = values.back();
+          if (from == values.size() - 1) expected = 0.0f;
+        }
+        ASSERT_EQ(output[i], expected)
+            << (gradient ? "pooling's gradient" : "unpooling") << ", output element " << i
+            << (stray ? " (stray index)" : "");
       }
-      ASSERT_EQ(output[i], expected) << "output element " << i << (stray ? " (stray index)" : "");
     }
   };
-  unpool_image(128, false);  // 16 + 4 + 8 MiB: rows shared
-  EXPECT_GT(settled_process_threads(), idle_) << "an image of 28 MiB was not shared";
-  unpool_image(128, true);
-  unpool_image(64, false);  // 4 + 1 + 2 MiB: two channel blocks
+  // Streaming off, then every output streamed (slabs of one values row).
+  for (const int64_t threshold : {std::numeric_limits<int64_t>::max(), int64_t{0}}) {
+    set_streaming_bytes(threshold);
+    unpool_image(128, false);  // 16 + 4 + 8 MiB
+    EXPECT_GT(settled_process_threads(), idle_) << "an image of 28 MiB was not shared";
+    unpool_image(128, true);
+    unpool_image(16, false);  // 256 KiB of output: one task, whole, unless every output streams
+    unpool_image(17, true);
+  }
+  set_streaming_bytes(-1);
 }
 
 // At the default threshold a shared call hands each thread several small planes per task (a
