@@ -1,4 +1,5 @@
 #include "kernels.hpp"
+#include "tensors.hpp"
 
 #include <HalideRuntime.h>
 #ifndef _WIN32
@@ -200,7 +201,7 @@ int do_par_for(void* user_context, halide_task_t task, int min, int size, uint8_
 // Halide's pool's thread count, 0 until first read.
 std::atomic<int> known_threads{0};
 std::atomic<int64_t> min_parallel{kDefaultMinParallelBytes};
-std::atomic<int64_t> streaming{kDefaultStreamingBytes};
+std::atomic<int64_t> streaming{-1};  // -1: default_streaming_bytes()
 
 }  // namespace
 
@@ -313,7 +314,10 @@ int thread_count() {
 
 int64_t min_parallel_bytes() { return min_parallel; }
 
-int64_t streaming_bytes() { return streaming; }
+int64_t streaming_bytes() {
+  const int64_t bytes = streaming;
+  return bytes >= 0 ? bytes : default_streaming_bytes();
+}
 
 bool worth_sharing(int64_t bytes) {
   return !forked_from_pool && thread_count() > 1 && bytes >= min_parallel_bytes();
@@ -395,7 +399,7 @@ void set_min_parallel_bytes(int64_t bytes) {
 }
 
 void set_streaming_bytes(int64_t bytes) {
-  detail::streaming = bytes < 0 ? detail::kDefaultStreamingBytes : bytes;
+  detail::streaming = bytes < 0 ? -1 : bytes;
 }
 
 }  // namespace poolgen

@@ -116,10 +116,10 @@ int64_t min_parallel_bytes();
 // Whether a call touching `bytes` (inputs and outputs) should use the thread pool.
 bool worth_sharing(int64_t bytes);
 
-// Outputs of at least streaming_bytes() go to memory by copy_streaming (set_streaming_bytes):
-// an ordinary store reads each line before writing it (read-for-ownership, 1.5x a scatter's
-// compulsory traffic), while an output this large leaves the caches before anything reads it.
-constexpr int64_t kDefaultStreamingBytes = int64_t{8} << 20;
+// Outputs of at least streaming_bytes() go to memory by copy_streaming (set_streaming_bytes;
+// default_streaming_bytes(), tensors.hpp): an ordinary store reads each line before writing it
+// (read-for-ownership, 1.5x a scatter's compulsory traffic), while an output larger than the
+// caches leaves them before anything reads it.
 int64_t streaming_bytes();
 
 // True in a process forked after Halide's pool started: the pool's threads are not there, so

@@ -13,6 +13,9 @@
 #if defined(__x86_64__) || defined(_M_X64)
 #include <emmintrin.h>
 #define POOLGEN_SSE2 1
+#if defined(__GNUC__)
+#include <cpuid.h>
+#endif
 #endif
 
 namespace poolgen::detail {
@@ -566,6 +569,42 @@ void copy_streaming(void* to, const void* from, size_t bytes) {
   std::memcpy(to, from, bytes);
 #endif
 }
+
+#if defined(POOLGEN_SSE2) && defined(__GNUC__)
+namespace {
+// The largest data or unified cache that a deterministic-cache-parameters leaf lists (Intel's 4,
+// AMD's 0x8000001D: same layout, and each reads as empty on the other vendor's processors).
+// glibc's sysconf(_SC_LEVEL3_CACHE_SIZE) is no substitute: on the AMD EPYC VM of 2026-11-27 it
+// gave 320 MiB, the socket's ten L3s together, for the 32 MiB a core shares.
+int64_t largest_cache(unsigned leaf) {
+  if (__get_cpuid_max(leaf & 0x80000000u, nullptr) < leaf) return 0;
+  int64_t largest = 0;
+  for (unsigned level = 0; level < 16; ++level) {
+    unsigned a, b, c, d;
+    __cpuid_count(leaf, level, a, b, c, d);
+    const unsigned type = a & 31;  // 0: no more caches; 2: an instruction cache
+    if (type == 0) break;
+    if (type == 2) continue;
+    const int64_t ways = ((b >> 22) & 0x3ff) + 1, partitions = ((b >> 12) & 0x3ff) + 1,
+                  line = (b & 0xfff) + 1, sets = int64_t{c} + 1;
+    largest = std::max(largest, ways * partitions * line * sets);
+  }
+  return largest;
+}
+}  // namespace
+
+int64_t default_streaming_bytes() {
+  static const int64_t bytes = [] {
+    const int64_t intel = largest_cache(4), cache = intel > 0 ? intel : largest_cache(0x8000001D);
+    return cache > 0 ? cache : int64_t{8} << 20;
+  }();
+  return bytes;
+}
+#elif defined(POOLGEN_SSE2)
+int64_t default_streaming_bytes() { return int64_t{8} << 20; }
+#else
+int64_t default_streaming_bytes() { return std::numeric_limits<int64_t>::max(); }
+#endif
 
 bool indices_within(const void* indices, DType dtype, int64_t count, int64_t lo, int64_t hi) {
   const bool wide = dtype == DType::i64;

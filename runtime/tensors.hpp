@@ -208,6 +208,12 @@ void copy_elements(const View& from, const View& to);
 // plain memcpy elsewhere.
 void copy_streaming(void* to, const void* from, size_t bytes);
 
+// streaming_bytes()'s default (kernels.hpp): where copy_streaming has non-temporal stores, the
+// size of the largest data cache a core reaches (x86-64: cpuid's cache parameters; 8 MiB if it
+// lists none), so an output that a cache could still hold for its consumer stays there; elsewhere
+// no output streams, copy_streaming being a plain copy. Read from the processor once.
+int64_t default_streaming_bytes();
+
 // Whether each of the `count` i32 or i64 indices at `indices` lies in [lo, hi), where
 // 0 <= lo <= hi < 2^31 (x86-64: SSE2, four 32-bit words a step; no early exit).
 bool indices_within(const void* indices, DType dtype, int64_t count, int64_t lo, int64_t hi);
