@@ -320,8 +320,9 @@ void set_min_parallel_bytes(int64_t bytes);
 // Calls whose output (a scatter's: max_unpool, max_pool_backward) is at least this large write it
 // with non-temporal stores, bypassing the caches: an ordinary store reads each line from memory
 // before writing it, and an output this large has left the caches before anything reads it.
-// Default 8 MiB (docs/kernels.md, "Streaming outputs"). A consumer that reads the output while it
-// is still cached wants it larger; 0 streams every call's; a negative count restores the default.
+// Default on x86-64: the size of the largest data cache a core reaches (its L3, as the processor
+// describes itself; 8 MiB if it lists none); elsewhere no output streams (docs/kernels.md,
+// "Streaming outputs"). 0 streams every call's; a negative count restores the default.
 // Process-wide, like set_min_parallel_bytes.
 void set_streaming_bytes(int64_t bytes);
 
