@@ -42,6 +42,8 @@
 //   --poolgen_streaming_bytes=N     poolgen::set_streaming_bytes(N) before the run: where this
 //       machine wants non-temporal stores for scatter outputs (docs/kernels.md, "Streaming
 //       outputs"); 0 streams every scatter, a huge N (up to 12 digits) none
+//   --poolgen_min_parallel_bytes=N  poolgen::set_min_parallel_bytes(N) before the run: the
+//       smallest call shared among threads (docs/kernels.md, "Threads"); 0 shares every call
 //   --poolgen_min_time=SECONDS (default 0.1), --poolgen_repetitions=N (default 5)
 
 #include "bench.h"
@@ -613,11 +615,17 @@ int main(int argc, char** argv) {
   const std::vector<int> threads = parse_threads(take_flag(&argc, argv, "--poolgen_threads", nullptr));
   select_peers(take_flag(&argc, argv, "--poolgen_peers", nullptr));
   cap_cpu_variant(take_flag(&argc, argv, "--poolgen_cpu_variant", nullptr));
-  if (const char* streaming = take_flag(&argc, argv, "--poolgen_streaming_bytes", nullptr)) {
-    int64_t bytes = 0;
-    if (!parse_int(streaming, &bytes))
-      usage_error(std::string("--poolgen_streaming_bytes: \"") + streaming + "\": expected a byte count");
-    poolgen::set_streaming_bytes(bytes);
+  // The runtime's byte thresholds, each set before the run when given.
+  const std::pair<const char*, void (*)(int64_t)> thresholds[] = {
+      {"--poolgen_streaming_bytes", poolgen::set_streaming_bytes},
+      {"--poolgen_min_parallel_bytes", poolgen::set_min_parallel_bytes}};
+  for (const auto& [flag, set] : thresholds) {
+    if (const char* value = take_flag(&argc, argv, flag, nullptr)) {
+      int64_t bytes = 0;
+      if (!parse_int(value, &bytes))
+        usage_error(std::string(flag) + ": \"" + value + "\": expected a byte count");
+      set(bytes);
+    }
   }
   // Color as Google Benchmark's own console reporter would: --benchmark_color, else a terminal.
   bool color = isatty(STDOUT_FILENO) != 0;
