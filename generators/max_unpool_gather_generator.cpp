@@ -143,6 +143,9 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
                       result);
     });
     (*output_)(tensor_args(x, c_, n_, l)) = result;
+    // The runtime's buffers start at 0: the slots of a tile of stride x stride are then known
+    // to share their cell (the schedule's slot_tile).
+    for (int i = 0; i < nd; ++i) output_->dim(spatial_dim(i, l)).set_min(0);
 
     values_->set_estimates(representative_region(rank, l, 2));
     indices_->set_estimates(representative_region(rank, l, 2));

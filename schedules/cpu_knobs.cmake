@@ -17,8 +17,13 @@ set(POOLGEN_KNOBS_max_pool1d stage_rows:false,narrow_vectors:false)
 # balance the two threads better where 8 leave an odd count of tasks (f32 i64, us on two threads,
 # 8 -> 4 rows: 1x64x56x56 54 -> 40, i32 indices 41 -> 32, 1x64x64x64 55 -> 50, 1x64x90x90 137 ->
 # 111; 1x64x28x28 10.1 -> 10.7, 1x64x46x46 24-26 -> 26-29; one thread, and 8x64x112x112 and
-# 1x64x256x256 on either, within 2%).
-set(POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl stage_cells:false,narrow_vectors:false,partition_cells:false,rows_per_task:4)
+# 1x64x256x256 on either, within 2%). Each cell's 2x2 slots run together inside the channel loop
+# (slot_tile:2): a vector of marks and values loaded once for four slots, and two output rows
+# written side by side, as XNNPACK's scatter writes them (f32, us, one / two threads, three
+# interleaved rounds: 8x64x112x112 2720-2910 / 1400-1580 -> 2450-2600 / 1230-1360, i32 indices
+# 2350-2530 / 1140-1260 -> 2090-2150 / 1040-1130; 1x64x256x256 1580-1620 / 717-849 -> 1210-1260
+# / 573-619; 1x64x56x56 43-44 / 23-34 -> 35-37 / 19-21; 1x64x16x16 3.7-3.9 -> 3.1-3.2).
+set(POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl stage_cells:false,narrow_vectors:false,partition_cells:false,rows_per_task:4,slot_tile:2)
 set(POOLGEN_KNOBS_max_unpool3d_k2s2p0_cl stage_cells:false)
 # Channels-last 3-D fixed windows: row loops not split into border and interior pieces (the
 # bounds tests of a row's taps are scalar, one per row) halves their code (3-D k3s2p1 f32 AVX2:

@@ -202,6 +202,7 @@ void CpuGatherSchedule::read(Knobs& knobs) {
   knobs.take("stage_cells", &stage_cells);
   knobs.take("partition_cells", &partition_cells);
   knobs.take("narrow_vectors", &narrow_vectors);
+  knobs.take("slot_tile", &slot_tile);
 }
 
 void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const {
@@ -220,7 +221,16 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
     vectorize_columns(out, lane, width, lanes, true, xo);
   } else {
     // One loop of full vectors; a narrower row fails the call, and the runtime takes the scatter.
-    out.specialize(width >= lanes).split(lane, xo, xi, lanes, TailStrategy::ShiftInwards).vectorize(xi);
+    Stage full = out.specialize(width >= lanes);
+    full.split(lane, xo, xi, lanes, TailStrategy::ShiftInwards).vectorize(xi);
+    if (slot_tile > 0 && s.layout == Layout::channels_last && s.x.size() == 2) {
+      Var tx("tile_x"), ty("tile_y"), row("row");
+      full.split(s.x[0], s.x[0], tx, slot_tile, TailStrategy::GuardWithIf)
+          .split(row, row, ty, slot_tile, TailStrategy::GuardWithIf)
+          .reorder(xi, tx, ty, xo, s.x[0], row)
+          .unroll(tx)
+          .unroll(ty);
+    }
     out.specialize_fail("max_unpool: rows narrower than a vector are the scatter's");
   }
   // Each block of rows checks the cells it reads once: marks them (vectors), reduces each row
