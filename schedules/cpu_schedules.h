@@ -99,10 +99,10 @@ struct CpuGatherSchedule {
   // Halved vectors for rows narrower than a vector, or full ones only (a narrower row then fails
   // the call, and the runtime takes the scatter).
   bool narrow_vectors = true;
-  // Channels-last 2-D: the slots of each cell's window (slot_tile x slot_tile, the stride) in
-  // a row of their own, inside the loop over channel vectors: each vector of the cell's marks
-  // and values is loaded once for its window's slots, and two output rows are written side by
-  // side. 0: slot by slot along each output row.
+  // Channels-last 2-D with full vectors only (narrow_vectors false): the slots of each cell's
+  // window (slot_tile x slot_tile, the stride) in loops of their own, inside the loop over
+  // channel vectors: each vector of the cell's marks and values is loaded once for its window's
+  // slots, and two output rows are written side by side. 0: slot by slot along each output row.
   int slot_tile = 0;
 
   void read(Knobs& knobs);
