@@ -869,19 +869,25 @@ TEST_F(PoolWorkers, SmallCallsStayOnTheCallingThread) {
 // between them by its values rows, each thread writing its own slabs of output rows: straight
 // into the output, or through a scratch and non-temporal stores when the output streams
 // (docs/kernels.md, "Threads" and "Streaming outputs"). An index outside its window (valid,
-// inside the plane) sends the image back to one task, whole, with the same result.
+// inside the plane) sends the image back to one task, whole, with the same result. Windows
+// wider than their stride (k3s2) cannot go by slabs: unpooling then splits the image's channels
+// between threads from 8 x min_parallel_bytes (2 MiB) up to 16 MiB, and pooling's gradient keeps
+// it whole.
 TEST_F(PoolWorkers, LargeChannelsLastImageIsSharedBetweenThreads) {
   UnpoolOptions uo;
-  uo.kernel_size = {2};
+  uo.stride = {2};
   uo.path = Path::general;  // the scatter's policy (the k2s2p0 gather writes once and splits rows)
   PoolOptions po;
-  po.kernel_size = {2};
+  po.stride = {2};
   po.path = Path::general;  // likewise: the scatter, not the gradient's window gather
-  // Unpools 1x64x(2h)x(2h) from each 2x2 window's top-left cell, the last value's index moved
-  // to (0, 1) of its channel's plane when `stray`, then takes pooling's gradient from the same
-  // values and indices (every index distinct: the same output); the outputs are checked.
-  auto unpool_image = [&](int64_t h, bool stray) {
-    const int64_t c = 64, w = 2 * h;
+  // Unpools 1x64xWxW (W = 2h + kernel - 2) through stride-2 windows from each window's top-left
+  // cell, the last value's index moved to (0, 1) of its channel's plane when `stray`, then takes
+  // pooling's gradient from the same values and indices (every index distinct: the same
+  // output); the outputs are checked.
+  auto unpool_image = [&](int64_t h, bool stray, int64_t kernel = 2) {
+    uo.kernel_size = {kernel};
+    po.kernel_size = {kernel};
+    const int64_t c = 64, w = 2 * h + kernel - 2;
     const Ints pooled{1, c, h, h}, shape{1, c, w, w};
     std::vector<float> values(test::numel(pooled)), output(test::numel(shape), -1.0f);
     std::vector<int64_t> indices(values.size());
@@ -900,8 +906,12 @@ TEST_F(PoolWorkers, LargeChannelsLastImageIsSharedBetweenThreads) {
           (gradient ? max_pool_backward(2, in, at, out, po) : max_unpool(2, in, at, out, uo)).ok());
       for (size_t i = 0; i < output.size(); ++i) {
         const int64_t pixel = static_cast<int64_t>(i) / c, y = pixel / w, x = pixel % w;
-        const size_t from = static_cast<size_t>(((y / 2) * h + x / 2) * c) + i % c;
-        float expected = y % 2 == 0 && x % 2 == 0 ? values[from] : 0.0f;
+        float expected = 0.0f;
+        size_t from = values.size();  // none: a slot past the last window's top-left cells
+        if (y % 2 == 0 && x % 2 == 0 && y / 2 < h && x / 2 < h) {
+          from = static_cast<size_t>(((y / 2) * h + x / 2) * c) + i % c;
+          expected = values[from];
+        }
         if (stray && i % c == static_cast<size_t>(c - 1)) {
           if (pixel == 1) expected = values.back();
           if (from == values.size() - 1) expected = 0.0f;
@@ -920,6 +930,8 @@ TEST_F(PoolWorkers, LargeChannelsLastImageIsSharedBetweenThreads) {
     unpool_image(128, true);
     unpool_image(16, false);  // 256 KiB of output: one task, whole, unless every output streams
     unpool_image(17, true);
+    unpool_image(64, false, 3);  // 4.1 + 1 + 2 MiB: unpooling by two channel blocks
+    unpool_image(64, true, 3);
   }
   set_streaming_bytes(-1);
 }
