@@ -5,7 +5,8 @@
 # Logs and JSON go to $OUT (default: build-gpu/), the table to stdout last.
 #
 #   scripts/gpu_check.sh [test|bench|all] [gtest filter]
-# PEERS=0: no PyTorch runs; QUICK=1: fewer, shorter repetitions (a short lease).
+# PEERS=0: no PyTorch runs; QUICK=1: fewer, shorter repetitions (a short lease); SHARDS=N: the
+# tests in N processes at once; TEST_TIMEOUT=S: each stopped after S seconds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -18,9 +19,28 @@ export LD_LIBRARY_PATH=/tmp/poolgen-gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/device.txt"
 status=0
 if [[ $what != bench ]]; then
-  /tmp/poolgen-gpu/poolgen_cuda_test --gtest_filter="$filter" --gtest_brief=1 \
-      >"$out/cuda_test.log" 2>&1 || status=1
-  tail -n 25 "$out/cuda_test.log"
+  # SHARDS=N: N processes at once (gtest's sharding), the parity test's large shapes in
+  # different ones; their logs end up in one.
+  shards=${SHARDS:-1}
+  for ((k = 0; k < shards; ++k)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$k \
+        timeout "${TEST_TIMEOUT:-0}" /tmp/poolgen-gpu/poolgen_cuda_test \
+        --gtest_filter="$filter" >"/tmp/poolgen-gpu/cuda_test-$k.log" 2>&1 &
+  done
+  # A sweep's tests (gpu_pack.sh --sweep), one process each beside the shards.
+  sweeps=0
+  for program in /tmp/poolgen-gpu/poolgen_cuda_test-*; do
+    [[ -e $program ]] || continue
+    timeout "${TEST_TIMEOUT:-0}" "$program" --gtest_filter="$filter" \
+        >"/tmp/poolgen-gpu/cuda_test-${program##*poolgen_cuda_test-}.log" 2>&1 &
+    ((++sweeps))
+  done
+  for ((k = 0; k < shards + sweeps; ++k)); do wait -n || status=1; done
+  cat /tmp/poolgen-gpu/cuda_test-*.log >"$out/cuda_test.log"
+  for log in /tmp/poolgen-gpu/cuda_test-*.log; do
+    echo "${log##*/}: $(grep -E "^\[  (PASSED|FAILED) " "$log" | tr '\n' ' ')"
+  done
+  grep -E "^\[  FAILED  \]" "$out/cuda_test.log" | sort -u
 fi
 if [[ $what != test ]]; then
   reps=7 min_time=0.05 torch_time=0.2

@@ -6,10 +6,11 @@
 #   scripts/gpu_pack.sh [BUILD]
 #   scripts/gpu_pack.sh --sweep NAME [CMAKE ARGS...]
 #
-# --sweep adds one more poolgen_cuda_bench, poolgen_cuda_bench-NAME, built with the CMake
+# --sweep adds one more poolgen_cuda_bench and poolgen_cuda_test (-NAME), built with the CMake
 # arguments (CUDA knobs: -DPOOLGEN_CUDA_KNOBS_max_pool="gpu_threads_x=64;gpu_threads_y=4") in
 # build-sweep-NAME: f32 values and i64 indices (all the benchmark uses) on the SSE4.1 floor only,
-# a few minutes on two cores. gpu_check.sh times every packed benchmark and tabulates them.
+# a few minutes on two cores. gpu_check.sh times every packed benchmark and tabulates them, and
+# runs every packed test (a sweep's checks its schedules on f32 and i64 against the CPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pack() {  # pack PROGRAM NAME
@@ -23,9 +24,10 @@ if [[ ${1:-} == --sweep ]]; then
   source scripts/env.sh
   configure -DPOOLGEN_VALUE_TYPES=f32 -DPOOLGEN_INDEX_TYPES=i64 \
     -DPOOLGEN_CPU_TARGETS=x86-64-linux-sse41 -DPOOLGEN_BUILD_BENCH=ON "$@"
-  cmake --build "build-sweep-$name" --target poolgen_cuda_bench
+  cmake --build "build-sweep-$name" --target poolgen_cuda_bench poolgen_cuda_test
   mkdir -p .gpu
   pack "build-sweep-$name/bench/poolgen_cuda_bench" "poolgen_cuda_bench-$name"
+  pack "build-sweep-$name/tests/poolgen_cuda_test" "poolgen_cuda_test-$name"
   du -sh .gpu
   exit 0
 fi
