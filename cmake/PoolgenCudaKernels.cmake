@@ -42,6 +42,26 @@ set(POOLGEN_CUDA_POOL_TYPES ${poolgen_cuda_pool_types})
 set(POOLGEN_CUDA_GATHER_TYPES "f32;f16" CACHE STRING
     "Gradient types with CUDA window-gather pooling backward kernels (of POOLGEN_CUDA_POOL_TYPES)")
 
+# Unpooling as any window's gather (max_pool_backward_gather with accumulate=false: a thread per
+# output slot, no winner pass) where every index lies in its own window, the winner behind it.
+# Built where it beat the winner on an H200 (bench/results/cuda, 2026-11-27): channels-last
+# (2-D 1.6-1.75x, 3-D 2.7x) and 1-D (1.65x); in contiguous 2-D and 3-D the winner's flat planes
+# cost fewer integer divisions than the gather's window arithmetic (gather 1.08x and 2.75x
+# slower). At 36 KB a kernel (24 of them took the linked training example from 15.53 to 16.40
+# MB, past issue 14's 16 MB), only for the widths GPUs mostly unpool (f32, f16 and bf16) and the
+# int64 indices every framework's pooling gives: the others take the winner alone.
+set(POOLGEN_CUDA_UNPOOL_GATHER_WIDTHS "32;16" CACHE STRING
+    "Value widths with CUDA window-gather unpooling kernels (of 8 16 32 64)")
+set(POOLGEN_CUDA_UNPOOL_GATHER_INDEX_TYPES "i64" CACHE STRING
+    "Index types with CUDA window-gather unpooling kernels (of POOLGEN_INDEX_TYPES)")
+
+# Fixed-window kernels on CUDA ("k s p" entries as POOLGEN_FAST_WINDOWS'): pooling with unrolled
+# taps, and the window gathers (pooling's backward, unpooling), with no divisions by runtime
+# window parameters, for calls whose window matches exactly (the general kernels serve the
+# rest); none by default.
+set(POOLGEN_CUDA_FAST_WINDOWS "" CACHE STRING
+    "Windows (\"k s p\", as POOLGEN_FAST_WINDOWS) with fixed-window CUDA pooling kernels")
+
 # The CUDA schedules' knobs (schedules/gpu_schedules.h: GeneratorParams named gpu_*) of each
 # generator's CUDA kernels, for measuring other values (scripts/gpu_pack.sh's sweep); empty: the
 # schedules' defaults. Example: -DPOOLGEN_CUDA_KNOBS_max_pool="gpu_threads_x=64;gpu_threads_y=4".
@@ -68,8 +88,9 @@ function(poolgen_cuda_target out capability)
   set(${out} "${POOLGEN_CUDA_TARGET_PREFIX}${capability}" PARENT_SCOPE)
 endfunction()
 
-# The CPU twins (contiguous, 32-bit values) of the kernels only GPUs run, the winner unpooling,
-# the unpooling backward that reports invalid indices and the pooling backward's window gather:
+# The CPU twins (contiguous, 32-bit values) of the kernels only GPUs run, the winner unpooling
+# and the window gather in front of it, the unpooling backward that reports invalid indices and
+# the pooling backward's window gather:
 # their algorithms built for the host, so that their tests run where there is no GPU
 # (Path::winner). A program that links the library carries them (95 KB of an f32 program's 2 MB)
 # but never needs them, so only the checked builds of scripts/reliability.sh, which run the
@@ -79,6 +100,15 @@ if (POOLGEN_GPU_TWINS AND 32 IN_LIST POOLGEN_VALUE_WIDTHS)
   foreach (index IN LISTS POOLGEN_INDEX_TYPES)
     poolgen_kernel(max_unpool_winner_b32_${index} unpool_winner 0 0 0 0 contiguous i32 ${index}
                    GENERATOR max_unpool_winner)
+  endforeach ()
+endif ()
+if (POOLGEN_GPU_TWINS AND 32 IN_LIST POOLGEN_VALUE_WIDTHS)
+  foreach (index IN LISTS POOLGEN_INDEX_TYPES)
+    foreach (nd 1 2 3)
+      poolgen_kernel(max_unpool${nd}d_gather_b32_${index} unpool_window_gather ${nd} 0 0 0
+                     contiguous i32 ${index} GENERATOR max_pool_backward_gather
+                     PARAMS rank=${nd} accumulate=false)
+    endforeach ()
   endforeach ()
 endif ()
 if (POOLGEN_GPU_TWINS AND 32 IN_LIST POOLGEN_GRADIENT_WIDTHS)
@@ -108,12 +138,40 @@ foreach (cc IN LISTS POOLGEN_CUDA_CAPABILITIES)
           poolgen_kernel(max_pool${nd}d${tag}_${value}_${index}${sm} pool ${nd} 0 0 0 ${layout}
                          ${value} ${index} GENERATOR max_pool KNOBS max_pool${nd}d${tag}_cuda
                          PARAMS rank=${nd} CUDA_CAPABILITY ${cc})
+          foreach (window IN LISTS POOLGEN_CUDA_FAST_WINDOWS)
+            poolgen_window("${window}" k s p)
+            poolgen_kernel(max_pool${nd}d_k${k}s${s}p${p}${tag}_${value}_${index}${sm} pool ${nd}
+                           ${k} ${s} ${p} ${layout} ${value} ${index} GENERATOR max_pool
+                           PARAMS rank=${nd} fixed_kernel=${k} fixed_stride=${s}
+                                  fixed_padding=${p} CUDA_CAPABILITY ${cc})
+          endforeach ()
         endforeach ()
       endforeach ()
       foreach (bits IN LISTS POOLGEN_VALUE_WIDTHS)
         poolgen_kernel(max_unpool_winner${tag}_b${bits}_${index}${sm} unpool_winner 0 0 0 0
                        ${layout} ${POOLGEN_WIDTH_DTYPE_${bits}} ${index}
                        GENERATOR max_unpool_winner CUDA_CAPABILITY ${cc})
+        if (bits IN_LIST POOLGEN_CUDA_UNPOOL_GATHER_WIDTHS AND
+            index IN_LIST POOLGEN_CUDA_UNPOOL_GATHER_INDEX_TYPES)
+          foreach (nd 1 2 3)
+            if (layout STREQUAL "contiguous" AND nd GREATER 1)
+              break ()
+            endif ()
+            poolgen_kernel(max_unpool${nd}d_gather${tag}_b${bits}_${index}${sm}
+                           unpool_window_gather ${nd} 0 0 0 ${layout}
+                           ${POOLGEN_WIDTH_DTYPE_${bits}} ${index} GENERATOR max_pool_backward_gather
+                           PARAMS rank=${nd} accumulate=false CUDA_CAPABILITY ${cc})
+            foreach (window IN LISTS POOLGEN_CUDA_FAST_WINDOWS)
+              poolgen_window("${window}" k s p)
+              poolgen_kernel(max_unpool${nd}d_gather_k${k}s${s}p${p}${tag}_b${bits}_${index}${sm}
+                             unpool_window_gather ${nd} ${k} ${s} ${p} ${layout}
+                             ${POOLGEN_WIDTH_DTYPE_${bits}} ${index}
+                             GENERATOR max_pool_backward_gather
+                             PARAMS rank=${nd} accumulate=false fixed_kernel=${k}
+                                    fixed_stride=${s} fixed_padding=${p} CUDA_CAPABILITY ${cc})
+            endforeach ()
+          endforeach ()
+        endif ()
       endforeach ()
       # The backward ops: pooling's as any window's gather (a thread per input position), with
       # the accumulating scatter (a thread per plane keeps the order of additions) for indices
@@ -128,6 +186,15 @@ foreach (cc IN LISTS POOLGEN_CUDA_CAPABILITIES)
                            pool_backward_window_gather ${nd} 0 0 0 ${layout} ${value} ${index}
                            GENERATOR max_pool_backward_gather PARAMS rank=${nd}
                            CUDA_CAPABILITY ${cc})
+            foreach (window IN LISTS POOLGEN_CUDA_FAST_WINDOWS)
+              poolgen_window("${window}" k s p)
+              poolgen_kernel(
+                  max_pool${nd}d_backward_gather_k${k}s${s}p${p}${tag}_${value}_${index}${sm}
+                  pool_backward_window_gather ${nd} ${k} ${s} ${p} ${layout} ${value} ${index}
+                  GENERATOR max_pool_backward_gather
+                  PARAMS rank=${nd} fixed_kernel=${k} fixed_stride=${s} fixed_padding=${p}
+                  CUDA_CAPABILITY ${cc})
+            endforeach ()
           endforeach ()
           poolgen_kernel(max_pool_backward_scatter${tag}_${value}_${index}${sm}
                          pool_backward_scatter 0 0 0 0 ${layout} ${value} ${index}

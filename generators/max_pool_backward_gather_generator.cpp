@@ -1,14 +1,19 @@
-// Max pooling's backward for any window, as a gather (CUDA's: no atomics, one thread per input
-// position): position x of the pooling input sums the gradients of the outputs whose windows
-// cover it and whose index names it, in ascending output order and in the value type's
-// arithmetic (add_in_type). That is the scatter's order of additions (max_unpool_scatter with
-// accumulate: outputs in order, each added to the slot its index names), so the two agree bit for
-// bit, while every index lies in its own output's window, as max_pool's indices do.
+// Any window's gather by index (CUDA's: no atomics, one thread per input position), for two ops:
+// - max pooling's backward (accumulate): position x of the pooling input sums the gradients of
+//   the outputs whose windows cover it and whose index names it, in ascending output order and
+//   in the value type's arithmetic (add_in_type). That is the scatter's order of additions
+//   (max_unpool_scatter with accumulate: outputs in order, each added to the slot its index
+//   names), so the two agree bit for bit;
+// - max unpooling (accumulate=false): slot x takes the value of the last such output, else 0:
+//   the winner's rule (max_unpool_winner: the largest position naming the slot wins), with no
+//   pass over per-slot winners. Values are moved, not computed: value_type sets the width.
+// Both hold while every index lies in its own output's window, as max_pool's indices do.
 //
 // An index that does not (an in-plane index outside its output's window, which only a caller's
 // own indices can hold) would be missed: outside_window counts them, and the runtime then runs
-// the scatter instead. An index outside the plane (an empty window's) names no position and is
-// dropped, as the scatter drops it.
+// the scatter (or the winner) instead. An index outside the plane (an empty window's) names no
+// position: pooling's backward drops it, as the scatter does; unpooling counts it, so that the
+// winner reports it.
 //
 // Output o covers x in a dimension when 0 <= x + padding - o * stride <= (kernel - 1) * dilation:
 // the outputs lo..hi with lo = ceil((x + padding - span) / stride), hi = floor((x + padding) /
@@ -28,6 +33,8 @@ class MaxPoolBackwardGather : public Generator<MaxPoolBackwardGather> {
   GeneratorParam<Type> value_type{"value_type", Float(32)};
   GeneratorParam<Type> index_type{"index_type", Int(64)};
   GeneratorParam<Layout> layout{"layout", Layout::contiguous, kLayoutNames};
+  GeneratorParam<bool> accumulate{"accumulate", true};  // false: max_unpool's gather
+  FixedWindow fixed_window;  // constants divide and multiply by shifts and adds
 
   GpuPoolGatherSchedule gpu_knobs;
 
@@ -45,11 +52,13 @@ class MaxPoolBackwardGather : public Generator<MaxPoolBackwardGather> {
     const Type t = index_type;
     std::vector<Expr> in_extent(nd), out_extent(nd), span(nd);
     Region candidates, outputs;
+    std::vector<Window1D> window(nd);
+    for (int i = 0; i < nd; ++i) window[i] = fixed_window.of(window_, i);
     for (int i = 0; i < nd; ++i) {
       in_extent[i] = grad_input_->dim(spatial_dim(i, l)).extent();
       out_extent[i] = grad_output_->dim(spatial_dim(i, l)).extent();
-      span[i] = (window_[i].kernel - 1) * window_[i].dilation;
-      candidates.push_back({0, span[i] / window_[i].stride + 1});
+      span[i] = (window[i].kernel - 1) * window[i].dilation;
+      candidates.push_back({0, span[i] / window[i].stride + 1});
       outputs.push_back({0, out_extent[i]});
     }
 
@@ -59,19 +68,21 @@ class MaxPoolBackwardGather : public Generator<MaxPoolBackwardGather> {
     std::vector<Expr> o(nd), at(nd);
     Expr covers = Internal::const_true();
     for (int i = 0; i < nd; ++i) {
-      const Expr reach = x[i] + window_[i].padding;
-      o[i] = max(0, (reach - span[i] + window_[i].stride - 1) / window_[i].stride) + r[i];
-      covers = covers && o[i] <= min(out_extent[i] - 1, reach / window_[i].stride);
+      const Expr reach = x[i] + window[i].padding;
+      o[i] = max(0, (reach - span[i] + window[i].stride - 1) / window[i].stride) + r[i];
+      covers = covers && o[i] <= min(out_extent[i] - 1, reach / window[i].stride);
       at[i] = clamp(o[i], 0, out_extent[i] - 1);  // changes no covering output; bounds the loads
     }
     const std::vector<Expr> here(x.begin(), x.end());
     r.where(covers && (*indices_)(tensor_args(at, c_, n_, l)) == flat_offset(here, in_extent, t));
     sum_(tensor_args(here, c_, n_, l)) = cast(value_type, 0);
-    sum_(tensor_args(here, c_, n_, l)) = add_in_type(sum_(tensor_args(here, c_, n_, l)),
-                                                     (*grad_output_)(tensor_args(at, c_, n_, l)));
+    const Expr covering = (*grad_output_)(tensor_args(at, c_, n_, l));
+    sum_(tensor_args(here, c_, n_, l)) =
+        accumulate ? add_in_type(sum_(tensor_args(here, c_, n_, l)), covering) : covering;
     (*grad_input_)(tensor_args(here, c_, n_, l)) = sum_(tensor_args(here, c_, n_, l));
 
-    // The check: outputs whose index lies in the plane but outside their window.
+    // The check: outputs whose index lies in the plane but outside their window (unpooling: or
+    // outside the plane).
     RDom e(tensor_args(outputs, Range(0, grad_output_->dim(l == Layout::channels_last ? 0 : nd).extent()),
                        Range(0, grad_output_->dim(nd + 1).extent()), l),
            "output");
@@ -87,14 +98,16 @@ class MaxPoolBackwardGather : public Generator<MaxPoolBackwardGather> {
     Expr rest = cast<int32_t>(clamp(index, 0, plane - 1));  // planes hold below 2^31 elements
     Expr outside = Internal::const_false();
     for (int i = 0; i < nd; ++i) {
-      const Expr tap = rest % in_extent[i] + window_[i].padding - out_pos[i] * window_[i].stride;
+      const Expr tap = rest % in_extent[i] + window[i].padding - out_pos[i] * window[i].stride;
       rest = rest / in_extent[i];
       outside = outside || tap < 0 || tap > span[i];
     }
-    e.where(index >= 0 && index < plane && outside);
+    const Expr in_plane = index >= 0 && index < plane;
+    const Expr counted = accumulate ? in_plane && outside : !in_plane || outside;
+    e.where(counted);
     Func count = *outside_window_;
     count() = 0;
-    count() += cast<int32_t>(outside);  // 1 wherever the where-clause lets an output through
+    count() += cast<int32_t>(counted);  // 1 wherever the where-clause lets an output through
 
     if (get_target().has_gpu_feature()) {
       gpu_knobs.apply({*grad_input_, sum_, count, x, c_, n_, l, e});

@@ -17,12 +17,7 @@ class MaxPool : public Generator<MaxPool> {
   GeneratorParam<Type> value_type{"value_type", Float(32)};
   GeneratorParam<Type> index_type{"index_type", Int(64)};
   GeneratorParam<Layout> layout{"layout", Layout::contiguous, kLayoutNames};
-  // A window fixed at compile time (kernel = fixed_kernel, stride = fixed_stride, padding =
-  // fixed_padding, dilation 1, every dimension); fixed_kernel = 0 keeps the window a runtime
-  // input. The window inputs exist either way, so every kernel has the same signature.
-  GeneratorParam<int> fixed_kernel{"fixed_kernel", 0};
-  GeneratorParam<int> fixed_stride{"fixed_stride", 0};
-  GeneratorParam<int> fixed_padding{"fixed_padding", 0};
+  FixedWindow fixed_window;
 
   GeneratorParam<std::string> cpu_schedule{"cpu_schedule", ""};  // knobs.h
   GpuPoolSchedule gpu_knobs;
@@ -40,9 +35,7 @@ class MaxPool : public Generator<MaxPool> {
     Region spatial_bounds;
     std::vector<Expr> in_extent(nd);
     for (int i = 0; i < nd; ++i) {
-      window[i] = fixed_kernel > 0
-                      ? Window1D{Expr(int(fixed_kernel)), Expr(int(fixed_stride)), Expr(int(fixed_padding)), 1}
-                      : window_[i];
+      window[i] = fixed_window.of(window_, i);
       in_extent[i] = input_->dim(spatial_dim(i, l)).extent();
       spatial_bounds.push_back({input_->dim(spatial_dim(i, l)).min(), in_extent[i]});
     }
@@ -51,7 +44,7 @@ class MaxPool : public Generator<MaxPool> {
     // without padding lies inside the plane (the runtime sends ceil_mode's overhanging windows
     // to the general kernel), so it reads the input as it is: no bounds tests, no border copies
     // of the loops.
-    const bool bounded = !(fixed_kernel > 0 && fixed_padding == 0);
+    const bool bounded = !(fixed_window.fixed() && fixed_window.padding == 0);
     const Range unbounded;
     Func padded("padded");
     if (bounded) {
@@ -124,7 +117,7 @@ class MaxPool : public Generator<MaxPool> {
     if (t.is_bfloat()) value = select(is_nan(scan(at)[2]), pytorch_nan(t, scan(at)[2]), value);
     (*result_)(at) = Tuple(value, index);
 
-    const bool fixed = fixed_kernel > 0;
+    const bool fixed = fixed_window.fixed();
     Expr unit_dilation = Internal::const_true();
     for (int i = 0; i < nd; ++i) unit_dilation = unit_dilation && window[i].dilation == 1;
     const PoolStages stages{*result_, scan, padded, bounded, out_vars, c_, n_, l, r, fixed,

@@ -52,6 +52,23 @@ struct WindowInputs {
   Window1D operator[](int i) const { return {*kernel[i], *stride[i], *padding[i], *dilation[i]}; }
 };
 
+// A window fixed at compile time (kernel = fixed_kernel, stride = fixed_stride, padding =
+// fixed_padding, dilation 1, every dimension), as GeneratorParams of the generator holding it;
+// fixed_kernel = 0 keeps the window the runtime inputs. The inputs exist either way, so every
+// kernel of a generator has the same signature.
+struct FixedWindow {
+  Halide::GeneratorParam<int> kernel{"fixed_kernel", 0};
+  Halide::GeneratorParam<int> stride{"fixed_stride", 0};
+  Halide::GeneratorParam<int> padding{"fixed_padding", 0};
+
+  bool fixed() const { return kernel > 0; }
+  // Dimension i's window: the constants, or `inputs`'.
+  Window1D of(const WindowInputs& inputs, int i) const {
+    if (!fixed()) return inputs[i];
+    return {Halide::Expr(int(kernel)), Halide::Expr(int(stride)), Halide::Expr(int(padding)), 1};
+  }
+};
+
 // Row-major offset of `coords` inside one plane of `extents`; both innermost first, as Halide
 // orders dimensions. Computed in `index_type` so large planes do not overflow.
 inline Halide::Expr flat_offset(const std::vector<Halide::Expr>& coords,

@@ -459,6 +459,39 @@ Status run_flat(const Kernel& kernel, Device device, const Views& views) {
   return run_flat_buffers(kernel, device, views, nullptr);
 }
 
+Status window_gather(const Kernel& kernel, const Window& window, Device device,
+                     const View& values, const View& indices, const View& output,
+                     bool* done) {
+  *done = false;
+  if (!takes_whole({&values, &indices, &output}, kernel.layout)) return {};
+  HalideView values_buffer(values, kernel.layout, kernel.value),
+      indices_buffer(indices, kernel.layout, kernel.index),
+      output_buffer(output, kernel.layout, kernel.value);
+  KernelArgs args{nullptr, &values_buffer.buffer, &indices_buffer.buffer};
+  const WindowArgs window_args(window, &args);
+  int32_t outside = 0;
+  halide_buffer_t outside_buffer{};
+  outside_buffer.host = reinterpret_cast<uint8_t*>(&outside);
+  outside_buffer.type = {halide_type_int, 32};
+  args.push_back(&output_buffer.buffer);
+  args.push_back(&outside_buffer);
+  std::string error;
+  const bool on_device = values.device == Device::cuda;
+  const int result =
+      device == Device::cuda
+          ? run_cuda_kernel(kernel, args,
+                            {{&values_buffer.buffer, on_device, false},
+                             {&indices_buffer.buffer, on_device, false},
+                             {&output_buffer.buffer, on_device, true},
+                             {&outside_buffer, false, true}},
+                            &error)
+          : run_kernel(kernel, args, &error,
+                       values.bytes() + indices.bytes() + output.bytes());
+  if (result != 0) return kernel_failed(kernel, error);
+  *done = outside == 0;
+  return {};
+}
+
 Status run_reporting(const Kernel& kernel, Device device, const Views& views, int64_t bound,
                      const char* indexed) {
   const Staged values(views[0], kernel.layout, true, Staged::input),

@@ -60,6 +60,12 @@ Status gather_large(const View& values, const View& indices, const View& output,
 // (its parallel loops shared as run_kernel decides from the views' bytes) or on CUDA.
 Status run_flat(const Kernel& kernel, Device device, const Views& views);
 
+// Any window's gather (max_pool_backward_gather; CUDA's, or its CPU twin) over views (values,
+// indices, output: pooling's grad_output, indices, grad_input) dense in its layout: *done false
+// when it cannot take them or found an index outside its window (the scatter or the winner then
+// runs).
+Status window_gather(const Kernel& kernel, const Window& window, Device device,
+                     const View& values, const View& indices, const View& output, bool* done);
 // Runs a reporting kernel (max_unpool_winner, CUDA's max_unpool_backward) over views (values,
 // indices, output) in pieces of planes its buffers hold; host views go through packed copies
 // where needed, device views were checked to need none. An index outside [0, bound) is

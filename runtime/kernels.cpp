@@ -67,7 +67,8 @@ const char* op_name(Op op) {
                                        "pool_backward_gather",
                                        "unpool_backward",
                                        "unpool_backward_reporting",
-                                       "pool_backward_window_gather"};
+                                       "pool_backward_window_gather",
+                                       "unpool_window_gather"};
   return kNames[static_cast<int>(op)];
 }
 

@@ -29,6 +29,9 @@ enum class Op {
   // CUDA's max pooling backward: the gather over the windows covering each input position, any
   // window; it counts indices outside their windows (the scatter then runs instead).
   pool_backward_window_gather,
+  // CUDA's max unpooling where every index lies in its own window: the same gather taking the
+  // last covering output's value (the winner runs instead when one does not).
+  unpool_window_gather,
 };
 const char* op_name(Op op);   // "pool", "pool_backward_scatter", ... (KernelInfo::op)
 const char* op_title(Op op);  // the API function whose calls run it: "max_pool", ...

@@ -56,8 +56,8 @@ Status choose(const TensorView& grad_output, DType index_dtype, const PoolOption
   if (call->device == Device::cuda || options.path == Path::winner) {
     call->window_gather = find_kernel(backward_kernels(),
                                       {Op::pool_backward_window_gather, nd, layout,
-                                       grad_output.dtype, index_dtype, nullptr, call->device,
-                                       capability});
+                                       grad_output.dtype, index_dtype, &call->window,
+                                       call->device, capability});
   }
   return choose_kernel(backward_kernels(),
                        {Op::pool_backward_scatter, nd, layout, grad_output.dtype, index_dtype,
@@ -77,41 +77,6 @@ bool gather(const Kernel& kernel, const View& grad_output, const View& indices,
                   &output_buffer.buffer};
   std::string error;
   return run_kernel(kernel, args, &error, call_bytes) == 0;
-}
-
-// Any window's gather over views (grad_output, indices, grad_input) dense in its layout: *done
-// false when it cannot take them or found an index outside its window (the scatter then runs).
-Status window_gather(const Kernel& kernel, const Window& window, Device device,
-                     const View& grad_output, const View& indices, const View& grad_input,
-                     bool* done) {
-  *done = false;
-  if (!takes_whole({&grad_output, &indices, &grad_input}, kernel.layout)) return {};
-  HalideView values_buffer(grad_output, kernel.layout, kernel.value),
-      indices_buffer(indices, kernel.layout, kernel.index),
-      output_buffer(grad_input, kernel.layout, kernel.value);
-  KernelArgs args{nullptr, &values_buffer.buffer, &indices_buffer.buffer};
-  const WindowArgs window_args(window, &args);
-  int32_t outside = 0;
-  halide_buffer_t outside_buffer{};
-  outside_buffer.host = reinterpret_cast<uint8_t*>(&outside);
-  outside_buffer.type = {halide_type_int, 32};
-  args.push_back(&output_buffer.buffer);
-  args.push_back(&outside_buffer);
-  std::string error;
-  const bool on_device = grad_output.device == Device::cuda;
-  const int result =
-      device == Device::cuda
-          ? run_cuda_kernel(kernel, args,
-                            {{&values_buffer.buffer, on_device, false},
-                             {&indices_buffer.buffer, on_device, false},
-                             {&output_buffer.buffer, on_device, true},
-                             {&outside_buffer, false, true}},
-                            &error)
-          : run_kernel(kernel, args, &error,
-                       grad_output.bytes() + indices.bytes() + grad_input.bytes());
-  if (result != 0) return kernel_failed(kernel, error);
-  *done = outside == 0;
-  return {};
 }
 
 // CUDA: the scatter over every plane at once (a thread per plane), in pieces of planes its

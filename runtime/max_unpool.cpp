@@ -37,7 +37,11 @@ struct UnpoolCall {
   Device device = Device::cpu;
   const Kernel* gather = nullptr;  // the fast path, when one is built for this call
   const Kernel* scatter = nullptr;
-  const Kernel* winner = nullptr;  // CUDA calls and Path::winner: the only kernel they run
+  // CUDA calls and Path::winner: any window's gather where a window is known (given, or implied
+  // by the shapes) and every index lies in its own, else the winner.
+  Window gather_window;
+  const Kernel* window_gather = nullptr;
+  const Kernel* winner = nullptr;
 };
 
 // Whether every output extent lies within a stride of the window's default (PyTorch's rule,
@@ -91,6 +95,13 @@ Status choose(const TensorView& values, DType index_dtype, const UnpoolOptions& 
   if (call->device == Device::cuda || options.path == Path::winner) {
     int capability = 0;
     if (call->device == Device::cuda) POOLGEN_RETURN_IF_ERROR(cuda_capability(&capability));
+    call->gather_window = call->window;
+    if (!call->window.by_indices ||
+        implied_window(nd, values.shape, call->output_shape, &call->gather_window)) {
+      call->window_gather = find_kernel(
+          forward_kernels(), {Op::unpool_window_gather, nd, layout_of(call->values), values.dtype,
+                              index_dtype, &call->gather_window, call->device, capability});
+    }
     return choose_kernel(forward_kernels(), {Op::unpool_winner, nd, layout_of(call->values), values.dtype, index_dtype, nullptr,
                           call->device, capability},
                          "values", &call->winner);
@@ -124,7 +135,8 @@ Status max_unpool_kernel_name(int nd, const TensorView& values, DType index_dtyp
   UnpoolCall call;
   POOLGEN_RETURN_IF_ERROR(prepare(nd, values, index_dtype, options, &call));
   POOLGEN_RETURN_IF_ERROR(choose(values, index_dtype, options, layout_of(call.values), &call));
-  *name = (call.winner ? call.winner : call.gather ? call.gather : call.scatter)->name;
+  const Kernel* first = call.window_gather ? call.window_gather : call.winner;
+  *name = (first ? first : call.gather ? call.gather : call.scatter)->name;
   return {};
 }
 
@@ -151,9 +163,17 @@ Status run_checked(int nd, const TensorView& values, const UnpoolOptions& option
                    const View& o) {
   if (o.elements() == 0) return {};
   if (const Kernel* w = call.winner) {
+    // Device views are checked before any kernel reads them: the winner behind the gather takes
+    // only dense planes.
     POOLGEN_RETURN_IF_ERROR(check_device_view("values", v, w->layout, true));
     POOLGEN_RETURN_IF_ERROR(check_device_view("indices", i, w->layout, true));
     POOLGEN_RETURN_IF_ERROR(check_device_view("output", o, w->layout, true));
+    if (call.window_gather) {
+      bool done = false;
+      POOLGEN_RETURN_IF_ERROR(
+          window_gather(*call.window_gather, call.gather_window, call.device, v, i, o, &done));
+      if (done) return {};
+    }
     return run_reporting(*w, call.device, {v, i, o}, o.plane(), "output");
   }
 

@@ -6,12 +6,18 @@ using namespace Halide;
 
 namespace {
 
-// Tiles the first two dimensions of `f` into blocks of threads_x x threads_y threads and makes
-// every block loop one fused block dimension: CUDA's grid x takes 2^31-1 blocks where y and z
-// take 65535, which a channels-last plane or a large batch would exceed. Returns the thread
-// variable of the innermost dimension.
-Var tile_threads(Func f, int threads_x, int threads_y) {
-  const std::vector<Var> dims = f.args();
+// Tiles the first two dimensions of `f` (with fuse_inner, the first two fused into one and the
+// third) into blocks of threads_x x threads_y threads and makes every block loop one fused block
+// dimension: CUDA's grid x takes 2^31-1 blocks where y and z take 65535, which a channels-last
+// plane or a large batch would exceed. Returns the thread variable of the innermost dimension.
+Var tile_threads(Func f, int threads_x, int threads_y, bool fuse_inner) {
+  std::vector<Var> dims = f.args();
+  if (fuse_inner) {
+    Var inner(dims[0].name() + "_" + dims[1].name());
+    f.fuse(dims[0], dims[1], inner);
+    dims.erase(dims.begin(), dims.begin() + 2);
+    dims.insert(dims.begin(), inner);
+  }
   Var xo("xo"), yo("yo"), xi("xi"), yi("yi");
   f.tile(dims[0], dims[1], xo, yo, xi, yi, threads_x, threads_y, TailStrategy::GuardWithIf);
   Var fused = xo;
@@ -53,7 +59,8 @@ void first_invalid_threads(Func first_invalid, const RDom& bad, const std::vecto
 
 void GpuPoolSchedule::apply(const PoolStages& s, const Target&) const {
   Func result = s.result, scan = s.scan;
-  const Var thread = tile_threads(result, gpu_threads_x, gpu_threads_y);
+  const Var thread =
+      tile_threads(result, gpu_threads_x, gpu_threads_y, fuses_inner(gpu_fuse, s.layout));
   scan.compute_at(result, thread);
   if (s.window_fixed) {
     for (int i = 0; i < s.r.dimensions(); ++i) scan.update().unroll(s.r[i]);
@@ -63,16 +70,17 @@ void GpuPoolSchedule::apply(const PoolStages& s, const Target&) const {
 void GpuWinnerSchedule::apply(const WinnerStages& s, const Target&) const {
   Func winner = s.winner, first_invalid = s.first_invalid;
   winner.compute_root();
-  tile_threads(winner, gpu_threads, 1);
+  const bool fuse = fuses_inner(gpu_fuse, s.layout);
+  tile_threads(winner, gpu_threads, 1, fuse);
   thread_per_element(winner.update(), s.elements, gpu_threads);
-  tile_threads(s.out, gpu_threads, 1);
+  tile_threads(s.out, gpu_threads, 1, fuse);
   first_invalid_threads(first_invalid, s.invalid_elements, {s.invalid_position, s.invalid_index},
                         gpu_threads);
 }
 
 void GpuScatterSchedule::apply(const ScatterStages& s, const Target&) const {
   Func out = s.out;
-  tile_threads(out, gpu_threads, 1);
+  tile_threads(out, gpu_threads, 1, false);
   Var planes("planes"), block("block"), thread("thread");
   out.update().fuse(s.c, s.n, planes)
       .split(planes, block, thread, gpu_threads, TailStrategy::GuardWithIf)
@@ -81,14 +89,15 @@ void GpuScatterSchedule::apply(const ScatterStages& s, const Target&) const {
 
 void GpuPoolGatherSchedule::apply(const PoolGatherStages& s) const {
   Func grad_input = s.grad_input, sum = s.sum, outside = s.outside_window;
-  sum.compute_at(grad_input, tile_threads(grad_input, gpu_threads_x, gpu_threads_y));
+  sum.compute_at(grad_input, tile_threads(grad_input, gpu_threads_x, gpu_threads_y,
+                                          fuses_inner(gpu_fuse, s.layout)));
   outside.gpu_single_thread();
   thread_per_element(outside.update(), s.outputs, int(gpu_threads_x) * int(gpu_threads_y));
 }
 
 void GpuIndexGatherSchedule::apply(const IndexGatherStages& s, Func first_invalid,
                                    const RDom& bad, const std::vector<Func>& reports) const {
-  tile_threads(s.out, gpu_threads, 1);
+  tile_threads(s.out, gpu_threads, 1, fuses_inner(gpu_fuse, s.layout));
   first_invalid_threads(first_invalid, bad, reports, gpu_threads);
 }
 

@@ -9,6 +9,16 @@
 
 namespace poolgen {
 
+// Whether a kernel's threads run along its two innermost dimensions fused into one (gpu_fuse):
+// a channels-last tensor's channels (16 in the 3-D v0.1 shape) fill too few of a block's x
+// threads alone, and a plane's rows (56 outputs) leave the last block of each row part idle.
+enum class FuseInner { none, channels_last, all };
+inline const std::map<std::string, FuseInner> kFuseInnerNames = {
+    {"none", FuseInner::none}, {"channels_last", FuseInner::channels_last}, {"all", FuseInner::all}};
+inline bool fuses_inner(FuseInner f, Layout layout) {
+  return f == FuseInner::all || (f == FuseInner::channels_last && layout == Layout::channels_last);
+}
+
 // One thread per output, tiles of gpu_threads_x x gpu_threads_y threads per block: x runs along
 // the dimension that is dense in memory (output columns in contiguous, channels in
 // channels-last), so a warp's loads and stores coalesce; every other dimension is a block
@@ -17,6 +27,8 @@ namespace poolgen {
 struct GpuPoolSchedule {
   Halide::GeneratorParam<int> gpu_threads_x{"gpu_threads_x", 32};
   Halide::GeneratorParam<int> gpu_threads_y{"gpu_threads_y", 8};
+  Halide::GeneratorParam<FuseInner> gpu_fuse{"gpu_fuse", FuseInner::channels_last,
+                                             kFuseInnerNames};
 
   void apply(const PoolStages& s, const Halide::Target& target) const;
 };
@@ -27,6 +39,8 @@ struct GpuPoolSchedule {
 // valid inputs never contend on it.
 struct GpuWinnerSchedule {
   Halide::GeneratorParam<int> gpu_threads{"gpu_threads", 256};
+  Halide::GeneratorParam<FuseInner> gpu_fuse{"gpu_fuse", FuseInner::channels_last,
+                                             kFuseInnerNames};
 
   void apply(const WinnerStages& s, const Halide::Target& target) const;
 };
@@ -57,6 +71,8 @@ struct PoolGatherStages {
 struct GpuPoolGatherSchedule {
   Halide::GeneratorParam<int> gpu_threads_x{"gpu_threads_x", 32};
   Halide::GeneratorParam<int> gpu_threads_y{"gpu_threads_y", 8};
+  Halide::GeneratorParam<FuseInner> gpu_fuse{"gpu_fuse", FuseInner::channels_last,
+                                             kFuseInnerNames};
 
   void apply(const PoolGatherStages& s) const;
 };
@@ -65,6 +81,8 @@ struct GpuPoolGatherSchedule {
 // and the first-invalid reduction as the winner's.
 struct GpuIndexGatherSchedule {
   Halide::GeneratorParam<int> gpu_threads{"gpu_threads", 256};
+  Halide::GeneratorParam<FuseInner> gpu_fuse{"gpu_fuse", FuseInner::channels_last,
+                                             kFuseInnerNames};
 
   void apply(const IndexGatherStages& s, Halide::Func first_invalid, const Halide::RDom& bad,
              const std::vector<Halide::Func>& reports) const;

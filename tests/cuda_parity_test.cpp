@@ -1,4 +1,5 @@
-// CUDA against the CPU path, bit for bit: every op (max_pool, max_unpool, both backward passes)
+// CUDA against the CPU path, bit for bit: every op (max_pool, max_unpool by the indices alone and
+// with the pooling's window, which takes the window gather, both backward passes)
 // in every value type, layout and index type this build has CUDA kernels for, on small shapes
 // with padding, dilation, ceil_mode and overlapping windows, the v0.1 shapes, and shapes past the
 // GPU's grid limits (an 8192x8192 plane, 200000 planes, 70000 batches, a 70000-long row). Values
@@ -230,6 +231,19 @@ UnpoolOptions unpool_options(const Shape& s, Device device) {
   return u;
 }
 
+// The same with the pooling's window (kernel, stride, padding), which lets CUDA take the window
+// gather while every index lies in its own window (dilated windows' indices do not: the winner
+// then runs); false where unpooling refuses that window for these shapes.
+bool windowed_unpool_options(const Shape& s, const Ints& pooled_shape, Device device,
+                             UnpoolOptions* u) {
+  *u = unpool_options(s, device);
+  u->kernel_size = s.options.kernel_size;
+  u->stride = s.options.stride;
+  u->padding = s.options.padding;
+  Ints shape;
+  return max_unpool_output_shape(s.nd, pooled_shape, *u, &shape).ok();
+}
+
 // Runs `call` on the CPU, then twice on CUDA (host data), and checks that the three outputs
 // agree and that nothing was written beside them.
 void agree(const std::string& where, Tensor& cpu_out, bool nan_equal,
@@ -317,6 +331,17 @@ TEST_P(CudaParity, EveryOpMatchesCpu) {
           return max_unpool(s.nd, values.view(), duplicates.view(), out.view(),
                             unpool_options(s, d));
         });
+        UnpoolOptions windowed;
+        if (windowed_unpool_options(s, out_shape, Device::cpu, &windowed)) {
+          for (Tensor* i : {&indices, &duplicates}) {
+            agree(where + (i == &indices ? " max_unpool, window" : " max_unpool, window, duplicates"),
+                  restored, false, [&](Tensor& out, Device d) {
+                    UnpoolOptions u = windowed;
+                    u.device = d;
+                    return max_unpool(s.nd, values.view(), i->view(), out.view(), u);
+                  });
+          }
+        }
         if (!s.big) {  // two invalid indices: one past the plane, one negative
           Tensor invalid = duplicates;
           invalid.set_index(invalid.count() / 2, plane);
@@ -324,6 +349,15 @@ TEST_P(CudaParity, EveryOpMatchesCpu) {
           refuse_alike(where + " max_unpool, invalid indices", restored, [&](Tensor& out, Device d) {
             return max_unpool(s.nd, values.view(), invalid.view(), out.view(), unpool_options(s, d));
           });
+          UnpoolOptions windowed_invalid;
+          if (windowed_unpool_options(s, out_shape, Device::cpu, &windowed_invalid)) {
+            refuse_alike(where + " max_unpool, window, invalid indices", restored,
+                         [&](Tensor& out, Device d) {
+                           windowed_invalid.device = d;
+                           return max_unpool(s.nd, values.view(), invalid.view(), out.view(),
+                                             windowed_invalid);
+                         });
+          }
           if (unpool_gradient_types.count(value) && is_gradient_dtype(value)) {
             Tensor grad(value, s.shape, s.nd, last);
             fill_gradients(grad, ++seed);

@@ -5,6 +5,7 @@
 // output. CUDA tests report themselves skipped where there is no GPU (CI, most dev machines).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -167,6 +168,71 @@ TEST_P(WinnerCpu, DeterministicAcrossThreadCountsAndRuns) {
   set_num_threads(0);
 }
 
+bool window_gather_built(DType index) {
+  for (const KernelInfo& k : compiled_kernels()) {
+    if (k.op == "unpool_window_gather" && k.device == Device::cpu && k.index_dtype == index) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Indices that each lie in their own cell's window, as a pooling's do, where windows overlap
+// (stride below kernel) and several cells name one slot: Path::winner's window gather (CUDA's
+// algorithm) serves them, and the last cell naming a slot wins, as in the scatter.
+TEST_P(WinnerCpu, WindowGatherTakesTheLastCellOfOverlappingWindows) {
+  const DType index = GetParam();
+  if (!window_gather_built(index)) {
+    GTEST_SKIP() << "this build has no CPU window gather for " << dtype_name(index);
+  }
+  std::mt19937_64 rng(20261127 + static_cast<int>(index));
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  int gathered = 0;
+  for (int i = 0; i < 300; ++i) {
+    UnpoolCase c;
+    c.nd = static_cast<int>(pick(1, 3));
+    c.shape = {pick(1, 2), pick(1, 4)};
+    for (int d = 0; d < c.nd; ++d) c.shape.push_back(pick(1, c.nd == 1 ? 30 : 7));
+    const int64_t k = pick(1, 4), stride = pick(1, k), padding = pick(0, k / 2);
+    c.options.kernel_size = {k};
+    c.options.stride = {stride};
+    c.options.padding = {padding};
+    if (!max_unpool_output_shape(c.nd, c.shape, c.options, &c.out_shape).ok()) continue;
+    const Ints out(c.out_shape.end() - c.nd, c.out_shape.end());
+    const Ints cells(c.shape.end() - c.nd, c.shape.end());
+    int64_t cells_per_plane = 1;
+    for (int64_t e : cells) cells_per_plane *= e;
+    for (int64_t e = 0; e < ref::numel(c.shape); ++e) {
+      // A random slot of cell e's window (row-major over the plane), one inside the output.
+      int64_t rest = e % cells_per_plane, slot = 0, scale = 1;
+      for (int d = c.nd - 1; d >= 0; --d) {
+        const int64_t cell = rest % cells[d];
+        rest /= cells[d];
+        const int64_t lo = std::max<int64_t>(0, cell * stride - padding),
+                      hi = std::min<int64_t>(out[d] - 1, cell * stride - padding + k - 1);
+        slot += (lo <= hi ? pick(lo, hi) : 0) * scale;
+        scale *= out[d];
+      }
+      c.values.push_back(static_cast<float>(e) + 0.5f);
+      c.indices.push_back(slot);
+    }
+    const std::string where = "case " + std::to_string(i) + ": ";
+    if (index == DType::i64) {
+      check_winner_case<int64_t>(c, where);
+    } else {
+      check_winner_case<int32_t>(c, where);
+    }
+    UnpoolOptions options = c.options;
+    options.path = Path::winner;
+    std::string name;
+    ASSERT_TRUE(max_unpool_kernel_name(c.nd, c.shape, options, &name).ok());
+    if (name.find("_gather_") != std::string::npos) ++gathered;
+  }
+  EXPECT_GT(gathered, 100);
+}
+
 INSTANTIATE_TEST_SUITE_P(Index, WinnerCpu, ::testing::Values(DType::i64, DType::i32),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
@@ -177,7 +243,7 @@ TEST(WinnerCpu, KernelChoice) {
   options.path = Path::winner;
   std::string name;
   ASSERT_TRUE(max_unpool_kernel_name(2, {1, 2, 4, 4}, options, &name).ok());
-  EXPECT_EQ(name, "max_unpool_winner_b32_i64");
+  EXPECT_EQ(name, "max_unpool2d_gather_b32_i64");  // the winner behind it, where an index strays
 }
 
 // ------------------------------------------------------------------------------------------

@@ -101,8 +101,10 @@ POOLGEN_TYPED_VIEWS(int64_t)
 // Which compiled kernels a call may use. `automatic` takes a window-specialized kernel when the
 // call matches one; `general` always takes the general kernel (results are identical).
 // `winner` runs the GPUs' algorithms on the CPU, where the build has their CPU twins
-// (-DPOOLGEN_GPU_TWINS=ON; 32-bit values, contiguous): for max_unpool the deterministic two-pass
-// unpooling (an atomic max of input positions per slot, then a gather), for max_unpool_backward
+// (-DPOOLGEN_GPU_TWINS=ON; 32-bit values, contiguous): for max_unpool the gather over any
+// window's covering cells where every index lies in its own window, else the deterministic
+// two-pass unpooling (an atomic max of input positions per slot, then a gather), for
+// max_unpool_backward
 // the gather that reports invalid indices instead of stopping, for max_pool_backward the gather
 // over any window's covering outputs (checks of the GPU algorithms; CUDA calls always take
 // them). An unsupported error where they are not built; pooling has one CPU algorithm, which
@@ -291,8 +293,8 @@ enum class Layout : int32_t { contiguous = 0, channels_last = 1 };
 struct KernelInfo {
   std::string name;
   // "pool", "unpool_scatter", "unpool_gather", "unpool_winner", "pool_backward_scatter",
-  // "pool_backward_gather", "pool_backward_window_gather" (CUDA's), "unpool_backward" or
-  // "unpool_backward_reporting" (CUDA's)
+  // "pool_backward_gather", "pool_backward_window_gather" (CUDA's), "unpool_window_gather"
+  // (CUDA's), "unpool_backward" or "unpool_backward_reporting" (CUDA's)
   std::string op;
   int nd = 0;          // 0: any rank
   Layout layout = Layout::contiguous;
