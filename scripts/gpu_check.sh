@@ -5,6 +5,7 @@
 # Logs and JSON go to $OUT (default: build-gpu/), the table to stdout last.
 #
 #   scripts/gpu_check.sh [test|bench|all] [gtest filter]
+#   scripts/gpu_check.sh profile [benchmark filter]
 # PEERS=0: no PyTorch runs; QUICK=1: fewer, shorter repetitions (a short lease); SHARDS=N: the
 # tests in N processes at once; TEST_TIMEOUT=S: each stopped after S seconds.
 set -uo pipefail
@@ -18,7 +19,7 @@ chmod +x /tmp/poolgen-gpu/poolgen_*
 export LD_LIBRARY_PATH=/tmp/poolgen-gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/device.txt"
 status=0
-if [[ $what != bench ]]; then
+if [[ $what == test || $what == all ]]; then
   # SHARDS=N: N processes at once (gtest's sharding), the parity test's large shapes in
   # different ones; their logs end up in one.
   shards=${SHARDS:-1}
@@ -42,7 +43,7 @@ if [[ $what != bench ]]; then
   done
   grep -E "^\[  FAILED  \]" "$out/cuda_test.log" | sort -u
 fi
-if [[ $what != test ]]; then
+if [[ $what == bench || $what == all ]]; then
   reps=7 min_time=0.05 torch_time=0.2
   [[ ${QUICK:-0} == 1 ]] && reps=3 min_time=0.02 torch_time=0.1
   /tmp/poolgen-gpu/poolgen_cuda_bench --benchmark_repetitions=$reps \
@@ -66,5 +67,16 @@ if [[ $what != test ]]; then
   else
     grep -E "median" "$out/poolgen_cuda.log" | awk '{print $1, $2, $3}'
   fi
+fi
+# profile FILTER: Nsight Compute's summary of the first kernels of the benchmark rows FILTER
+# names (the image has ncu under /usr/local/cuda/bin).
+if [[ $what == profile ]]; then
+  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  "$ncu" --section SpeedOfLight --section Occupancy --section ComputeWorkloadAnalysis \
+      --launch-count "${NCU_LAUNCHES:-12}" /tmp/poolgen-gpu/poolgen_cuda_bench \
+      --benchmark_filter="$filter" --benchmark_min_time=0.001 --benchmark_repetitions=1 \
+      >"$out/ncu.txt" 2>&1 || status=1
+  grep -E "^  [a-z_]+.*\(|Duration|Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy" \
+      "$out/ncu.txt"
 fi
 exit $status

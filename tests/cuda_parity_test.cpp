@@ -22,6 +22,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "dtypes.hpp"
@@ -271,14 +272,22 @@ void refuse_alike(const std::string& where, const Tensor& like,
   EXPECT_TRUE(gpu_out.guards_intact()) << where;
 }
 
-class CudaParity : public ::testing::TestWithParam<Shape> {};
+// A shape, an index type and a layout: one test each, so that gtest's shards (scripts/
+// gpu_check.sh's SHARDS) spread the large shapes' value types over processes.
+class CudaParity : public ::testing::TestWithParam<std::tuple<Shape, DType, bool>> {};
 
 // Pooling, then unpooling and both backward passes on its indices, then unpooling and pooling's
 // backward on duplicate-heavy indices (the latter falls back to the scatter: most lie outside
-// their windows).
+// their windows), in every value type.
 TEST_P(CudaParity, EveryOpMatchesCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device is available";
-  const Shape& s = GetParam();
+  const Shape& s = std::get<0>(GetParam());
+  const DType index = std::get<1>(GetParam());
+  const bool last = std::get<2>(GetParam());
+  if (!cuda_index_dtypes().count(index)) {
+    GTEST_SKIP() << "this build has no CUDA kernels with " << dtype_name(index) << " indices";
+  }
+  if (s.big && index != DType::i64) GTEST_SKIP() << "the large shapes run int64 indices only";
   const std::set<DType> pool_types = cuda_dtypes("pool", false);
   const std::set<DType> gradient_types = cuda_dtypes("pool_backward_scatter", false);
   const std::set<DType> gather_types = cuda_dtypes("pool_backward_window_gather", false);
@@ -288,124 +297,123 @@ TEST_P(CudaParity, EveryOpMatchesCpu) {
   ASSERT_TRUE(max_pool_output_shape(s.nd, s.shape, s.options, &out_shape).ok());
   int64_t plane = 1;
   for (int i = 0; i < s.nd; ++i) plane *= s.shape[s.shape.size() - 1 - i];
-  uint64_t seed = std::hash<std::string>()(s.name);
+  uint64_t seed = std::hash<std::string>()(s.name) + 2 * static_cast<uint64_t>(index) + last;
   int combinations = 0;
-  for (DType index : cuda_index_dtypes()) {
-    if (s.big && index != DType::i64) continue;
-    for (bool last : {false, true}) {
-      for (DType value : test::kAllDTypes) {
-        if (s.big && value != DType::f32) continue;
-        const bool pools = pool_types.count(value) != 0;
-        if (!pools && !unpool_types.count(value)) continue;
-        ++combinations;
-        std::ostringstream w;
-        w << s.name << (last ? " channels-last " : " ") << dtype_name(value) << "/"
-          << dtype_name(index);
-        const std::string where = w.str();
-        Tensor input(value, s.shape, s.nd, last), values(value, out_shape, s.nd, last),
-            indices(index, out_shape, s.nd, last);
-        fill_values(input, ++seed);
-        if (pools) {
-          agree(where + " max_pool values", values, false, [&](Tensor& out, Device d) {
-            PoolOptions o = s.options;
-            o.device = d;
-            Tensor i(index, out_shape, s.nd, last);
-            const Status st = max_pool(s.nd, input.view(), out.view(), i.view(), o);
-            if (d == Device::cpu) indices = i;
-            else EXPECT_EQ(differences(indices, i, false), "") << where << " max_pool indices";
-            return st;
-          });
-        } else {  // unpooling only: a float pooling's indices, this type's values
-          Tensor f(DType::f32, s.shape, s.nd, last), fv(DType::f32, out_shape, s.nd, last);
-          fill_values(f, seed);
-          ASSERT_TRUE(max_pool(s.nd, f.view(), fv.view(), indices.view(), s.options).ok());
-          fill_values(values, ++seed);
-        }
-        Tensor restored(value, s.shape, s.nd, last);
-        agree(where + " max_unpool", restored, false, [&](Tensor& out, Device d) {
-          return max_unpool(s.nd, values.view(), indices.view(), out.view(), unpool_options(s, d));
-        });
-        Tensor duplicates(index, out_shape, s.nd, last);
-        fill_duplicate_indices(duplicates, plane, ++seed);
-        agree(where + " max_unpool, duplicates", restored, false, [&](Tensor& out, Device d) {
-          return max_unpool(s.nd, values.view(), duplicates.view(), out.view(),
-                            unpool_options(s, d));
-        });
-        UnpoolOptions windowed;
-        if (windowed_unpool_options(s, out_shape, Device::cpu, &windowed)) {
-          for (Tensor* i : {&indices, &duplicates}) {
-            agree(where + (i == &indices ? " max_unpool, window" : " max_unpool, window, duplicates"),
-                  restored, false, [&](Tensor& out, Device d) {
-                    UnpoolOptions u = windowed;
-                    u.device = d;
-                    return max_unpool(s.nd, values.view(), i->view(), out.view(), u);
-                  });
-          }
-        }
-        if (!s.big) {  // two invalid indices: one past the plane, one negative
-          Tensor invalid = duplicates;
-          invalid.set_index(invalid.count() / 2, plane);
-          invalid.set_index(invalid.count() / 3, -1);
-          refuse_alike(where + " max_unpool, invalid indices", restored, [&](Tensor& out, Device d) {
-            return max_unpool(s.nd, values.view(), invalid.view(), out.view(), unpool_options(s, d));
-          });
-          UnpoolOptions windowed_invalid;
-          if (windowed_unpool_options(s, out_shape, Device::cpu, &windowed_invalid)) {
-            refuse_alike(where + " max_unpool, window, invalid indices", restored,
-                         [&](Tensor& out, Device d) {
-                           windowed_invalid.device = d;
-                           return max_unpool(s.nd, values.view(), invalid.view(), out.view(),
-                                             windowed_invalid);
-                         });
-          }
-          if (unpool_gradient_types.count(value) && is_gradient_dtype(value)) {
-            Tensor grad(value, s.shape, s.nd, last);
-            fill_gradients(grad, ++seed);
-            refuse_alike(where + " max_unpool_backward, invalid indices", values,
-                         [&](Tensor& out, Device d) {
-                           return max_unpool_backward(s.nd, grad.view(), invalid.view(),
-                                                      out.view(), unpool_options(s, d));
-                         });
-          }
-        }
-        if (unpool_gradient_types.count(value) && is_gradient_dtype(value)) {
-          Tensor grad(value, s.shape, s.nd, last), grad_values(value, out_shape, s.nd, last);
-          fill_gradients(grad, ++seed);
-          agree(where + " max_unpool_backward", grad_values, true, [&](Tensor& out, Device d) {
-            return max_unpool_backward(s.nd, grad.view(), indices.view(), out.view(),
-                                       unpool_options(s, d));
-          });
-        }
-        if (pools && gradient_types.count(value)) {
-          Tensor grad(value, out_shape, s.nd, last), grad_input(value, s.shape, s.nd, last);
-          fill_gradients(grad, ++seed);
-          for (Tensor* i : {&indices, &duplicates}) {
-            // The scatter (indices outside their windows, types without the gather): a thread
-            // per plane, too slow for the big shapes' few planes.
-            const bool scatter = i == &duplicates || !gather_types.count(value);
-            if (scatter && s.big) continue;
-            agree(where + (i == &indices ? " max_pool_backward" : " max_pool_backward, duplicates"),
-                  grad_input, true, [&](Tensor& out, Device d) {
-                    PoolOptions o = s.options;
-                    o.device = d;
-                    return max_pool_backward(s.nd, grad.view(), i->view(), out.view(), o);
-                  });
-          }
-        }
+  for (DType value : test::kAllDTypes) {
+    if (s.big && value != DType::f32) continue;
+    const bool pools = pool_types.count(value) != 0;
+    if (!pools && !unpool_types.count(value)) continue;
+    ++combinations;
+    std::ostringstream w;
+    w << s.name << (last ? " channels-last " : " ") << dtype_name(value) << "/"
+      << dtype_name(index);
+    const std::string where = w.str();
+    Tensor input(value, s.shape, s.nd, last), values(value, out_shape, s.nd, last),
+        indices(index, out_shape, s.nd, last);
+    fill_values(input, ++seed);
+    if (pools) {
+      agree(where + " max_pool values", values, false, [&](Tensor& out, Device d) {
+        PoolOptions o = s.options;
+        o.device = d;
+        Tensor i(index, out_shape, s.nd, last);
+        const Status st = max_pool(s.nd, input.view(), out.view(), i.view(), o);
+        if (d == Device::cpu) indices = i;
+        else EXPECT_EQ(differences(indices, i, false), "") << where << " max_pool indices";
+        return st;
+      });
+    } else {  // unpooling only: a float pooling's indices, this type's values
+      Tensor f(DType::f32, s.shape, s.nd, last), fv(DType::f32, out_shape, s.nd, last);
+      fill_values(f, seed);
+      ASSERT_TRUE(max_pool(s.nd, f.view(), fv.view(), indices.view(), s.options).ok());
+      fill_values(values, ++seed);
+    }
+    Tensor restored(value, s.shape, s.nd, last);
+    agree(where + " max_unpool", restored, false, [&](Tensor& out, Device d) {
+      return max_unpool(s.nd, values.view(), indices.view(), out.view(), unpool_options(s, d));
+    });
+    Tensor duplicates(index, out_shape, s.nd, last);
+    fill_duplicate_indices(duplicates, plane, ++seed);
+    agree(where + " max_unpool, duplicates", restored, false, [&](Tensor& out, Device d) {
+      return max_unpool(s.nd, values.view(), duplicates.view(), out.view(),
+                        unpool_options(s, d));
+    });
+    UnpoolOptions windowed;
+    if (windowed_unpool_options(s, out_shape, Device::cpu, &windowed)) {
+      for (Tensor* i : {&indices, &duplicates}) {
+        agree(where + (i == &indices ? " max_unpool, window" : " max_unpool, window, duplicates"),
+              restored, false, [&](Tensor& out, Device d) {
+                UnpoolOptions u = windowed;
+                u.device = d;
+                return max_unpool(s.nd, values.view(), i->view(), out.view(), u);
+              });
+      }
+    }
+    if (!s.big) {  // two invalid indices: one past the plane, one negative
+      Tensor invalid = duplicates;
+      invalid.set_index(invalid.count() / 2, plane);
+      invalid.set_index(invalid.count() / 3, -1);
+      refuse_alike(where + " max_unpool, invalid indices", restored, [&](Tensor& out, Device d) {
+        return max_unpool(s.nd, values.view(), invalid.view(), out.view(), unpool_options(s, d));
+      });
+      UnpoolOptions windowed_invalid;
+      if (windowed_unpool_options(s, out_shape, Device::cpu, &windowed_invalid)) {
+        refuse_alike(where + " max_unpool, window, invalid indices", restored,
+                     [&](Tensor& out, Device d) {
+                       windowed_invalid.device = d;
+                       return max_unpool(s.nd, values.view(), invalid.view(), out.view(),
+                                         windowed_invalid);
+                     });
+      }
+      if (unpool_gradient_types.count(value) && is_gradient_dtype(value)) {
+        Tensor grad(value, s.shape, s.nd, last);
+        fill_gradients(grad, ++seed);
+        refuse_alike(where + " max_unpool_backward, invalid indices", values,
+                     [&](Tensor& out, Device d) {
+                       return max_unpool_backward(s.nd, grad.view(), invalid.view(),
+                                                  out.view(), unpool_options(s, d));
+                     });
+      }
+    }
+    if (unpool_gradient_types.count(value) && is_gradient_dtype(value)) {
+      Tensor grad(value, s.shape, s.nd, last), grad_values(value, out_shape, s.nd, last);
+      fill_gradients(grad, ++seed);
+      agree(where + " max_unpool_backward", grad_values, true, [&](Tensor& out, Device d) {
+        return max_unpool_backward(s.nd, grad.view(), indices.view(), out.view(),
+                                   unpool_options(s, d));
+      });
+    }
+    if (pools && gradient_types.count(value)) {
+      Tensor grad(value, out_shape, s.nd, last), grad_input(value, s.shape, s.nd, last);
+      fill_gradients(grad, ++seed);
+      for (Tensor* i : {&indices, &duplicates}) {
+        // The scatter (indices outside their windows, types without the gather): a thread
+        // per plane, too slow for the big shapes' few planes.
+        const bool scatter = i == &duplicates || !gather_types.count(value);
+        if (scatter && s.big) continue;
+        agree(where + (i == &indices ? " max_pool_backward" : " max_pool_backward, duplicates"),
+              grad_input, true, [&](Tensor& out, Device d) {
+                PoolOptions o = s.options;
+                o.device = d;
+                return max_pool_backward(s.nd, grad.view(), i->view(), out.view(), o);
+              });
       }
     }
   }
   EXPECT_GT(combinations, 0) << "no CUDA kernels in this build";
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, CudaParity, ::testing::ValuesIn(shapes()),
-                         [](const auto& info) {
-                           std::string name;
-                           for (char ch : info.param.name) {
-                             name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-                           }
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaParity,
+    ::testing::Combine(::testing::ValuesIn(shapes()), ::testing::Values(DType::i64, DType::i32),
+                       ::testing::Bool()),
+    [](const auto& info) {
+      std::string name;
+      for (char ch : std::get<0>(info.param).name) {
+        name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+      }
+      return name + "_" + dtype_name(std::get<1>(info.param)) +
+             (std::get<2>(info.param) ? "_channels_last" : "");
+    });
 
 // Host threads calling CUDA at once (each call on its thread's context and stream) get the CPU's
 // bits: the deterministic unpooling on duplicates and pooling's backward.
