@@ -62,6 +62,21 @@ set(POOLGEN_CUDA_UNPOOL_GATHER_INDEX_TYPES "i64" CACHE STRING
 set(POOLGEN_CUDA_FAST_WINDOWS "" CACHE STRING
     "Windows (\"k s p\", as POOLGEN_FAST_WINDOWS) with fixed-window CUDA pooling kernels")
 
+# poolgen_cuda_fixed_windows(<name> <op> <nd> <layout> <value> <index> <generator> <cc> <params...>):
+# one fixed-window CUDA kernel of <generator> per POOLGEN_CUDA_FAST_WINDOWS entry, named <name>
+# with "{window}" replaced by k<k>s<s>p<p>. A macro, so that poolgen_kernel's lists reach the
+# caller's scope.
+macro(poolgen_cuda_fixed_windows name op nd layout value index generator cc)
+  foreach (poolgen_fixed_window IN LISTS POOLGEN_CUDA_FAST_WINDOWS)
+    poolgen_window("${poolgen_fixed_window}" poolgen_k poolgen_s poolgen_p)
+    string(REPLACE "{window}" "k${poolgen_k}s${poolgen_s}p${poolgen_p}" poolgen_fixed_name "${name}")
+    poolgen_kernel(${poolgen_fixed_name} ${op} ${nd} ${poolgen_k} ${poolgen_s} ${poolgen_p}
+                   ${layout} ${value} ${index} GENERATOR ${generator}
+                   PARAMS rank=${nd} ${ARGN} fixed_kernel=${poolgen_k} fixed_stride=${poolgen_s}
+                          fixed_padding=${poolgen_p} CUDA_CAPABILITY ${cc})
+  endforeach ()
+endmacro()
+
 # The CUDA schedules' knobs (schedules/gpu_schedules.h: GeneratorParams named gpu_*) of each
 # generator's CUDA kernels, for measuring other values (scripts/gpu_pack.sh's sweep); empty: the
 # schedules' defaults. Example: -DPOOLGEN_CUDA_KNOBS_max_pool="gpu_threads_x=64;gpu_threads_y=4".
@@ -100,10 +115,6 @@ if (POOLGEN_GPU_TWINS AND 32 IN_LIST POOLGEN_VALUE_WIDTHS)
   foreach (index IN LISTS POOLGEN_INDEX_TYPES)
     poolgen_kernel(max_unpool_winner_b32_${index} unpool_winner 0 0 0 0 contiguous i32 ${index}
                    GENERATOR max_unpool_winner)
-  endforeach ()
-endif ()
-if (POOLGEN_GPU_TWINS AND 32 IN_LIST POOLGEN_VALUE_WIDTHS)
-  foreach (index IN LISTS POOLGEN_INDEX_TYPES)
     foreach (nd 1 2 3)
       poolgen_kernel(max_unpool${nd}d_gather_b32_${index} unpool_window_gather ${nd} 0 0 0
                      contiguous i32 ${index} GENERATOR max_pool_backward_gather
@@ -138,13 +149,8 @@ foreach (cc IN LISTS POOLGEN_CUDA_CAPABILITIES)
           poolgen_kernel(max_pool${nd}d${tag}_${value}_${index}${sm} pool ${nd} 0 0 0 ${layout}
                          ${value} ${index} GENERATOR max_pool KNOBS max_pool${nd}d${tag}_cuda
                          PARAMS rank=${nd} CUDA_CAPABILITY ${cc})
-          foreach (window IN LISTS POOLGEN_CUDA_FAST_WINDOWS)
-            poolgen_window("${window}" k s p)
-            poolgen_kernel(max_pool${nd}d_k${k}s${s}p${p}${tag}_${value}_${index}${sm} pool ${nd}
-                           ${k} ${s} ${p} ${layout} ${value} ${index} GENERATOR max_pool
-                           PARAMS rank=${nd} fixed_kernel=${k} fixed_stride=${s}
-                                  fixed_padding=${p} CUDA_CAPABILITY ${cc})
-          endforeach ()
+          poolgen_cuda_fixed_windows(max_pool${nd}d_{window}${tag}_${value}_${index}${sm} pool
+                                     ${nd} ${layout} ${value} ${index} max_pool ${cc})
         endforeach ()
       endforeach ()
       foreach (bits IN LISTS POOLGEN_VALUE_WIDTHS)
@@ -161,15 +167,10 @@ foreach (cc IN LISTS POOLGEN_CUDA_CAPABILITIES)
                            unpool_window_gather ${nd} 0 0 0 ${layout}
                            ${POOLGEN_WIDTH_DTYPE_${bits}} ${index} GENERATOR max_pool_backward_gather
                            PARAMS rank=${nd} accumulate=false CUDA_CAPABILITY ${cc})
-            foreach (window IN LISTS POOLGEN_CUDA_FAST_WINDOWS)
-              poolgen_window("${window}" k s p)
-              poolgen_kernel(max_unpool${nd}d_gather_k${k}s${s}p${p}${tag}_b${bits}_${index}${sm}
-                             unpool_window_gather ${nd} ${k} ${s} ${p} ${layout}
-                             ${POOLGEN_WIDTH_DTYPE_${bits}} ${index}
-                             GENERATOR max_pool_backward_gather
-                             PARAMS rank=${nd} accumulate=false fixed_kernel=${k}
-                                    fixed_stride=${s} fixed_padding=${p} CUDA_CAPABILITY ${cc})
-            endforeach ()
+            poolgen_cuda_fixed_windows(
+                max_unpool${nd}d_gather_{window}${tag}_b${bits}_${index}${sm} unpool_window_gather
+                ${nd} ${layout} ${POOLGEN_WIDTH_DTYPE_${bits}} ${index} max_pool_backward_gather
+                ${cc} accumulate=false)
           endforeach ()
         endif ()
       endforeach ()
@@ -186,15 +187,10 @@ foreach (cc IN LISTS POOLGEN_CUDA_CAPABILITIES)
                            pool_backward_window_gather ${nd} 0 0 0 ${layout} ${value} ${index}
                            GENERATOR max_pool_backward_gather PARAMS rank=${nd}
                            CUDA_CAPABILITY ${cc})
-            foreach (window IN LISTS POOLGEN_CUDA_FAST_WINDOWS)
-              poolgen_window("${window}" k s p)
-              poolgen_kernel(
-                  max_pool${nd}d_backward_gather_k${k}s${s}p${p}${tag}_${value}_${index}${sm}
-                  pool_backward_window_gather ${nd} ${k} ${s} ${p} ${layout} ${value} ${index}
-                  GENERATOR max_pool_backward_gather
-                  PARAMS rank=${nd} fixed_kernel=${k} fixed_stride=${s} fixed_padding=${p}
-                  CUDA_CAPABILITY ${cc})
-            endforeach ()
+            poolgen_cuda_fixed_windows(
+                max_pool${nd}d_backward_gather_{window}${tag}_${value}_${index}${sm}
+                pool_backward_window_gather ${nd} ${layout} ${value} ${index}
+                max_pool_backward_gather ${cc})
           endforeach ()
           poolgen_kernel(max_pool_backward_scatter${tag}_${value}_${index}${sm}
                          pool_backward_scatter 0 0 0 0 ${layout} ${value} ${index}

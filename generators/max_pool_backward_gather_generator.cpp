@@ -53,8 +53,8 @@ class MaxPoolBackwardGather : public Generator<MaxPoolBackwardGather> {
     std::vector<Expr> in_extent(nd), out_extent(nd), span(nd);
     Region candidates, outputs;
     std::vector<Window1D> window(nd);
-    for (int i = 0; i < nd; ++i) window[i] = fixed_window.of(window_, i);
     for (int i = 0; i < nd; ++i) {
+      window[i] = fixed_window.of(window_, i);
       in_extent[i] = grad_input_->dim(spatial_dim(i, l)).extent();
       out_extent[i] = grad_output_->dim(spatial_dim(i, l)).extent();
       span[i] = (window[i].kernel - 1) * window[i].dilation;

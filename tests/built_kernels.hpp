@@ -49,6 +49,14 @@ inline bool unpool_backward_twin_built() {
   });
 }
 
+// A CPU twin of a kernel only GPUs run (Path::winner; -DPOOLGEN_GPU_TWINS=ON), `op` as
+// KernelInfo::op names it ("unpool_winner", "unpool_window_gather").
+inline bool cpu_twin_built(const std::string& op, DType index) {
+  return any_kernel_built([&](const KernelInfo& k) {
+    return k.op == op && k.device == Device::cpu && k.index_dtype == index;
+  });
+}
+
 // The CPU twin of CUDA's pooling backward, the window gather of any window (Path::winner; f32,
 // i64 indices, contiguous, for rank nd).
 inline bool backward_window_twin_built(int nd) {

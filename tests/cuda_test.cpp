@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "built_kernels.hpp"
 #include "poolgen/poolgen.hpp"
 #include "reference.hpp"
 
@@ -90,12 +91,7 @@ std::vector<float> inner(const std::vector<float>& b) {
   return std::vector<float>(b.begin() + kGuard, b.end() - kGuard);
 }
 
-bool winner_built(DType index) {
-  for (const KernelInfo& k : compiled_kernels()) {
-    if (k.op == "unpool_winner" && k.device == Device::cpu && k.index_dtype == index) return true;
-  }
-  return false;
-}
+bool winner_built(DType index) { return test::cpu_twin_built("unpool_winner", index); }
 
 // Runs `c` through Path::winner (index type Index) and checks it against the reference and, for
 // invalid indices, against the scatter's error (same code and message).
@@ -168,21 +164,12 @@ TEST_P(WinnerCpu, DeterministicAcrossThreadCountsAndRuns) {
   set_num_threads(0);
 }
 
-bool window_gather_built(DType index) {
-  for (const KernelInfo& k : compiled_kernels()) {
-    if (k.op == "unpool_window_gather" && k.device == Device::cpu && k.index_dtype == index) {
-      return true;
-    }
-  }
-  return false;
-}
-
 // Indices that each lie in their own cell's window, as a pooling's do, where windows overlap
 // (stride below kernel) and several cells name one slot: Path::winner's window gather (CUDA's
 // algorithm) serves them, and the last cell naming a slot wins, as in the scatter.
 TEST_P(WinnerCpu, WindowGatherTakesTheLastCellOfOverlappingWindows) {
   const DType index = GetParam();
-  if (!window_gather_built(index)) {
+  if (!test::cpu_twin_built("unpool_window_gather", index)) {
     GTEST_SKIP() << "this build has no CPU window gather for " << dtype_name(index);
   }
   std::mt19937_64 rng(20261127 + static_cast<int>(index));
