@@ -100,6 +100,15 @@ void CpuPoolSchedule::read(Knobs& knobs) {
   knobs.take("short_rows", &short_rows);
 }
 
+bool CpuPoolSchedule::stages_rows(const std::string& cpu_schedule, const Target& target,
+                                  bool bounded, Layout layout) {
+  Knobs knobs = Knobs::for_target(cpu_schedule, target);
+  if (!knobs.autoscheduler().empty()) return false;
+  CpuPoolSchedule schedule;
+  schedule.read(knobs);
+  return schedule.stage_rows && bounded && layout == Layout::contiguous;
+}
+
 void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   Func result = s.result, scan = s.scan;
   const int lanes = vector_lanes(vector_width, result, target, s.layout);
@@ -167,8 +176,14 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   if (staged) {
     // Each output row computes only the input rows it needs that the block has not yet staged.
     Func padded = s.padded;
-    padded.store_at(result, block).compute_at(result, Var("row"))
-        .vectorize(padded.args()[0], lanes, TailStrategy::RoundUp);
+    padded.store_at(result, block).compute_at(result, Var("row"));
+    if (s.padded_columns.defined()) {
+      padded.update(0).unscheduled();  // the padding before the row: a column or two
+      padded.update(1).vectorize(s.padded_columns.x, lanes, TailStrategy::GuardWithIf);
+      padded.update(2).unscheduled();  // and past it
+    } else {
+      padded.vectorize(padded.args()[0], lanes, TailStrategy::RoundUp);
+    }
   }
 }
 

@@ -16,7 +16,11 @@ namespace poolgen {
 // (max, index) updated over the window taps r.
 struct PoolStages {
   Halide::Func result, scan;
-  Halide::Func padded;  // the input read through the boundary condition (if bounded)
+  // The input read through the boundary condition (if bounded); where the CPU schedule stages
+  // rows (CpuPoolSchedule::stages_rows), built as a copy instead: no pure value, then updates
+  // writing the lowest value before the row, the row, and the lowest value past it.
+  Halide::Func padded;
+  Halide::RDom padded_columns;  // the copy's row update's domain (undefined without one)
   bool bounded;         // false: every window lies inside the input, read as it is
   std::vector<Halide::Var> x;  // spatial, innermost first
   Halide::Var c, n;
@@ -54,6 +58,13 @@ struct CpuPoolSchedule {
 
   void read(Knobs& knobs);
   void apply(const PoolStages& s, const Halide::Target& target) const;
+
+  // Whether the schedule `cpu_schedule` gives `target` copies the input rows a block reads into
+  // a padded scratch (bounded contiguous windows with stage_rows): the generator then defines
+  // PoolStages::padded as that copy, whose in-bounds span loads dense vectors where a boundary
+  // condition's clamped vectors at the row ends are gathers.
+  static bool stages_rows(const std::string& cpu_schedule, const Halide::Target& target,
+                          bool bounded, Layout layout);
 };
 
 // Stages of max_unpool_scatter: out(p, c, n) zeroed, then one update scattering the elements r
