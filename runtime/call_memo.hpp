@@ -33,13 +33,7 @@ class CallKey {
   }
 
  private:
-  void add(int64_t value) {
-    if (size_ < kCapacity) values_[size_] = value;
-    ++size_;  // past the capacity the key is unusable, not truncated
-  }
-  void add(const Ints& list);
-  void add(const TensorView& view);  // everything of a view but its data
-  void add(int nd, std::initializer_list<const TensorView*> views);
+  struct Writer;  // appends the values (call_memo.cpp)
 
   // Three views of rank five and every option list at three entries take 82.
   static constexpr size_t kCapacity = 96;
