@@ -276,7 +276,6 @@ void CpuIndexGatherSchedule::apply(const IndexGatherStages& s, const Target& tar
   const int chunk_size = s.chunk;
   const int per_chunk = channels_last ? 64 * chunk_size : chunk_size;  // elements, about
   const int chunks_per_task = std::max(1, elements_per_task / per_chunk);
-  Var per_task = tasks;  // the loop inside which a task's chunks are checked
   if (!channels_last) {
     // Planes smaller than a chunk share a task, up to a chunk's elements (a runtime split): a
     // task per 7x7 plane paid the task's call, its unfusing divisions and its setup for nine
@@ -290,7 +289,6 @@ void CpuIndexGatherSchedule::apply(const IndexGatherStages& s, const Target& tar
         .split(s.c, c_block, plane, planes_per_task, TailStrategy::GuardWithIf)
         .reorder(inner, chunk, plane, block, c_block, s.n)
         .fuse(block, c_block, block_c).fuse(block_c, s.n, tasks).parallel(tasks);
-    per_task = plane;
   } else {
     // Channels are the vectors; a task is a run of one image's pixels.
     out.vectorize(s.c, lanes, TailStrategy::GuardWithIf)
@@ -299,10 +297,18 @@ void CpuIndexGatherSchedule::apply(const IndexGatherStages& s, const Target& tar
         .fuse(block, s.n, tasks).parallel(tasks);
   }
   if (invalid.defined()) {
-    // A task's flags fit on the stack: at most chunks_per_task of them.
-    invalid.compute_at(out, per_task)
+    // A task's flags fit on the stack: at most chunks_per_task of them, for each of its planes
+    // (at most a chunk of them, planes of one element each).
+    invalid.compute_at(out, tasks)
         .bound_storage(invalid.args()[0], chunks_per_task)
         .update().atomic().vectorize(s.in_chunk[0], lanes, TailStrategy::GuardWithIf);
+    if (!channels_last) {
+      // Checked once for the task's planes, planes innermost in the flags' zeroing: checked per
+      // plane, each plane's few flags were a memset call, most of a small plane's time (f32
+      // i64, one thread: 1x64x7x7 1.80 -> 1.12 us, 14x14 3.28 -> 2.97 us).
+      invalid.bound_storage(invalid.args()[1], chunk_size)
+          .reorder(invalid.args()[1], invalid.args()[0]);
+    }
   }
 }
 
