@@ -156,6 +156,25 @@ namespace {
 const char* device_name(Device device) { return device == Device::cuda ? "cuda" : "cpu"; }
 }  // namespace
 
+KeptSpans::KeptSpans(std::initializer_list<const View*> outs,
+                     std::initializer_list<const View*> ins)
+    : outputs(static_cast<int>(outs.size())) {
+  for (auto list : {outs, ins}) {
+    for (const View* v : list) size[count++] = byte_span(*v).size;
+  }
+}
+
+bool KeptSpans::apart(const void* const (&data)[kMax]) const {
+  auto span = [&](int k) { return ByteSpan{reinterpret_cast<uintptr_t>(data[k]), size[k]}; };
+  for (int o = 0; o < outputs; ++o) {
+    if (size[o] == 0) continue;
+    for (int k = 0; k < count; ++k) {  // every input, and the outputs before this one
+      if (k != o && (k < o || k >= outputs) && shared_bytes(span(o), span(k)) != 0) return false;
+    }
+  }
+  return true;
+}
+
 Status check_same_device(const View& leading, const char* leading_name,
                          std::initializer_list<Argument> others) {
   for (const auto& [name, view] : others) {

@@ -94,6 +94,19 @@ Status check_same_device(const View& leading, const char* leading_name,
 // PyTorch's: views of one allocation that interleave without sharing an element are refused too.
 Status check_apart(std::initializer_list<Argument> outputs, std::initializer_list<Argument> inputs);
 
+// check_apart's spans with their sizes computed once, for a call that repeats its shapes: the
+// views' span sizes (a function of shapes, strides and dtypes), outputs first.
+struct KeptSpans {
+  static constexpr int kMax = 3;
+  uint64_t size[kMax] = {};
+  int outputs = 0, count = 0;
+  // The spans of `outputs` then `inputs`, as check_apart takes them.
+  KeptSpans(std::initializer_list<const View*> outputs, std::initializer_list<const View*> inputs);
+  // Whether views at `data` (in the same order) pass check_apart: it decides alike, and names
+  // the overlap where this says no.
+  bool apart(const void* const (&data)[kMax]) const;
+};
+
 // One tensor of a call as the call expects it: its name, the caller's view, its dtype and shape.
 struct Expected {
   const char* name;
