@@ -48,7 +48,7 @@ class MaxPool : public Generator<MaxPool> {
     const Range unbounded;
     Func padded("padded");
     RDom padded_columns;
-    if (bounded && !get_target().has_gpu_feature() &&
+    if (!get_target().has_gpu_feature() &&
         CpuPoolSchedule::stages_rows(cpu_schedule, get_target(), bounded, l)) {
       // The boundary condition's values (below), built as a copy for the rows the schedule
       // stages: the lowest value in the columns the windows reach before and past the row, the

@@ -224,6 +224,13 @@ struct DirectPool {
   DirectPool(const Kernel& kernel, const Window& window, const Views& views)
       : run(kernel, window, views), call_bytes(total_bytes(views)),
         spans({&views[1], &views[2]}, {&views[0]}) {}
+
+  Status run_on(const Kernel& kernel, void* input, void* values, void* indices) {
+    run.in.buffer.host = static_cast<uint8_t*>(input);
+    run.values.buffer.host = static_cast<uint8_t*>(values);
+    run.indices.buffer.host = static_cast<uint8_t*>(indices);
+    return run.run_on_cpu(kernel, call_bytes);
+  }
 };
 
 // What a call's checks leave for its runs: the call, its outputs' views (the input's is
@@ -238,13 +245,10 @@ struct PoolPlan {
 // the kernel.
 std::unique_ptr<DirectPool> direct_run(const PoolOptions& options, const PoolCall& call,
                                        const Views& views) {
-  const Layout layout = call.kernel->layout;
   if (call.device != Device::cpu || options.max_rule != MaxRule::any_nan ||
-      options.index_format != IndexFormat::plane || views[1].elements() == 0) {
+      options.index_format != IndexFormat::plane || views[1].elements() == 0 ||
+      !takes_whole({&views[0], &views[1], &views[2]}, call.kernel->layout)) {
     return nullptr;
-  }
-  for (const View& v : views) {
-    if (!fits(v, layout) || !fits_kernel(v, layout)) return nullptr;
   }
   return std::make_unique<DirectPool>(*call.kernel, call.window, views);
 }
@@ -294,12 +298,7 @@ Status pool(int nd, const TensorView& input, const TensorView& values, const Ten
       POOLGEN_RETURN_IF_ERROR(check_apart({{"values", &out_values}, {"indices", &out_indices}},
                                           {{"input", &in}}));
     }
-    if (direct) {
-      direct->run.in.buffer.host = static_cast<uint8_t*>(input.data);
-      direct->run.values.buffer.host = static_cast<uint8_t*>(values.data);
-      direct->run.indices.buffer.host = static_cast<uint8_t*>(indices.data);
-      return direct->run.run_on_cpu(*plan->call.kernel, direct->call_bytes);
-    }
+    if (direct) return direct->run_on(*plan->call.kernel, input.data, values.data, indices.data);
     return run_checked(nd, input, options, plan->call, in, out_values, out_indices);
   }
 

@@ -130,26 +130,39 @@ Status overlap_error(const Argument& output, const Argument& other) {
 
 }  // namespace
 
-Status check_apart(std::initializer_list<Argument> outputs, std::initializer_list<Argument> inputs) {
-  // Each span once (a call has at most three outputs and three inputs).
-  InlineVector<ByteSpan, 3> output_spans, input_spans;
-  for (const Argument& output : outputs) output_spans.push_back(byte_span(*output.second));
-  for (const Argument& input : inputs) input_spans.push_back(byte_span(*input.second));
-  size_t o = 0;
-  for (auto output = outputs.begin(); output != outputs.end(); ++output, ++o) {
-    const ByteSpan out = output_spans[o];
-    if (out.size == 0) continue;
-    size_t i = 0;
-    for (const Argument& input : inputs) {
-      if (shared_bytes(out, input_spans[i++]) != 0) return overlap_error(*output, input);
+namespace {
+
+// The first output, with the argument whose span it shares bytes with, of `spans` (outputs first,
+// then inputs, `count` in all): each output against every input, then every earlier output. -1
+// when all are apart.
+std::pair<int, int> first_overlap(const ByteSpan* spans, int outputs, int count) {
+  for (int o = 0; o < outputs; ++o) {
+    if (spans[o].size == 0) continue;
+    for (int k = outputs; k < count; ++k) {
+      if (shared_bytes(spans[o], spans[k]) != 0) return {o, k};
     }
-    for (i = 0; i < o; ++i) {
-      if (shared_bytes(out, output_spans[i]) != 0) {
-        return overlap_error(*output, outputs.begin()[i]);
-      }
+    for (int k = 0; k < o; ++k) {
+      if (shared_bytes(spans[o], spans[k]) != 0) return {o, k};
     }
   }
-  return {};
+  return {-1, -1};
+}
+
+}  // namespace
+
+Status check_apart(std::initializer_list<Argument> outputs, std::initializer_list<Argument> inputs) {
+  // Each span once (a call has at most three outputs and three inputs).
+  InlineVector<ByteSpan, 6> spans;
+  InlineVector<const Argument*, 6> arguments;
+  for (auto list : {outputs, inputs}) {
+    for (const Argument& argument : list) {
+      spans.push_back(byte_span(*argument.second));
+      arguments.push_back(&argument);
+    }
+  }
+  const auto [o, k] = first_overlap(spans.data(), static_cast<int>(outputs.size()),
+                                    static_cast<int>(spans.size()));
+  return o < 0 ? Status() : overlap_error(*arguments[o], *arguments[k]);
 }
 
 namespace {
@@ -165,14 +178,9 @@ KeptSpans::KeptSpans(std::initializer_list<const View*> outs,
 }
 
 bool KeptSpans::apart(const void* const (&data)[kMax]) const {
-  auto span = [&](int k) { return ByteSpan{reinterpret_cast<uintptr_t>(data[k]), size[k]}; };
-  for (int o = 0; o < outputs; ++o) {
-    if (size[o] == 0) continue;
-    for (int k = 0; k < count; ++k) {  // every input, and the outputs before this one
-      if (k != o && (k < o || k >= outputs) && shared_bytes(span(o), span(k)) != 0) return false;
-    }
-  }
-  return true;
+  ByteSpan spans[kMax];
+  for (int k = 0; k < count; ++k) spans[k] = {reinterpret_cast<uintptr_t>(data[k]), size[k]};
+  return first_overlap(spans, outputs, count).first < 0;
 }
 
 Status check_same_device(const View& leading, const char* leading_name,

@@ -106,7 +106,7 @@ bool CpuPoolSchedule::stages_rows(const std::string& cpu_schedule, const Target&
   if (!knobs.autoscheduler().empty()) return false;
   CpuPoolSchedule schedule;
   schedule.read(knobs);
-  return schedule.stage_rows && bounded && layout == Layout::contiguous;
+  return schedule.stages(bounded, layout);
 }
 
 void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
@@ -144,7 +144,7 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   // Planes of fewer rows than a task share one (2-D, where no rows are staged: staging slides
   // along the rows of one plane). In 3-D, whose tasks hold depth slices, the plane loop cost
   // 1.3 KB a variant.
-  const bool staged = stage_rows && s.bounded && !channels_last;
+  const bool staged = stages(s.bounded, s.layout);
   Expr planes_per_task;
   if (!channels_last && s.x.size() == 2 && !staged) {
     planes_per_task = max(rows_per_task / max(out.dim(1).extent(), 1), 1);

@@ -65,6 +65,11 @@ struct CpuPoolSchedule {
   // condition's clamped vectors at the row ends are gathers.
   static bool stages_rows(const std::string& cpu_schedule, const Halide::Target& target,
                           bool bounded, Layout layout);
+
+ private:
+  bool stages(bool bounded, Layout layout) const {
+    return stage_rows && bounded && layout == Layout::contiguous;
+  }
 };
 
 // Stages of max_unpool_scatter: out(p, c, n) zeroed, then one update scattering the elements r
