@@ -24,6 +24,7 @@ extern "C" void __tsan_acquire(void* address);
 extern "C" void __tsan_release(void* address);
 #endif
 #include <map>
+#include <memory>
 #include <set>
 #include <utility>
 
@@ -190,8 +191,8 @@ int do_par_for(void* user_context, halide_task_t task, int min, int size, uint8_
     return run_tasks_inline(user_context, task, min, size, closure);
   }
   note_pool_start();
-  const int per_task = context ? iterations_per_task(context->bytes, size) : 1;
-  if (per_task == 1) return halide_default_do_par_for(user_context, task, min, size, closure);
+  if (!context) return halide_default_do_par_for(user_context, task, min, size, closure);
+  const int per_task = iterations_per_task(context->bytes, size);
   return parallel_for((size - 1) / per_task + 1, [&](int t) {
     const int first = t * per_task;
     return run_tasks_inline(user_context, task, min + first, std::min(per_task, size - first),
@@ -368,9 +369,55 @@ void acquire(void* address) {
   (void)address;
 }
 
+// A loop's tasks as one contiguous range per thread: each thread runs its own range from the
+// front, then takes what is left of the others' from their backs, one task at a time
+// (pthreadpool's scheme). `left` counts a range's untaken tasks; a task is taken by whoever
+// decrements it from above zero, the owner at `next`, a thief at `end`.
+class Ranges {
+ public:
+  Ranges(int count, int ranges, const std::function<int(int)>& body)
+      : body_(body), size_(ranges), ranges_(new Range[ranges]) {
+    for (int r = 0; r < ranges; ++r) {
+      const int first = static_cast<int>(int64_t{count} * r / ranges);
+      const int last = static_cast<int>(int64_t{count} * (r + 1) / ranges);
+      ranges_[r].next = first;
+      ranges_[r].end = last;
+      ranges_[r].left = last - first;
+    }
+  }
+  int size() const { return size_; }
+  // The owner of range `own`: its range, then the others'.
+  int run(int own) {
+    for (int k = 0; k < size() && failure_ == 0; ++k) {
+      Range& range = ranges_[(own + k) % size()];
+      while (failure_ == 0 && range.left.fetch_sub(1, std::memory_order_relaxed) > 0) {
+        const int task =
+            k == 0 ? range.next++ : range.end.fetch_sub(1, std::memory_order_relaxed) - 1;
+        if (const int result = body_(task)) {
+          int none = 0;
+          failure_.compare_exchange_strong(none, result);
+          return result;
+        }
+      }
+    }
+    return 0;
+  }
+
+ private:
+  struct alignas(64) Range {  // a line each: owners and thieves write them
+    std::atomic<int> left{0};
+    int next = 0;  // the owner's alone
+    std::atomic<int> end{0};
+  };
+  const std::function<int(int)>& body_;
+  const int size_;
+  std::unique_ptr<Range[]> ranges_;
+  std::atomic<int> failure_{0};
+};
+
 int run_task(void*, int task, uint8_t* closure) {
   acquire(closure);  // the caller's writes before parallel_for
-  const int result = (*reinterpret_cast<const std::function<int(int)>*>(closure))(task);
+  const int result = reinterpret_cast<Ranges*>(closure)->run(task);
   release(closure);  // this task's writes, for the caller after parallel_for
   return result;
 }
@@ -384,9 +431,10 @@ int parallel_for(int count, const std::function<int(int)>& body, bool share) {
     }
     return 0;
   }
-  auto* closure = reinterpret_cast<uint8_t*>(const_cast<std::function<int(int)>*>(&body));
+  Ranges ranges(count, std::min(count, thread_count()), body);
+  auto* closure = reinterpret_cast<uint8_t*>(&ranges);
   release(closure);
-  const int result = halide_do_par_for(nullptr, run_task, 0, count, closure);
+  const int result = halide_do_par_for(nullptr, run_task, 0, ranges.size(), closure);
   acquire(closure);
   return result;
 }

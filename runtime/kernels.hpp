@@ -165,8 +165,9 @@ int run_kernel(const Kernel& kernel, KernelArgs& args, std::string* error,
 int with_error_capture(const std::function<int(void* user_context)>& f, std::string* error,
                        int64_t call_bytes = 0);
 
-// Runs body(task) for every task in [0, count) on Halide's thread pool (the kernels' own), or on
-// the calling thread without `share` or with one task; returns the first non-zero result.
+// Runs body(task) for every task in [0, count) on Halide's thread pool (the kernels' own), each
+// thread a contiguous range of them, or on the calling thread without `share` or with one task;
+// returns the first non-zero result.
 int parallel_for(int count, const std::function<int(int)>& body, bool share = true);
 
 const char* layout_name(Layout layout);
