@@ -194,6 +194,10 @@ void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) con
   Func out = s.out;
   const int lanes = vector_lanes(vector_width, out, target, s.layout);
   if (s.layout == Layout::contiguous) {
+    // A plane's last vector shifted inwards, zeroing some slots twice: GuardWithIf's masked
+    // stores are slow on AMD (1x64x7x7 NCHW gradient 1.17 -> 1.0 us on one thread).
+    const Expr plane = out.output_buffer().dim(0).extent();
+    out.specialize(plane >= lanes).vectorize(s.p, lanes, TailStrategy::ShiftInwards);
     out.vectorize(s.p, lanes, TailStrategy::GuardWithIf);
     out.update().unscheduled();  // one element after another, by design
   } else {
