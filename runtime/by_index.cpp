@@ -101,6 +101,7 @@ struct ScatterGroups {
   std::mutex mutex;
   std::string error;  // the first kernel error message, if any
   Status rewrite_failed;
+  int64_t slab = slab_bytes();  // a slab's output bytes at most
 
   // Planes [first, first + count) of `v` (never crossing a batch).
   [[gnu::noinline]] static View part(const View& v, int64_t first, int64_t count) {
@@ -215,7 +216,7 @@ struct ScatterGroups {
            (!accumulates() ||
             (is_packed(i, layout) &&
              (!streaming || o.bytes() > std::min(kStagingBytes, streaming_bytes())))) &&
-           (layout != Layout::contiguous || o.shape[1] == 1) && o.bytes() > slab_bytes() &&
+           (layout != Layout::contiguous || o.shape[1] == 1) && o.bytes() > slab &&
            v.shape[2] > 0;
   }
 
@@ -225,7 +226,7 @@ struct ScatterGroups {
     const Layout layout = kernel->layout;
     const int64_t rows = o.shape[2], value_rows = v.shape[2];
     const int64_t row_bytes = o.bytes() / rows, row_slots = o.plane() / rows;
-    const int64_t per_slab = std::max<int64_t>(1, slab_bytes() / (slab_stride * row_bytes));
+    const int64_t per_slab = std::max<int64_t>(1, slab / (slab_stride * row_bytes));
     thread_local std::vector<char> staging;
     for (int64_t q = q0; q < q1; q += per_slab) {
       const int64_t count = std::min(per_slab, q1 - q);
@@ -365,13 +366,19 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
   // at all: pooling's gradient and large unpoolings keep an image to one task otherwise).
   const int64_t image = kernel.layout == Layout::channels_last ? channels : 1;
   const int64_t images = planes / image;
-  if ((!rewrite || global) && image <= fitting && images < cores &&
-      groups.takes_slabs(ScatterGroups::part(v.view(), 0, image),
-                         ScatterGroups::part(i.view(), 0, image),
-                         ScatterGroups::part(o.view(), 0, image))) {
-    groups.planes = image;
-    groups.parts = (cores + images - 1) / images;
-    groups.redo.assign(static_cast<size_t>(images), 0);
+  if ((!rewrite || global) && image <= fitting && images < cores) {
+    // An image of a call worth sharing but smaller than two slabs still gives each thread one.
+    const int64_t slab = groups.slab;
+    groups.slab = std::min(slab, o.view().bytes() / std::max<int64_t>(images, 1) / cores);
+    if (groups.takes_slabs(ScatterGroups::part(v.view(), 0, image),
+                           ScatterGroups::part(i.view(), 0, image),
+                           ScatterGroups::part(o.view(), 0, image))) {
+      groups.planes = image;
+      groups.parts = (cores + images - 1) / images;
+      groups.redo.assign(static_cast<size_t>(images), 0);
+    } else {
+      groups.slab = slab;
+    }
   }
   const int tasks = static_cast<int>((planes + groups.planes - 1) / groups.planes * groups.parts);
   int failed = parallel_for(tasks, [&](int task) { return groups.run(task); }, share);
