@@ -1,8 +1,8 @@
-// Max unpooling, general path: zero the output planes, then scatter each value to the slot its
-// index names, in input order, so the latest duplicate wins. Planes are flat here (the runtime
-// hands dense planes over), which makes the index the slot with no decoding. The runtime runs it
-// on cache-sized groups of planes, one group per task, so the scatter finds its freshly zeroed
-// planes in cache. Values are moved, never compared: value_type only sets the element width.
+// Max unpooling, general path: into zeroed output planes (zeroed here on GPUs, by the runtime on
+// the CPU), scatter each value to the slot its index names, in input order, so the latest
+// duplicate wins. Planes are flat here (the runtime hands dense planes over), which makes the
+// index the slot with no decoding. The runtime runs it on cache-sized groups of planes, one group
+// per task, so the scatter finds its freshly zeroed planes in cache. Values are moved, never compared: value_type only sets the element width.
 // Indices may count from another origin than their plane's: plane q of the call (n * C + c)
 // finds its slots at index - (plane_origin + q) * plane_stride, which serves ONNX's global
 // indices (plane_origin: the call's first plane in the tensor, plane_stride: the output plane)
@@ -52,7 +52,11 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
     const Layout l = layout;
     const int plane_dim = spatial_dim(0, l);
     Func out = *output_;
-    out(tensor_args<Expr>({p_}, c_, n_, l)) = cast(value_type, 0);
+    // A GPU kernel zeroes its planes; on the CPU the runtime zeroes each group in one pass
+    // before the scatter (here, a plane or a pixel at a time, small planes and few channels paid
+    // a memset call or a masked tail each).
+    const bool zeroes = get_target().has_gpu_feature();
+    out(tensor_args<Expr>({p_}, c_, n_, l)) = zeroes ? cast(value_type, 0) : undef(value_type);
 
     RDom r(0, values_->dim(plane_dim).extent(), "element");
     const std::vector<Expr> element = tensor_args<Expr>({r}, c_, n_, l);

@@ -43,8 +43,8 @@ int64_t slab_stride(const Window& w) {
 
 namespace {
 
-// Planes per scatter call: a group's output stays in cache between the kernel's zero and
-// scatter passes, and there are enough groups to keep `cores` threads busy. In channels-last a
+// Planes per scatter call: a group's output stays in cache between the runtime's zero and the
+// kernel's scatter, and there are enough groups to keep `cores` threads busy. In channels-last a
 // plane's elements lie C apart, interleaved with the other channels': groups are whole images,
 // split into channel blocks of whole cache lines only when there are fewer images than cores
 // and the call moves at least 8 times min_parallel_bytes (`call_bytes`): below that the threads
@@ -180,6 +180,7 @@ struct ScatterGroups {
       args.push_back(&plane_stride);
     }
     args.push_back(&output_buffer.buffer);
+    zero_elements(o, layout);  // the CPU kernel scatters into zeroed planes
     // The scatter kernel is serial (the groups are the tasks): no bytes to share.
     return run_kernel(*kernel, args, error, 0);
   }

@@ -569,6 +569,18 @@ void copy_elements(const View& from, const View& to) {
   }
 }
 
+void zero_elements(const View& view, Layout layout) {
+  if (is_packed(view, layout)) {
+    std::memset(view.data, 0, static_cast<size_t>(view.bytes()));
+    return;
+  }
+  static const uint64_t zero = 0;  // every element's source, at stride 0
+  View zeros = view;
+  zeros.data = const_cast<uint64_t*>(&zero);
+  for (int d = 0; d < zeros.rank; ++d) zeros.strides[d] = 0;
+  copy_elements(zeros, view);
+}
+
 void copy_streaming(void* to, const void* from, size_t bytes) {
 #ifdef POOLGEN_SSE2
   auto* dst = static_cast<char*>(to);

@@ -216,6 +216,9 @@ void add_to_indices(const View& indices, int64_t offset);
 // Copies every element of `from` into `to` (same shape and dtype, any strides).
 void copy_elements(const View& from, const View& to);
 
+// Sets every element of a host view to zero bits: one memset when it is packed in `layout`.
+void zero_elements(const View& view, Layout layout);
+
 // Copies `bytes` from `from` to `to` with non-temporal stores where the target has them (x86-64:
 // SSE2's, 16 bytes at a time after an aligning head), ordered before the function returns; a
 // plain memcpy elsewhere.

@@ -190,27 +190,13 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
 void CpuScatterSchedule::read(Knobs& knobs) { knobs.take("vector_width", &vector_width); }
 
 void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) const {
-  // Inside a plane the scatter keeps input order: the latest duplicate wins.
+  // The output comes zeroed (the runtime's pass), so only the scatter is scheduled. Inside a
+  // plane it keeps input order: the latest duplicate wins.
   Func out = s.out;
-  const int lanes = vector_lanes(vector_width, out, target, s.layout);
   if (s.layout == Layout::contiguous) {
-    // A plane's last vector shifted inwards, zeroing some slots twice: GuardWithIf's masked
-    // stores are slow on AMD (1x64x7x7 NCHW gradient 1.17 -> 1.0 us on one thread).
-    const Expr plane = out.output_buffer().dim(0).extent();
-    out.specialize(plane >= lanes).vectorize(s.p, lanes, TailStrategy::ShiftInwards);
-    out.vectorize(s.p, lanes, TailStrategy::GuardWithIf);
     out.update().unscheduled();  // one element after another, by design
   } else {
-    // Zeroing a pixel's channels is a loop that LLVM turns into a memset call per pixel, which
-    // costs more than the stores at few channels: rows of 1, 2 or 4 vectors of channels are that
-    // many stores instead (f32 on AVX2, us on one thread, before / after: 3-D NDHWC
-    // 1x16x16x32x32 gradient 121-149 / 72-89, unpooling 128-144 / 80-89; 1x32x56x56 k3s2p1
-    // gradient 48-61 / 38-47). At 8 vectors the memset measured as fast (1x64x56x56).
-    const Expr channels = out.output_buffer().dim(0).extent();
-    for (int vectors : {1, 2, 4}) {
-      out.specialize(channels == vectors * lanes).vectorize(s.c, lanes, TailStrategy::GuardWithIf);
-    }
-    out.vectorize(s.c, lanes, TailStrategy::GuardWithIf);
+    const int lanes = vector_lanes(vector_width, out, target, s.layout);
     out.update().reorder(s.c, s.r).vectorize(s.c, lanes, TailStrategy::GuardWithIf);
   }
 }
