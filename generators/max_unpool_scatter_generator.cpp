@@ -2,7 +2,8 @@
 // the CPU), scatter each value to the slot its index names, in input order, so the latest
 // duplicate wins. Planes are flat here (the runtime hands dense planes over), which makes the
 // index the slot with no decoding. The runtime runs it on cache-sized groups of planes, one group
-// per task, so the scatter finds its freshly zeroed planes in cache. Values are moved, never compared: value_type only sets the element width.
+// per task, so the scatter finds its freshly zeroed planes in cache. Values are moved, never
+// compared: value_type only sets the element width.
 // Indices may count from another origin than their plane's: plane q of the call (n * C + c)
 // finds its slots at index - (plane_origin + q) * plane_stride, which serves ONNX's global
 // indices (plane_origin: the call's first plane in the tensor, plane_stride: the output plane)
