@@ -191,6 +191,7 @@ int do_par_for(void* user_context, halide_task_t task, int min, int size, uint8_
     return run_tasks_inline(user_context, task, min, size, closure);
   }
   note_pool_start();
+  // No context: parallel_for's own loop over its ranges (a kernel's loop comes through it).
   if (!context) return halide_default_do_par_for(user_context, task, min, size, closure);
   const int per_task = iterations_per_task(context->bytes, size);
   return parallel_for((size - 1) / per_task + 1, [&](int t) {

@@ -128,10 +128,6 @@ Status overlap_error(const Argument& output, const Argument& other) {
               " bytes from ", reinterpret_cast<const void*>(in.begin), ")");
 }
 
-}  // namespace
-
-namespace {
-
 // The first output, with the argument whose span it shares bytes with, of `spans` (outputs first,
 // then inputs, `count` in all): each output against every input, then every earlier output. -1
 // when all are apart.
