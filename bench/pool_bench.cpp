@@ -44,6 +44,9 @@
 //       outputs"); 0 streams every scatter, a huge N (up to 12 digits) none
 //   --poolgen_min_parallel_bytes=N  poolgen::set_min_parallel_bytes(N) before the run: the
 //       smallest call shared among threads (docs/kernels.md, "Threads"); 0 shares every call
+//   --poolgen_gap_us=N              the calling thread works N us between two timed calls
+//       (a spin outside the timing), as between the layers of a network: idle workers go to
+//       sleep and each call meets them there (docs/kernels.md, "Threads"); default 0, back to back
 //   --poolgen_min_time=SECONDS (default 0.1), --poolgen_repetitions=N (default 5)
 
 #include "bench.h"
@@ -53,6 +56,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -248,13 +252,36 @@ void set_counters(benchmark::State& state, int64_t traffic, int64_t input, bool 
   state.counters["sweep"] = sweep;
 }
 
+std::chrono::microseconds g_gap{0};  // --poolgen_gap_us
+
+// Times call() (false: stop) for the state's iterations, g_gap apart.
+template <typename Call>
+void time_calls(benchmark::State& state, const Call& call) {
+  using Clock = std::chrono::steady_clock;
+  for (auto _ : state) {
+    if (g_gap.count() == 0) {
+      if (!call()) break;
+      continue;
+    }
+    const auto start = Clock::now();
+    const bool ok = call();
+    const auto end = Clock::now();
+    state.SetIterationTime(std::chrono::duration<double>(end - start).count());
+    if (!ok) break;
+    while (Clock::now() - end < g_gap) {
+    }
+  }
+}
+
 void bench_memcpy(benchmark::State& state, int64_t bytes, int threads) {
   if (g_copy_src.size() != static_cast<size_t>(bytes / 2)) {
     std::vector<char>(bytes / 2, 1).swap(g_copy_src);
     std::vector<char>(bytes / 2, 0).swap(g_copy_dst);
   }
-  for (auto _ : state)
+  time_calls(state, [&] {
     g_copy_pool.copy(g_copy_dst.data(), g_copy_src.data(), g_copy_src.size(), threads);
+    return true;
+  });
   benchmark::ClobberMemory();
   set_counters(state, bytes, bytes / 2, false);
 }
@@ -270,26 +297,24 @@ void bench_op(benchmark::State& state, Spec* sp, Op op, Impl impl, Peer* peer, i
     poolgen::set_num_threads(threads);
     const PoolgenCall call(*sp, op, impl == Impl::poolgen_general ? poolgen::Path::general
                                                                    : poolgen::Path::automatic);
-    for (auto _ : state) {
+    time_calls(state, [&] {
       const auto st = call();
-      if (!st.ok()) {
-        state.SkipWithError(st.message().c_str());
-        break;
-      }
-    }
+      if (!st.ok()) state.SkipWithError(st.message().c_str());
+      return st.ok();
+    });
   } else if (impl == Impl::reference) {
-    for (auto _ : state)
-      if (!sp->reference(op, false)) {
-        state.SkipWithError("reference: invalid index");
-        break;
-      }
+    time_calls(state, [&] {
+      const bool ok = sp->reference(op, false);
+      if (!ok) state.SkipWithError("reference: invalid index");
+      return ok;
+    });
   } else {
     peer->prepare(op, threads);
-    for (auto _ : state)
-      if (!peer->run(op)) {
-        state.SkipWithError((std::string(peer->title()) + " failed").c_str());
-        break;
-      }
+    time_calls(state, [&] {
+      const bool ok = peer->run(op);
+      if (!ok) state.SkipWithError((std::string(peer->title()) + " failed").c_str());
+      return ok;
+    });
   }
   benchmark::ClobberMemory();
   set_counters(state, sp->traffic(), sp->input_bytes(), sp->sweep);
@@ -401,7 +426,12 @@ void print_table(const MedianReporter& rep, const std::vector<std::unique_ptr<Sp
 void register_all(std::vector<std::unique_ptr<Spec>>& specs, const std::vector<int>& threads,
                   double min_time, int reps) {
   auto configure = [&](benchmark::internal::Benchmark* b) {
-    b->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(min_time)->Repetitions(reps);
+    b->Unit(benchmark::kMillisecond)->MinTime(min_time)->Repetitions(reps);
+    if (g_gap.count() == 0) {
+      b->UseRealTime();
+    } else {
+      b->UseManualTime();
+    }
     b->ReportAggregatesOnly(true);
   };
   std::map<std::pair<int64_t, int>, std::string> memcpy_names;  // one per traffic and threads
@@ -615,6 +645,11 @@ int main(int argc, char** argv) {
   const std::vector<int> threads = parse_threads(take_flag(&argc, argv, "--poolgen_threads", nullptr));
   select_peers(take_flag(&argc, argv, "--poolgen_peers", nullptr));
   cap_cpu_variant(take_flag(&argc, argv, "--poolgen_cpu_variant", nullptr));
+  if (const char* gap = take_flag(&argc, argv, "--poolgen_gap_us", nullptr)) {
+    int64_t us = 0;
+    if (!parse_int(gap, &us)) usage_error(std::string("--poolgen_gap_us: \"") + gap + "\": expected microseconds");
+    g_gap = std::chrono::microseconds(us);
+  }
   // The runtime's byte thresholds, each set before the run when given.
   const std::pair<const char*, void (*)(int64_t)> thresholds[] = {
       {"--poolgen_streaming_bytes", poolgen::set_streaming_bytes},

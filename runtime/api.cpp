@@ -1,5 +1,6 @@
 // The small parts of the public API: dtypes, views, introspection, threads.
 #include "kernels.hpp"
+#include "workers.hpp"
 
 #include <HalideRuntime.h>
 
@@ -87,13 +88,13 @@ std::vector<KernelInfo> compiled_kernels() {
   return kernels;
 }
 
-// Halide's pool keeps the workers it has started busy whatever the new count, so it is shut
-// down first and restarts with `threads` on the next kernel call. A process forked after the pool
-// started has none of its workers to shut down, and runs every call on its calling thread.
+// The workers end here (after a call in progress) and the next shared call starts the new
+// count. A process forked after they started has none of them, and runs every call on its
+// calling thread.
 void set_num_threads(int threads) {
-  if (detail::in_child_of_pool()) return;
-  halide_shutdown_thread_pool();
-  halide_set_num_threads(threads);
+  if (detail::in_child_of_workers()) return;
+  detail::stop_workers();
+  halide_set_num_threads(threads);  // where the count lives (thread_count)
   detail::note_thread_count();
 }
 

@@ -382,7 +382,7 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
     }
   }
   const int tasks = static_cast<int>((planes + groups.planes - 1) / groups.planes * groups.parts);
-  int failed = parallel_for(tasks, [&](int task) { return groups.run(task); }, share);
+  int failed = parallel_for(tasks, [&](int task) { return groups.run(task); }, call_bytes);
   if (failed == 0 && groups.parts > 1) {  // the images some part sent back, whole, one by one
     groups.parts = 1;
     groups.slab_stride = 0;

@@ -1,30 +1,14 @@
 #include "kernels.hpp"
 #include "tensors.hpp"
+#include "workers.hpp"
 
 #include <HalideRuntime.h>
-#ifndef _WIN32
-#include <pthread.h>  // pthread_atfork
-#endif
 
 #include <algorithm>
 #include <atomic>
-#include <mutex>
-
-// ThreadSanitizer does not see the synchronisation inside Halide's thread pool (Halide compiles
-// it, uninstrumented): parallel_for tells it what the pool orders.
-#if defined(__SANITIZE_THREAD__)
-#define POOLGEN_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define POOLGEN_TSAN 1
-#endif
-#endif
-#ifdef POOLGEN_TSAN
-extern "C" void __tsan_acquire(void* address);
-extern "C" void __tsan_release(void* address);
-#endif
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <utility>
 
@@ -169,39 +153,23 @@ int iterations_per_task(int64_t bytes, int size) {
   return static_cast<int>(std::min<int64_t>(size, (task_bytes - 1) / per_iteration + 1));
 }
 
-// A process forked after Halide's pool started has none of its threads (fork copies the calling
-// thread only), while the pool's state says they run: using it there would wait for them
-// forever, and resizing it would join them. Such a child runs every loop on the calling thread,
-// as PyTorch's own pools do after a fork.
-std::atomic<bool> pool_started{false}, forked_from_pool{false};
-
-void note_pool_start() {
-#ifndef _WIN32
-  static std::once_flag registered;
-  std::call_once(registered, [] {
-    pthread_atfork(nullptr, nullptr, [] { forked_from_pool = pool_started.load(); });
-  });
-#endif
-  pool_started = true;
-}
-
 int do_par_for(void* user_context, halide_task_t task, int min, int size, uint8_t* closure) {
   const auto* context = static_cast<const KernelContext*>(user_context);
-  if (size <= 1 || (context && !context->share) || forked_from_pool) {
+  if (size <= 1 || !context || !context->share) {
     return run_tasks_inline(user_context, task, min, size, closure);
   }
-  note_pool_start();
-  // No context: parallel_for's own loop over its ranges (a kernel's loop comes through it).
-  if (!context) return halide_default_do_par_for(user_context, task, min, size, closure);
   const int per_task = iterations_per_task(context->bytes, size);
-  return parallel_for((size - 1) / per_task + 1, [&](int t) {
-    const int first = t * per_task;
-    return run_tasks_inline(user_context, task, min + first, std::min(per_task, size - first),
-                            closure);
-  });
+  return parallel_for(
+      (size - 1) / per_task + 1,
+      [&](int t) {
+        const int first = t * per_task;
+        return run_tasks_inline(user_context, task, min + first,
+                                std::min(per_task, size - first), closure);
+      },
+      context->bytes);
 }
 
-// Halide's pool's thread count, 0 until first read.
+// The thread count, 0 until first read from Halide.
 std::atomic<int> known_threads{0};
 std::atomic<int64_t> min_parallel{kDefaultMinParallelBytes};
 std::atomic<int64_t> streaming{-1};  // -1: default_streaming_bytes()
@@ -323,10 +291,8 @@ int64_t streaming_bytes() {
 }
 
 bool worth_sharing(int64_t bytes) {
-  return !forked_from_pool && thread_count() > 1 && bytes >= min_parallel_bytes();
+  return !in_child_of_workers() && thread_count() > 1 && bytes >= min_parallel_bytes();
 }
-
-bool in_child_of_pool() { return forked_from_pool; }
 
 int with_error_capture(const std::function<int(void* user_context)>& f, std::string* error,
                        int64_t call_bytes) {
@@ -354,90 +320,16 @@ int run_kernel(const Kernel& kernel, KernelArgs& args, std::string* error,
       error, call_bytes);
 }
 
-namespace {
-
-void release(void* address) {
-#ifdef POOLGEN_TSAN
-  __tsan_release(address);
-#endif
-  (void)address;
-}
-
-void acquire(void* address) {
-#ifdef POOLGEN_TSAN
-  __tsan_acquire(address);
-#endif
-  (void)address;
-}
-
-// A loop's tasks as one contiguous range per thread: each thread runs its own range from the
-// front, then takes what is left of the others' from their backs, one task at a time
-// (pthreadpool's scheme). `left` counts a range's untaken tasks; a task is taken by whoever
-// decrements it from above zero, the owner at `next`, a thief at `end`.
-class Ranges {
- public:
-  Ranges(int count, int ranges, const std::function<int(int)>& body)
-      : body_(body), size_(ranges), ranges_(new Range[ranges]) {
-    for (int r = 0; r < ranges; ++r) {
-      const int first = static_cast<int>(int64_t{count} * r / ranges);
-      const int last = static_cast<int>(int64_t{count} * (r + 1) / ranges);
-      ranges_[r].next = first;
-      ranges_[r].end = last;
-      ranges_[r].left = last - first;
-    }
-  }
-  int size() const { return size_; }
-  // The owner of range `own`: its range, then the others'.
-  int run(int own) {
-    for (int k = 0; k < size() && failure_ == 0; ++k) {
-      Range& range = ranges_[(own + k) % size()];
-      while (failure_ == 0 && range.left.fetch_sub(1, std::memory_order_relaxed) > 0) {
-        const int task =
-            k == 0 ? range.next++ : range.end.fetch_sub(1, std::memory_order_relaxed) - 1;
-        if (const int result = body_(task)) {
-          int none = 0;
-          failure_.compare_exchange_strong(none, result);
-          return result;
-        }
-      }
-    }
-    return 0;
-  }
-
- private:
-  struct alignas(64) Range {  // a line each: owners and thieves write them
-    std::atomic<int> left{0};
-    int next = 0;  // the owner's alone
-    std::atomic<int> end{0};
-  };
-  const std::function<int(int)>& body_;
-  const int size_;
-  std::unique_ptr<Range[]> ranges_;
-  std::atomic<int> failure_{0};
-};
-
-int run_task(void*, int task, uint8_t* closure) {
-  acquire(closure);  // the caller's writes before parallel_for
-  const int result = reinterpret_cast<Ranges*>(closure)->run(task);
-  release(closure);  // this task's writes, for the caller after parallel_for
-  return result;
-}
-
-}  // namespace
-
-int parallel_for(int count, const std::function<int(int)>& body, bool share) {
-  if (count <= 1 || !share || forked_from_pool) {
+int parallel_for(int count, const std::function<int(int)>& body, int64_t call_bytes) {
+  if (count <= 1 || !worth_sharing(call_bytes)) {
     for (int task = 0; task < count; ++task) {
       if (const int result = body(task)) return result;
     }
     return 0;
   }
-  Ranges ranges(count, std::min(count, thread_count()), body);
-  auto* closure = reinterpret_cast<uint8_t*>(&ranges);
-  release(closure);
-  const int result = halide_do_par_for(nullptr, run_task, 0, ranges.size(), closure);
-  acquire(closure);
-  return result;
+  // Waking a sleeping worker repays itself from about 2 MiB (docs/kernels.md, "Threads").
+  const bool wake = call_bytes / kWakeFactor >= min_parallel_bytes();
+  return run_on_workers(count, thread_count(), wake, body);
 }
 
 }  // namespace poolgen::detail

@@ -105,8 +105,8 @@ Status choose_kernel(const KernelTable& table, const KernelQuery& query, const c
 // The internal error of a kernel that failed with Halide's message `error`.
 Status kernel_failed(const Kernel& kernel, const std::string& error);
 
-// The threads Halide's pool runs kernels on: set_num_threads's count, else Halide's default
-// (HL_NUM_THREADS, else the host's cores). note_thread_count() rereads it after a change.
+// The threads a shared call runs on (runtime/workers.hpp): set_num_threads's count, kept by
+// Halide's runtime, else Halide's default (HL_NUM_THREADS, else the host's cores). note_thread_count() rereads it after a change.
 int thread_count();
 void note_thread_count();
 
@@ -124,10 +124,6 @@ bool worth_sharing(int64_t bytes);
 // (read-for-ownership, 1.5x a scatter's compulsory traffic), while an output larger than the
 // caches leaves them before anything reads it.
 int64_t streaming_bytes();
-
-// True in a process forked after Halide's pool started: the pool's threads are not there, so
-// every loop runs on the calling thread and the pool is never resized.
-bool in_child_of_pool();
 
 // A kernel's argv: the user context, then its buffers and scalars (3-D pooling backward's window
 // gather has the most: 17).
@@ -155,7 +151,7 @@ struct WindowArgs {
 // Runs `kernel` with args[1...] already filled (args[0] is set to the call's context). Returns
 // Halide's error code; the message Halide reported goes to *error. The call moves `call_bytes`
 // (inputs and outputs): unless that is worth_sharing, the kernel's parallel loops run on the
-// calling thread; otherwise on Halide's pool, several small iterations to a task.
+// calling thread; otherwise on the workers (parallel_for), several small iterations to a task.
 int run_kernel(const Kernel& kernel, KernelArgs& args, std::string* error,
                int64_t call_bytes);
 
@@ -165,10 +161,12 @@ int run_kernel(const Kernel& kernel, KernelArgs& args, std::string* error,
 int with_error_capture(const std::function<int(void* user_context)>& f, std::string* error,
                        int64_t call_bytes = 0);
 
-// Runs body(task) for every task in [0, count) on Halide's thread pool (the kernels' own), each
-// thread a contiguous range of them, or on the calling thread without `share` or with one task;
-// returns the first non-zero result.
-int parallel_for(int count, const std::function<int(int)>& body, bool share = true);
+// Runs body(task) for every task in [0, count) for a call moving `call_bytes`: on the calling
+// thread unless that is worth_sharing, else on thread_count() threads, each a contiguous range of
+// the tasks (run_on_workers, which wakes sleeping workers for calls of kWakeFactor x
+// min_parallel_bytes() or more). Returns the first non-zero result.
+constexpr int64_t kWakeFactor = 8;
+int parallel_for(int count, const std::function<int(int)>& body, int64_t call_bytes);
 
 const char* layout_name(Layout layout);
 

@@ -184,7 +184,8 @@ Status apply_other_rules(int nd, const Ints& input_shape, const PoolOptions& opt
   const int dim = indices.shape[0] > 1 ? 0 : 1;
   const int64_t extent = indices.shape[dim];
   const bool channels_inner = indices.strides[1] < indices.strides[indices.rank - 1];
-  const bool share = worth_sharing(total_bytes(views)) && (dim == 0 || !channels_inner);
+  const int64_t call_bytes = dim == 0 || !channels_inner ? total_bytes(views) : 0;
+  const bool share = worth_sharing(call_bytes);
   const int tasks = share ? static_cast<int>(std::min<int64_t>(extent, 4 * thread_count())) : 1;
   const bool batchless = input_shape.size() == static_cast<size_t>(nd) + 1;
   std::vector<Status> results(tasks);
@@ -205,7 +206,7 @@ Status apply_other_rules(int nd, const Ints& input_shape, const PoolOptions& opt
         }
         return 0;  // every block runs: the first failing one in order decides
       },
-      share);
+      call_bytes);
   for (Status& result : results) {
     if (!result.ok()) return std::move(result);
   }

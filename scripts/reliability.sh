@@ -7,7 +7,7 @@
 #
 #   asan  build-asan: AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer at exit);
 #         the whole ctest suite, the fuzzers' checked-in corpora included.
-#   tsan  build-tsan: ThreadSanitizer; the concurrency stress test (poolgen_concurrency_test).
+#   tsan  build-tsan: ThreadSanitizer; the concurrency stress test and the worker threads' test.
 #   fuzz  each libFuzzer target of build-asan for POOLGEN_FUZZ_SECONDS (default 60) from its
 #         checked-in corpus, seed POOLGEN_FUZZ_SEED (default 1); new inputs go to
 #         build-asan/fuzz-corpus/<target>, crashes to build-asan/fuzz-artifacts/.
@@ -27,8 +27,8 @@ export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$ROOT/
 [ -f "$BUILD/CMakeCache.txt" ] || configure
 cmake --build "$BUILD" --target poolgen_generators -j "$JOBS" >/dev/null
 
-# checked_build <dir> <build target or ""> <halide target> <cmake options...>: a clang build of
-# the runtime and tests (all, or the one target) with the host generators, no CUDA and one CPU
+# checked_build <dir> <build targets or ""> <halide target> <cmake options...>: a clang build of
+# the runtime and tests (all, or the targets named) with the host generators, no CUDA and one CPU
 # variant (the runtime is what is checked; the variants are tested by the main build).
 checked_build() {
   local dir="$1" target="$2" cpu="$3" start
@@ -39,7 +39,8 @@ checked_build() {
     -Dpoolgen-halide_generators_DIR="$BUILD/cmake" \
     -DPOOLGEN_CPU_TARGETS="$cpu" -DPOOLGEN_CUDA_CAPABILITIES= \
     -DPOOLGEN_BUILD_BENCH=OFF "$@" >/dev/null
-  cmake --build "$dir" -j "$JOBS" ${target:+--target "$target"}
+  # shellcheck disable=SC2086 # `target` may name several
+  cmake --build "$dir" -j "$JOBS" ${target:+--target $target}
   echo "reliability: $(basename "$dir") built in $(($(date +%s) - start)) s"
 }
 
@@ -57,12 +58,13 @@ for job in "${jobs[@]}"; do
       ctest --test-dir "$ASAN_BUILD" --output-on-failure -j "$JOBS"
       ;;
     tsan)
-      # Halide's tsan feature instruments the kernels and makes its thread pool tell TSan how it
-      # orders the work it hands out (its runtime takes the feature from the targets).
-      checked_build "$TSAN_BUILD" poolgen_concurrency_test x86-64-linux-tsan \
-        -DPOOLGEN_SANITIZE=thread \
+      # Halide's tsan feature instruments the kernels (its runtime takes the feature from the
+      # targets); the worker threads that run their loops are the runtime's own, checked whole.
+      checked_build "$TSAN_BUILD" "poolgen_concurrency_test poolgen_workers_test" \
+        x86-64-linux-tsan -DPOOLGEN_SANITIZE=thread \
         -DPOOLGEN_VALUE_TYPES="f32;u8" -DPOOLGEN_INDEX_TYPES="i64;i32"
-      POOLGEN_STRESS_ITERATIONS=250 ctest --test-dir "$TSAN_BUILD" --output-on-failure -R '^poolgen_concurrency_test$'
+      POOLGEN_STRESS_ITERATIONS=250 ctest --test-dir "$TSAN_BUILD" --output-on-failure \
+        -R '^poolgen_(concurrency|workers)_test$'
       ;;
     fuzz)
       [ -f "$ASAN_BUILD/CMakeCache.txt" ] || "$0" asan

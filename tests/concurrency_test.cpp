@@ -62,7 +62,7 @@ using test::str;
 // Per worker; scripts/reliability.sh runs fewer under ThreadSanitizer (POOLGEN_STRESS_ITERATIONS).
 constexpr int kDefaultIterations = 2000;
 constexpr int kDefaultWorkers = 12;
-constexpr int kHalideThreads = 4;      // Halide's pool, oversubscribed on purpose
+constexpr int kPoolThreads = 4;        // the runtime's workers, oversubscribed on purpose
 constexpr int kReportedPerThread = 3;  // failure descriptions kept per thread
 constexpr int64_t kGuard = 8;          // guard elements on each side of every backing
 
@@ -1306,7 +1306,7 @@ void query_loop(Worker& w, const QueryAnswers& q, const std::atomic<bool>& done)
 // reports each thread's failures.
 template <typename Body>
 Counters run_stress(const Built& built, int workers, uint64_t seed, Body body) {
-  set_num_threads(kHalideThreads);  // before any thread starts: kernels are not running
+  set_num_threads(kPoolThreads);  // before any thread starts: kernels are not running
   set_min_parallel_bytes(0);        // every call shares the pool, small ones too
   const QueryAnswers answers = query_answers();
   std::atomic<bool> done{false};

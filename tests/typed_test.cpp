@@ -835,9 +835,9 @@ class PoolWorkers : public ::testing::Test {
   int idle_ = 0;
 };
 
-// Calls that move less than set_min_parallel_bytes run on the calling thread: Halide's pool
+// Calls that move less than set_min_parallel_bytes run on the calling thread: the runtime
 // starts no worker for them. With the threshold at 0 the same call shares its tasks, and the
-// pool starts its workers.
+// workers start.
 TEST_F(PoolWorkers, SmallCallsStayOnTheCallingThread) {
   // 1x8x32x32 f32 moves 56 KiB in pooling and unpooling alike: 8 planes, 8 tasks or more.
   const Ints shape{1, 8, 32, 32}, pooled{1, 8, 16, 16};
