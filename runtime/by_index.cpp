@@ -47,7 +47,7 @@ namespace {
 // kernel's scatter, and there are enough groups to keep `cores` threads busy. In channels-last a
 // plane's elements lie C apart, interleaved with the other channels': groups are whole images,
 // split into channel blocks of whole cache lines only when there are fewer images than cores
-// and the call moves at least 8 times min_parallel_bytes (`call_bytes`): below that the threads
+// and the call moves at least kSplitLeastBytes (`call_bytes`): below that the threads
 // contend for the same lines and pages (measured: 1x64x56x56 f32, 1.4 MB, 10% slower on two
 // threads than on one; 1x64x80x80, 2.9 MB, 30% faster), and at most kSplitBytes: above it each
 // thread's half-pixel stripes go to memory twice (zero, then scatter) and two threads measured
@@ -61,14 +61,15 @@ namespace {
 // four interleaved rounds: unpooling 2.0-2.9 -> 1.4-2.1, pooling's gradient 2.5-4.0 -> 1.7-1.9).
 int64_t planes_per_group(const View& o, Layout layout, ScatterMode mode, int64_t cores,
                          int64_t call_bytes) {
-  constexpr int64_t kGroupBytes = 1 << 20, kLineBytes = 64, kSplitBytes = 16 << 20;
+  constexpr int64_t kGroupBytes = 1 << 20, kLineBytes = 64;
+  constexpr int64_t kSplitLeastBytes = 2 << 20, kSplitBytes = 16 << 20;
   constexpr int64_t kLeastGroupBytes = 16 << 10;
   const int64_t size = element_size(o.dtype);
   const int64_t planes = o.shape[0] * o.shape[1], channels = o.shape[1];
   const int64_t plane_bytes = std::max<int64_t>(1, o.plane() * size);
   if (layout == Layout::channels_last) {
     if (mode == ScatterMode::accumulate || o.shape[0] >= cores ||
-        call_bytes < 8 * min_parallel_bytes() || call_bytes > kSplitBytes) {
+        call_bytes < kSplitLeastBytes || call_bytes > kSplitBytes) {
       return channels;
     }
     const int64_t line = std::max<int64_t>(1, kLineBytes / size);
@@ -352,8 +353,7 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
     o.finish();
     return {};
   }
-  const bool share = worth_sharing(call_bytes);
-  const int cores = share ? thread_count() : 1;
+  const int cores = sharing_threads(call_bytes);
   ScatterGroups groups{&kernel, v.view(), i.view(), o.view(),
                        std::min(fitting, planes_per_group(o.view(), kernel.layout, mode, cores,
                                                           call_bytes)),

@@ -290,9 +290,13 @@ int64_t streaming_bytes() {
   return bytes >= 0 ? bytes : default_streaming_bytes();
 }
 
-bool worth_sharing(int64_t bytes) {
-  return !in_child_of_workers() && thread_count() > 1 && bytes >= min_parallel_bytes();
+int sharing_threads(int64_t bytes) {
+  if (in_child_of_workers() || bytes < min_parallel_bytes()) return 1;
+  const int64_t per_thread = std::max<int64_t>(1, min_parallel_bytes() / 2);
+  return static_cast<int>(std::min<int64_t>(thread_count(), bytes / per_thread));
 }
+
+bool worth_sharing(int64_t bytes) { return sharing_threads(bytes) > 1; }
 
 int with_error_capture(const std::function<int(void* user_context)>& f, std::string* error,
                        int64_t call_bytes) {
@@ -321,15 +325,16 @@ int run_kernel(const Kernel& kernel, KernelArgs& args, std::string* error,
 }
 
 int parallel_for(int count, const std::function<int(int)>& body, int64_t call_bytes) {
-  if (count <= 1 || !worth_sharing(call_bytes)) {
+  const int threads = sharing_threads(call_bytes);
+  if (count <= 1 || threads <= 1) {
     for (int task = 0; task < count; ++task) {
       if (const int result = body(task)) return result;
     }
     return 0;
   }
   // Waking a sleeping worker repays itself from about 2 MiB (docs/kernels.md, "Threads").
-  const bool wake = call_bytes / kWakeFactor >= min_parallel_bytes();
-  return run_on_workers(count, thread_count(), wake, body);
+  constexpr int64_t kWakeBytes = 2 << 20;
+  return run_on_workers(count, threads, thread_count(), call_bytes >= kWakeBytes, body);
 }
 
 }  // namespace poolgen::detail

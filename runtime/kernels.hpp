@@ -111,12 +111,15 @@ int thread_count();
 void note_thread_count();
 
 // Calls touching fewer bytes than min_parallel_bytes() run on the calling thread: below the
-// default, waking a worker and sharing the work cost more than it saves (docs/kernels.md,
-// "Threads"). set_min_parallel_bytes changes it.
-constexpr int64_t kDefaultMinParallelBytes = int64_t{256} << 10;
+// default, sharing the work costs more than it saves, even with the workers awake
+// (docs/kernels.md, "Threads"). set_min_parallel_bytes changes it.
+constexpr int64_t kDefaultMinParallelBytes = int64_t{128} << 10;
 int64_t min_parallel_bytes();
 
-// Whether a call touching `bytes` (inputs and outputs) should use the thread pool.
+// The threads a call touching `bytes` (inputs and outputs) runs on: one below
+// min_parallel_bytes(), else one for each half of it, up to thread_count() (a smaller share
+// costs more to hand out than it saves). worth_sharing: more than one.
+int sharing_threads(int64_t bytes);
 bool worth_sharing(int64_t bytes);
 
 // Outputs of at least streaming_bytes() go to memory by copy_streaming (set_streaming_bytes;
@@ -161,11 +164,9 @@ int run_kernel(const Kernel& kernel, KernelArgs& args, std::string* error,
 int with_error_capture(const std::function<int(void* user_context)>& f, std::string* error,
                        int64_t call_bytes = 0);
 
-// Runs body(task) for every task in [0, count) for a call moving `call_bytes`: on the calling
-// thread unless that is worth_sharing, else on thread_count() threads, each a contiguous range of
-// the tasks (run_on_workers, which wakes sleeping workers for calls of kWakeFactor x
-// min_parallel_bytes() or more). Returns the first non-zero result.
-constexpr int64_t kWakeFactor = 8;
+// Runs body(task) for every task in [0, count) for a call moving `call_bytes`: on
+// sharing_threads(call_bytes) threads, each a contiguous range of the tasks (run_on_workers,
+// which wakes sleeping workers for calls of 2 MiB or more). Returns the first non-zero result.
 int parallel_for(int count, const std::function<int(int)>& body, int64_t call_bytes);
 
 const char* layout_name(Layout layout);

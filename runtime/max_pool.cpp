@@ -185,8 +185,8 @@ Status apply_other_rules(int nd, const Ints& input_shape, const PoolOptions& opt
   const int64_t extent = indices.shape[dim];
   const bool channels_inner = indices.strides[1] < indices.strides[indices.rank - 1];
   const int64_t call_bytes = dim == 0 || !channels_inner ? total_bytes(views) : 0;
-  const bool share = worth_sharing(call_bytes);
-  const int tasks = share ? static_cast<int>(std::min<int64_t>(extent, 4 * thread_count())) : 1;
+  const int threads = sharing_threads(call_bytes);
+  const int tasks = threads > 1 ? static_cast<int>(std::min<int64_t>(extent, 4 * threads)) : 1;
   const bool batchless = input_shape.size() == static_cast<size_t>(nd) + 1;
   std::vector<Status> results(tasks);
   parallel_for(

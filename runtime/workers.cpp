@@ -4,6 +4,7 @@
 #include <pthread.h>  // pthread_atfork
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -70,8 +71,8 @@ class Ranges {
     for (int k = 0; k < size_ && failure() == 0; ++k) {
       Range& range = ranges_[(own + k) % size_];
       while (failure() == 0 && range.left.fetch_sub(1, std::memory_order_relaxed) > 0) {
-        const int task =
-            k == 0 ? range.next++ : range.end.fetch_sub(1, std::memory_order_relaxed) - 1;
+        const int task = k == 0 ? range.next.fetch_add(1, std::memory_order_relaxed)
+                                : range.end.fetch_sub(1, std::memory_order_relaxed) - 1;
         if (const int result = body_(task)) {
           int none = 0;
           failure_.compare_exchange_strong(none, result);
@@ -84,7 +85,7 @@ class Ranges {
  private:
   struct alignas(64) Range {  // a line each: owners and thieves write them
     std::atomic<int> left{0};
-    int next = 0;  // the owner's alone
+    std::atomic<int> next{0};  // atomic for a range that two joiners own one after the other
     std::atomic<int> end{0};
   };
   const std::function<int(int)>& body_;
@@ -99,11 +100,13 @@ std::atomic<bool> started{false}, forked_from_workers{false};
 thread_local bool in_shared_call = false;
 
 // The workers, and the one call they serve at a time. A call is published in `state_`: its
-// generation (high 32 bits), whether it is closed to workers (kClosed), and how many workers
-// joined it (the low bits). A worker joins an open call of a new generation by incrementing the
-// count, runs its range and whatever it can steal, and decrements it. The caller runs range 0
-// and steals too, then closes the call and waits for the count to reach zero: a worker that had
-// not joined by then never touches the call, so the caller never waits for one still asleep.
+// generation (high 32 bits), whether it is closed to workers (kClosed), how many threads it
+// wants (kUsed's bits) and how many workers joined it (the low bits). A worker joins an open call
+// of a new generation that wants more threads by incrementing the count, which makes it the
+// owner of the range numbered by the new count, runs that range and whatever it can steal, and
+// decrements the count. The caller owns range 0 and steals too, then closes the call and waits
+// for the count to reach zero: a worker that had not joined by then never touches the call, so
+// the caller never waits for one still asleep.
 class Workers {
  public:
   ~Workers() {
@@ -115,12 +118,12 @@ class Workers {
     stop();
   }
 
-  int run(int count, int threads, bool wake, const std::function<int(int)>& body) {
+  int run(int count, int threads, int pool, bool wake, const std::function<int(int)>& body) {
     std::unique_lock<std::mutex> call(call_, std::defer_lock);
     if (in_shared_call || !call.try_lock()) return run_inline(count, body);
     in_shared_call = true;
     wake = wake || Clock::now() - last_end_ < kAwake;
-    const bool alone = !start(threads) || (!wake && sleepers_.load() == threads - 1);
+    const bool alone = !start(pool) || (!wake && sleepers_.load() == pool - 1);
     const int result = alone ? run_inline(count, body) : share(count, threads, wake, body);
     last_end_ = Clock::now();
     in_shared_call = false;
@@ -133,18 +136,25 @@ class Workers {
   }
 
  private:
-  static constexpr uint64_t kClosed = uint64_t{1} << 31;
+  static constexpr uint64_t kClosed = uint64_t{1} << 31, kJoined = 0xffff;
+  static constexpr int kUsedShift = 16;
   static uint32_t generation(uint64_t state) { return static_cast<uint32_t>(state >> 32); }
-  static uint64_t joined(uint64_t state) { return state & (kClosed - 1); }
+  static uint64_t joined(uint64_t state) { return state & kJoined; }
+  static uint64_t used(uint64_t state) { return (state & (kClosed - 1)) >> kUsedShift; }
 
   // The call, published to the workers (under call_).
   int share(int count, int threads, bool wake, const std::function<int(int)>& body) {
+    threads = std::min<int>(threads, kJoined + 1);
     Ranges ranges(count, threads, body);
     job_ = &ranges;
-    state_.store(uint64_t{++generation_} << 32);
+    state_.store(uint64_t{++generation_} << 32 | uint64_t(threads) << kUsedShift);
     if (wake && sleepers_.load() > 0) {
       std::lock_guard<std::mutex> lock(sleep_mutex_);
-      wake_.notify_all();
+      if (threads - 1 >= sleepers_.load()) {
+        wake_.notify_all();
+      } else {
+        for (int w = 1; w < threads; ++w) wake_.notify_one();
+      }
     }
     ranges.run(0);
     state_.fetch_or(kClosed);
@@ -165,14 +175,14 @@ class Workers {
     return 0;
   }
 
-  // Makes `threads - 1` workers run; false if the system refused a thread.
-  bool start(int threads) {
-    if (static_cast<int>(threads_.size()) == threads - 1) return true;
+  // Makes `pool - 1` workers run; false if the system refused a thread.
+  bool start(int pool) {
+    if (static_cast<int>(threads_.size()) == pool - 1) return true;
     stop_threads();
     note_start();
     try {
-      for (int index = 1; index < threads; ++index) {
-        threads_.emplace_back([this, index, seen = generation_] { work(index, seen); });
+      for (int w = 1; w < pool; ++w) {
+        threads_.emplace_back([this, seen = generation_] { work(seen); });
       }
     } catch (const std::system_error&) {
       stop_threads();
@@ -202,7 +212,7 @@ class Workers {
     started = true;
   }
 
-  void work(int index, uint32_t seen) {
+  void work(uint32_t seen) {
     in_shared_call = true;
     for (;;) {
       uint64_t state = 0;
@@ -218,9 +228,9 @@ class Workers {
       }
       if (stopping_) return;
       seen = generation(state);
-      while (!(state & kClosed) && generation(state) == seen) {
+      while (!(state & kClosed) && generation(state) == seen && joined(state) + 1 < used(state)) {
         if (state_.compare_exchange_weak(state, state + 1)) {
-          job_->run(index);
+          job_->run(static_cast<int>(joined(state)) + 1);
           if (joined(state_.fetch_sub(1)) == 1 && caller_waiting_) {
             std::lock_guard<std::mutex> lock(done_mutex_);
             done_.notify_one();
@@ -255,8 +265,9 @@ Workers& workers() {
 
 }  // namespace
 
-int run_on_workers(int count, int threads, bool wake, const std::function<int(int)>& body) {
-  return workers().run(count, threads, wake, body);
+int run_on_workers(int count, int threads, int pool, bool wake,
+                   const std::function<int(int)>& body) {
+  return workers().run(count, threads, pool, wake, body);
 }
 
 void stop_workers() {

@@ -8,9 +8,10 @@ namespace poolgen::detail {
 // (docs/kernels.md, "Threads"), in place of Halide's pool: an idle worker stays awake 2 ms after
 // a call, as pthreadpool's and OpenMP's do, and a call never waits for a worker to wake.
 
-// Runs body(task) for every task in [0, count) on `threads` threads, the calling one and
-// threads - 1 workers, each taking one contiguous range of the tasks and then what is left of
-// the others'. Returns the first non-zero result (the tasks after it may not run).
+// Runs body(task) for every task in [0, count) on `threads` threads of a pool of `pool`, the
+// calling one and pool - 1 workers (started, or restarted, to that count), each taking one
+// contiguous range of the tasks and then what is left of the others'. Returns the first
+// non-zero result (the tasks after it may not run).
 //
 // Waking a sleeping worker costs the caller a system call and brings the worker tens of
 // microseconds late (10 us and 30 us on the 2-core VM of docs/kernels.md), more than a call of a
@@ -19,7 +20,8 @@ namespace poolgen::detail {
 // by less than the workers stay awake (calls in quick succession, which keep them awake);
 // with every worker asleep otherwise, it runs on the calling thread. A call made while another
 // thread's call holds the workers, or from inside a task, runs on its calling thread too.
-int run_on_workers(int count, int threads, bool wake, const std::function<int(int)>& body);
+int run_on_workers(int count, int threads, int pool, bool wake,
+                   const std::function<int(int)>& body);
 
 // Ends the workers (waiting for a call in progress); the next shared call starts them afresh.
 void stop_workers();

@@ -871,7 +871,7 @@ TEST_F(PoolWorkers, SmallCallsStayOnTheCallingThread) {
 // (docs/kernels.md, "Threads" and "Streaming outputs"). An index outside its window (valid,
 // inside the plane) sends the image back to one task, whole, with the same result. Windows
 // wider than their stride (k3s2) cannot go by slabs: unpooling then splits the image's channels
-// between threads from 8 x min_parallel_bytes (2 MiB) up to 16 MiB, and pooling's gradient keeps
+// between threads from 2 MiB up to 16 MiB, and pooling's gradient keeps
 // it whole.
 TEST_F(PoolWorkers, LargeChannelsLastImageIsSharedBetweenThreads) {
   UnpoolOptions uo;
@@ -938,7 +938,7 @@ TEST_F(PoolWorkers, LargeChannelsLastImageIsSharedBetweenThreads) {
 
 // At the default threshold a shared call hands each thread several small planes per task (a
 // quarter of min_parallel_bytes at least; kernels.cpp, iterations_per_task). 1x63x28x28 NCHW
-// shares every op, in tasks of about 12 planes and a shorter last one; each op's result must
+// shares every op, in tasks of about 6 planes and a shorter last one; each op's result must
 // be the reference's, so a task that skipped or repeated planes would show.
 TEST_F(PoolWorkers, SmallPlanesShareTasksOfSeveralPlanes) {
   const Ints shape{1, 63, 28, 28}, pooled{1, 63, 14, 14};

@@ -8,6 +8,8 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -20,7 +22,7 @@ using std::chrono::milliseconds;
 std::vector<int> run_counting(int count, int threads, bool wake, int spin_every = 0) {
   std::unique_ptr<std::atomic<int>[]> runs(new std::atomic<int>[count]);
   for (int i = 0; i < count; ++i) runs[i] = 0;
-  const int result = run_on_workers(count, threads, wake, [&](int task) {
+  const int result = run_on_workers(count, threads, threads, wake, [&](int task) {
     if (spin_every && task % spin_every == 0) std::this_thread::sleep_for(milliseconds(1));
     runs[task].fetch_add(1);
     return 0;
@@ -47,9 +49,29 @@ TEST(Workers, EveryTaskRunsOnce) {
   EXPECT_EQ(run_counting(10, 2, true), std::vector<int>(10, 1)) << "after stop_workers";
 }
 
+// A call asking for fewer threads than the pool has runs on no more than it asked for.
+TEST(Workers, CallsUseTheThreadsTheyAskFor) {
+  for (const int threads : {1, 2, 3}) {
+    std::mutex mutex;
+    std::set<std::thread::id> ran_on;
+    std::atomic<int> ran{0};
+    ASSERT_EQ(run_on_workers(64, threads, 4, true,
+                             [&](int) {
+                               std::this_thread::sleep_for(milliseconds(1));
+                               std::lock_guard<std::mutex> lock(mutex);
+                               ran_on.insert(std::this_thread::get_id());
+                               ran.fetch_add(1);
+                               return 0;
+                             }),
+              0);
+    EXPECT_EQ(ran.load(), 64);
+    EXPECT_LE(ran_on.size(), static_cast<size_t>(threads)) << threads << " of a pool of 4";
+  }
+}
+
 TEST(Workers, FailureComesBack) {
   std::atomic<int> ran{0};
-  const int result = run_on_workers(100, 2, true, [&](int task) {
+  const int result = run_on_workers(100, 2, 2, true, [&](int task) {
     ran.fetch_add(1);
     return task == 37 ? 5 : 0;
   });
@@ -61,9 +83,9 @@ TEST(Workers, FailureComesBack) {
 // when the workers are taken) and complete.
 TEST(Workers, NestedAndConcurrentCalls) {
   std::atomic<int> inner{0};
-  EXPECT_EQ(run_on_workers(8, 2, true,
+  EXPECT_EQ(run_on_workers(8, 2, 2, true,
                            [&](int) {
-                             return run_on_workers(4, 2, true, [&](int) {
+                             return run_on_workers(4, 2, 2, true, [&](int) {
                                inner.fetch_add(1);
                                return 0;
                              });
@@ -88,7 +110,7 @@ TEST(Workers, NestedAndConcurrentCalls) {
 bool second_thread_joined(bool wake, milliseconds patience) {
   const std::thread::id caller = std::this_thread::get_id();
   std::atomic<bool> elsewhere{false};
-  run_on_workers(2, 2, wake, [&](int) {
+  run_on_workers(2, 2, 2, wake, [&](int) {
     if (std::this_thread::get_id() != caller) {
       elsewhere = true;
     } else {

@@ -312,13 +312,14 @@ std::vector<KernelInfo> compiled_kernels();
 void set_num_threads(int threads);
 
 // Calls that move fewer bytes (inputs and outputs together) run on the calling thread: below
-// that, waking the pool's threads costs more than sharing the work saves. The default, 256 KiB,
-// was measured on 2-core x86 VMs (docs/kernels.md, "Threads"). A shared call's tasks each move
-// at least a quarter of it (small planes go several to a task). The workers stay awake 2 ms
-// after a call; a call that finds them asleep wakes them only if it moves 8 times this or more
-// (2 MiB by default), or follows the previous call within those 2 ms, and otherwise runs on the
-// calling thread. 0 shares every call that has more than one task, a plane to a task; a
-// negative count restores the default. Process-wide, like set_num_threads.
+// that, sharing the work costs more than it saves. The default, 128 KiB, was measured on 2-core
+// x86 VMs (docs/kernels.md, "Threads"). A shared call runs on one thread for each half of it it
+// moves, up to set_num_threads's count, and its tasks each move at least a quarter of it (small
+// planes go several to a task). The worker threads stay awake 2 ms after a call; a call that
+// finds them asleep wakes them only if it moves 2 MiB or more, or follows the previous call
+// within those 2 ms, and otherwise runs on the calling thread. 0 shares every call that has
+// more than one task, a plane to a task, on every thread; a negative count restores the
+// default. Process-wide, like set_num_threads.
 void set_min_parallel_bytes(int64_t bytes);
 
 // Calls whose output (a scatter's: max_unpool, max_pool_backward) is at least this large write it
