@@ -17,7 +17,6 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
-#include <shared_mutex>
 #include <sstream>
 
 namespace poolgen_torch {
@@ -235,22 +234,21 @@ Outcome unpool_options(const UnpoolWindow& w, poolgen_unpool_options* o) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Threads: poolgen follows torch.set_num_threads. Its pool may only be resized while no kernel
-// runs, so calls hold a shared lock and a resize the exclusive one.
+// Threads: poolgen follows torch.set_num_threads. Resizing is safe while other calls run (it
+// waits for the one holding poolgen's workers); the mutex only keeps two threads that notice
+// the same change from resizing twice, or out of order.
 
-std::shared_mutex pool_mutex;
+std::mutex resize_mutex;
 std::atomic<int> pool_threads{-1};
 
-std::shared_lock<std::shared_mutex> follow_torch_threads() {
+void follow_torch_threads() {
   const int wanted = at::get_num_threads();
-  if (wanted != pool_threads.load(std::memory_order_acquire)) {
-    std::unique_lock<std::shared_mutex> resize(pool_mutex);
-    if (wanted != pool_threads.load(std::memory_order_relaxed)) {
-      poolgen_set_num_threads(wanted);
-      pool_threads.store(wanted, std::memory_order_release);
-    }
+  if (wanted == pool_threads.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> resize(resize_mutex);
+  if (wanted != pool_threads.load(std::memory_order_relaxed)) {
+    poolgen_set_num_threads(wanted);
+    pool_threads.store(wanted, std::memory_order_release);
   }
-  return std::shared_lock<std::shared_mutex>(pool_mutex);
 }
 
 // Runs one C API call with its message buffer.
@@ -387,7 +385,7 @@ Outcome max_pool(const at::Tensor& self, const PoolWindow& w, at::Tensor* values
   at::Tensor keep[3];
   const poolgen_tensor in = view_of(self, &keep[0]), v = view_of(*values, &keep[1]),
                        i = view_of(*indices, &keep[2]);
-  [[maybe_unused]] const auto running = follow_torch_threads();
+  follow_torch_threads();
   return call([&](char* m, size_t n) { return poolgen_max_pool(w.nd, &in, &v, &i, &o, m, n); });
 }
 
@@ -412,7 +410,7 @@ Outcome max_pool_backward(const at::Tensor& grad_output, const at::Tensor& self,
   at::Tensor keep[3];
   const poolgen_tensor g = view_of(grad_output, &keep[0]), i = view_of(indices, &keep[1]),
                        gi = view_of(*grad_input, &keep[2]);
-  [[maybe_unused]] const auto running = follow_torch_threads();
+  follow_torch_threads();
   return call(
       [&](char* m, size_t n) { return poolgen_max_pool_backward(w.nd, &g, &i, &gi, &o, m, n); });
 }
@@ -436,7 +434,7 @@ Outcome max_unpool(const at::Tensor& self, const at::Tensor& indices, const Unpo
   at::Tensor keep[3];
   const poolgen_tensor v = view_of(self, &keep[0]), i = view_of(indices, &keep[1]),
                        out = view_of(*output, &keep[2]);
-  [[maybe_unused]] const auto running = follow_torch_threads();
+  follow_torch_threads();
   return call(
       [&](char* m, size_t n) { return poolgen_max_unpool(w.nd, &v, &i, &out, &o, m, n); });
 }
@@ -454,7 +452,7 @@ Outcome max_unpool_backward(const at::Tensor& grad_output, const at::Tensor& ind
   at::Tensor keep[3];
   const poolgen_tensor g = view_of(grad_output, &keep[0]), i = view_of(indices, &keep[1]),
                        gv = view_of(*grad_values, &keep[2]);
-  [[maybe_unused]] const auto running = follow_torch_threads();
+  follow_torch_threads();
   return call([&](char* m, size_t n) {
     return poolgen_max_unpool_backward(w.nd, &g, &i, &gv, &o, m, n);
   });
