@@ -645,21 +645,23 @@ int main(int argc, char** argv) {
   const std::vector<int> threads = parse_threads(take_flag(&argc, argv, "--poolgen_threads", nullptr));
   select_peers(take_flag(&argc, argv, "--poolgen_peers", nullptr));
   cap_cpu_variant(take_flag(&argc, argv, "--poolgen_cpu_variant", nullptr));
-  if (const char* gap = take_flag(&argc, argv, "--poolgen_gap_us", nullptr)) {
-    int64_t us = 0;
-    if (!parse_int(gap, &us)) usage_error(std::string("--poolgen_gap_us: \"") + gap + "\": expected microseconds");
-    g_gap = std::chrono::microseconds(us);
-  }
-  // The runtime's byte thresholds, each set before the run when given.
-  const std::pair<const char*, void (*)(int64_t)> thresholds[] = {
-      {"--poolgen_streaming_bytes", poolgen::set_streaming_bytes},
-      {"--poolgen_min_parallel_bytes", poolgen::set_min_parallel_bytes}};
-  for (const auto& [flag, set] : thresholds) {
-    if (const char* value = take_flag(&argc, argv, flag, nullptr)) {
-      int64_t bytes = 0;
-      if (!parse_int(value, &bytes))
-        usage_error(std::string(flag) + ": \"" + value + "\": expected a byte count");
-      set(bytes);
+  // The integer flags: the runtime's byte thresholds and the gap, each set before the run when
+  // given.
+  struct IntFlag {
+    const char* flag;
+    const char* unit;
+    void (*set)(int64_t);
+  };
+  const IntFlag int_flags[] = {
+      {"--poolgen_streaming_bytes", "a byte count", poolgen::set_streaming_bytes},
+      {"--poolgen_min_parallel_bytes", "a byte count", poolgen::set_min_parallel_bytes},
+      {"--poolgen_gap_us", "microseconds", [](int64_t us) { g_gap = std::chrono::microseconds(us); }}};
+  for (const IntFlag& f : int_flags) {
+    if (const char* value = take_flag(&argc, argv, f.flag, nullptr)) {
+      int64_t n = 0;
+      if (!parse_int(value, &n))
+        usage_error(std::string(f.flag) + ": \"" + value + "\": expected " + f.unit);
+      f.set(n);
     }
   }
   // Color as Google Benchmark's own console reporter would: --benchmark_color, else a terminal.

@@ -106,7 +106,8 @@ Status choose_kernel(const KernelTable& table, const KernelQuery& query, const c
 Status kernel_failed(const Kernel& kernel, const std::string& error);
 
 // The threads a shared call runs on (runtime/workers.hpp): set_num_threads's count, kept by
-// Halide's runtime, else Halide's default (HL_NUM_THREADS, else the host's cores). note_thread_count() rereads it after a change.
+// Halide's runtime, else Halide's default (HL_NUM_THREADS, else the host's cores).
+// note_thread_count() rereads it after a change.
 int thread_count();
 void note_thread_count();
 

@@ -101,7 +101,7 @@ thread_local bool in_shared_call = false;
 
 // The workers, and the one call they serve at a time. A call is published in `state_`: its
 // generation (high 32 bits), whether it is closed to workers (kClosed), how many threads it
-// wants (kUsed's bits) and how many workers joined it (the low bits). A worker joins an open call
+// uses (the 15 bits from kUsedShift) and how many workers joined it (the low 16 bits). A worker joins an open call
 // of a new generation that wants more threads by incrementing the count, which makes it the
 // owner of the range numbered by the new count, runs that range and whatever it can steal, and
 // decrements the count. The caller owns range 0 and steals too, then closes the call and waits
@@ -138,13 +138,14 @@ class Workers {
  private:
   static constexpr uint64_t kClosed = uint64_t{1} << 31, kJoined = 0xffff;
   static constexpr int kUsedShift = 16;
+  static constexpr int kMostUsed = static_cast<int>((kClosed >> kUsedShift) - 1);
   static uint32_t generation(uint64_t state) { return static_cast<uint32_t>(state >> 32); }
   static uint64_t joined(uint64_t state) { return state & kJoined; }
   static uint64_t used(uint64_t state) { return (state & (kClosed - 1)) >> kUsedShift; }
 
   // The call, published to the workers (under call_).
   int share(int count, int threads, bool wake, const std::function<int(int)>& body) {
-    threads = std::min<int>(threads, kJoined + 1);
+    threads = std::min(threads, kMostUsed);
     Ranges ranges(count, threads, body);
     job_ = &ranges;
     state_.store(uint64_t{++generation_} << 32 | uint64_t(threads) << kUsedShift);
