@@ -59,8 +59,18 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
     const bool zeroes = get_target().has_gpu_feature();
     out(tensor_args<Expr>({p_}, c_, n_, l)) = zeroes ? cast(value_type, 0) : undef(value_type);
 
-    RDom r(0, values_->dim(plane_dim).extent(), "element");
-    const std::vector<Expr> element = tensor_args<Expr>({r}, c_, n_, l);
+    // On the CPU in NCHW a plane is a scalar loop (an element at a time, in input order): there
+    // the accumulating scatter skips a dropped element (a where-clause, one unsigned comparison)
+    // instead of clamping its slot and adding -0.0 to it: 14 instructions an element instead of
+    // 18 (f32 i64 on one thread: 1x64x56x56 55 -> 40 us, 1x64x14x14 3.7 -> 2.9).
+    const bool skips = accumulate && l == Layout::contiguous && !zeroes;
+    const Expr elements = values_->dim(plane_dim).extent();
+    RDom r(0, elements, "element");
+    // Unrolled (the schedule's knob), the loop's tail is guarded, but bounds inference would
+    // size the indices by whole unrolled steps (the where-clause reads them ahead of the guard):
+    // the position is promised inside the plane, which the guard ensures.
+    const Expr position = skips ? unsafe_promise_clamped(r, 0, elements - 1) : Expr(r);
+    const std::vector<Expr> element = tensor_args<Expr>({position}, c_, n_, l);
     Expr index = (*indices_)(element);
     if (!accumulate) {
       const int channel_dim = l == Layout::channels_last ? 0 : 1;
@@ -70,11 +80,19 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
     Expr first = cast(index.type(), output_->dim(plane_dim).min());
     Expr plane = cast(index.type(), output_->dim(plane_dim).extent());
     Expr valid = index >= first && index < first + plane;
-    // The clamp keeps every store inside the plane, so nothing outside the output is written.
-    Expr slot = cast<int32_t>(clamp(index, first, first + plane - 1));
+    if (skips) {  // valid as one unsigned comparison
+      const Type unsigned_index = index.type().with_code(halide_type_uint);
+      r.where(reinterpret(unsigned_index, index - first) < reinterpret(unsigned_index, plane));
+    }
+    // The clamp keeps every store inside the plane, so nothing outside the output is written
+    // (where the where-clause does, the slot is promised inside it).
+    Expr slot = cast<int32_t>(skips ? unsafe_promise_clamped(index, first, first + plane - 1)
+                                    : clamp(index, first, first + plane - 1));
     const std::vector<Expr> at = tensor_args<Expr>({slot}, c_, n_, l);
     Expr value = (*values_)(element);
-    if (accumulate) {
+    if (skips) {
+      out(at) = add_in_type(out(at), value);
+    } else if (accumulate) {
       // A dropped element adds -0.0 to the slot it was clamped to, which leaves every value as
       // it is (-0.0 too); a where-clause would keep channels-last's vectors from forming.
       out(at) = add_in_type(out(at), select(valid, value, -cast(value_type, 0)));

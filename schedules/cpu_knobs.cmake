@@ -8,6 +8,11 @@
 # (no bounds), and channels-last kernels never stage (their vectors run along the channels, so
 # taps load dense vectors anyway).
 set(POOLGEN_KNOBS_max_pool1d stage_rows:false,narrow_vectors:false)
+# The contiguous unpooling scatter steps 4 elements a loop trip (its count and branch shared):
+# f32 i64 on one thread, time against 1, medians of three interleaved runs: 1x64x28x28 0.92,
+# 1x64x56x56 0.90 (8: 0.91, 0.89; 2: 0.94, 0.95); 7x7, 14x14 and 8x64x112x112 within noise.
+# The gradient's scatter measured 5% slower unrolled by 4 (1x64x56x56) and keeps 1.
+set(POOLGEN_KNOBS_max_unpool_scatter unroll:4)
 # The channels-last gathers read values in place: staging them measured slower (2-D k2s2p0 on
 # 8x64x112x112: 4.7 -> 2.95 ms on one thread). The 2-D k2s2p0 one, built by default, keeps one
 # loop per stage (partition_cells:false: 33 -> 18 KB of AVX2 code, 1x64x56x56 and 8x64x112x112 at

@@ -187,14 +187,23 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   }
 }
 
-void CpuScatterSchedule::read(Knobs& knobs) { knobs.take("vector_width", &vector_width); }
+void CpuScatterSchedule::read(Knobs& knobs) {
+  knobs.take("vector_width", &vector_width);
+  knobs.take("unroll", &unroll);
+}
 
 void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) const {
   // The output comes zeroed (the runtime's pass), so only the scatter is scheduled. Inside a
   // plane it keeps input order: the latest duplicate wins.
   Func out = s.out;
   if (s.layout == Layout::contiguous) {
-    out.update().unscheduled();  // one element after another, by design
+    // One element after another, by design; unrolled, the loop's count and branch are shared.
+    if (unroll > 1) {
+      RVar outer("element_o"), inner("element_i");
+      out.update().split(s.r, outer, inner, unroll, TailStrategy::GuardWithIf).unroll(inner);
+    } else {
+      out.update().unscheduled();
+    }
   } else {
     const int lanes = vector_lanes(vector_width, out, target, s.layout);
     out.update().reorder(s.c, s.r).vectorize(s.c, lanes, TailStrategy::GuardWithIf);

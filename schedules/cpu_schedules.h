@@ -82,10 +82,11 @@ struct ScatterStages {
 };
 
 // The scatter runs on one group of planes per call, in one thread (the runtime spreads groups
-// over Halide's thread pool), so both stages stay serial; the zeroing is vectorized, and in
+// over its worker threads), so both stages stay serial; the zeroing is vectorized, and in
 // channels-last so is the scatter, across the channels of one element (distinct planes).
 struct CpuScatterSchedule {
   int vector_width = 0;
+  int unroll = 1;  // contiguous: elements per step of a plane's scalar loop
 
   void read(Knobs& knobs);
   void apply(const ScatterStages& s, const Halide::Target& target) const;

@@ -51,8 +51,8 @@ POOL_DEFAULTS = {"rows_per_task": 64, "vector_width": 0, "stage_rows": True}
 GATHER_KNOBS = {"rows_per_task": [8, 16, 32, 64], "vector_width": ["lanes/2", "2*lanes"],
                 "stage_cells": [True, False]}
 GATHER_DEFAULTS = {"rows_per_task": 32, "vector_width": 0, "stage_cells": True}
-SCATTER_KNOBS = {"vector_width": ["lanes/2", "2*lanes"]}
-SCATTER_DEFAULTS = {"vector_width": 0}
+SCATTER_KNOBS = {"vector_width": ["lanes/2", "2*lanes"], "unroll": [1, 2, 4, 8]}
+SCATTER_DEFAULTS = {"vector_width": 0, "unroll": 1}
 INDEX_GATHER_KNOBS = {"vector_width": ["lanes/2", "2*lanes"],
                       "elements_per_task": [4096, 16384, 65536]}
 INDEX_GATHER_DEFAULTS = {"vector_width": 0, "elements_per_task": 16384}
