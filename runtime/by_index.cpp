@@ -41,6 +41,9 @@ int64_t slab_stride(const Window& w) {
   return w.padding[0] == 0 && extent <= w.stride[0] ? w.stride[0] : 0;
 }
 
+// A group's output bytes at most (planes_per_group).
+constexpr int64_t kGroupBytes = 1 << 20;
+
 namespace {
 
 // Planes per scatter call: a group's output stays in cache between the runtime's zero and the
@@ -61,7 +64,7 @@ namespace {
 // four interleaved rounds: unpooling 2.0-2.9 -> 1.4-2.1, pooling's gradient 2.5-4.0 -> 1.7-1.9).
 int64_t planes_per_group(const View& o, Layout layout, ScatterMode mode, int64_t cores,
                          int64_t call_bytes) {
-  constexpr int64_t kGroupBytes = 1 << 20, kLineBytes = 64;
+  constexpr int64_t kLineBytes = 64;
   constexpr int64_t kSplitLeastBytes = 2 << 20, kSplitBytes = 16 << 20;
   constexpr int64_t kLeastGroupBytes = 16 << 10;
   const int64_t size = element_size(o.dtype);
@@ -399,6 +402,58 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
   }
   o.finish();
   return {};
+}
+
+std::unique_ptr<DirectScatter> DirectScatter::make(const Kernel& kernel, ScatterMode mode,
+                                                   const Views& views, int64_t slab_stride) {
+  const View& o = views[2];
+  for (const View& view : views) {
+    if (!fits(view, kernel.layout) || !view.flat_planes(kernel.layout) ||
+        !fits_kernel(view, kernel.layout, true)) {
+      return nullptr;
+    }
+  }
+  // One group: the cache's (ScatterGroups) on one thread.
+  const int64_t call_bytes = total_bytes(views);
+  if (o.elements() == 0 || o.bytes() > kGroupBytes || o.bytes() >= streaming_bytes() ||
+      sharing_threads(call_bytes) > 1) {
+    return nullptr;
+  }
+  return std::unique_ptr<DirectScatter>(new DirectScatter(kernel, mode, views, slab_stride));
+}
+
+DirectScatter::DirectScatter(const Kernel& kernel, ScatterMode mode, const Views& views,
+                             int64_t slab_stride)
+    : spans({&views[2]}, {&views[0], &views[1]}),
+      kernel_(kernel),
+      mode_(mode),
+      views_{views[0], views[1], views[2]},
+      call_bytes_(total_bytes(views)),
+      slab_stride_(slab_stride),
+      values_(views[0], kernel.layout, kernel.value, true),
+      indices_(views[1], kernel.layout, kernel.index, true),
+      output_(views[2], kernel.layout, kernel.value, true),
+      args_{nullptr, &values_.buffer, &indices_.buffer} {
+  if (kernel.op == Op::unpool_scatter) {
+    args_.push_back(&plane_origin_);
+    args_.push_back(&plane_stride_);
+  }
+  args_.push_back(&output_.buffer);
+}
+
+Status DirectScatter::run(void* values, void* indices, void* output) {
+  void* data[3] = {values, indices, output};
+  for (int k = 0; k < 3; ++k) views_[k].data = data[k];
+  if (sharing_threads(call_bytes_) <= 1 && views_[2].bytes() < streaming_bytes()) {
+    values_.buffer.host = static_cast<uint8_t*>(values);
+    indices_.buffer.host = static_cast<uint8_t*>(indices);
+    output_.buffer.host = static_cast<uint8_t*>(output);
+    zero_elements(views_[2], kernel_.layout);
+    std::string error;
+    if (run_kernel(kernel_, args_, &error, 0) == 0) return {};
+  }
+  return scatter(kernel_, mode_, views_[0], views_[1], views_[2], call_bytes_, nullptr, false,
+                 slab_stride_);
 }
 
 [[gnu::cold]] Status gather_large(const View& values, const View& indices, const View& output,

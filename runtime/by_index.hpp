@@ -12,6 +12,7 @@
 #include "tensors.hpp"
 
 #include <functional>
+#include <memory>
 
 namespace poolgen::detail {
 
@@ -43,6 +44,30 @@ using IndexRewrite =
 Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const View& indices,
                const View& output, int64_t call_bytes, const IndexRewrite* rewrite = nullptr,
                bool global = false, int64_t slab_stride = 0);
+
+// A CPU scatter in one kernel call (no index rewrite): built once for a call that repeats its
+// shapes, so that a repeat sets three data pointers, zeroes the output and calls the kernel,
+// without the copies, groups and tasks scatter() decides each time. make() gives null where
+// scatter() would do more than one kernel call on the views as they are (copies, more than a
+// group's bytes, streaming); run() leaves to scatter() a call that would now share threads or
+// stream, or whose kernel fails (scatter() names the index).
+class DirectScatter {
+ public:
+  static std::unique_ptr<DirectScatter> make(const Kernel& kernel, ScatterMode mode,
+                                             const Views& views, int64_t slab_stride);
+  Status run(void* values, void* indices, void* output);
+  KeptSpans spans;  // (output, values, indices): the overlap check's sizes
+
+ private:
+  DirectScatter(const Kernel& kernel, ScatterMode mode, const Views& views, int64_t slab_stride);
+  const Kernel& kernel_;
+  ScatterMode mode_;
+  View views_[3];
+  int64_t call_bytes_, slab_stride_;
+  HalideView values_, indices_, output_;
+  int64_t plane_origin_ = 0, plane_stride_ = 0;  // unpooling's, for plane offsets
+  KernelArgs args_;
+};
 
 // The window's stride in its outermost spatial dimension where every window lies within it
 // there (its dilated extent at most the stride, no padding before it), else 0: scatter()'s

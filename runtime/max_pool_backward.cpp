@@ -99,11 +99,12 @@ Status scatter_on_device(const Kernel& kernel, const View& grad_output, const Vi
   return {};
 }
 
-// What a call's checks leave for its runs: the call, and its indices' and grad_input's views
-// (grad_output's is call.grad_output).
+// What a call's checks leave for its runs: the call, its indices' and grad_input's views
+// (grad_output's is call.grad_output), and its direct run where it has one.
 struct PoolBackwardPlan {
   PoolBackwardCall call;
   View indices, grad_input;
+  std::unique_ptr<DirectScatter> direct;  // where the scatter alone serves the call in one run
 };
 constexpr const char* kNames[3] = {"grad_output", "indices", "grad_input"};
 
@@ -154,8 +155,10 @@ Status pool_backward(int nd, const TensorView& grad_output, const TensorView& in
   const CallKey key(nd, {&grad_output, &indices, &grad_input}, options);
   if (const PoolBackwardPlan* plan = memo.find(key)) {  // the last call's checks hold
     View views[3] = {plan->call.grad_output, plan->indices, plan->grad_input};
-    POOLGEN_RETURN_IF_ERROR(
-        check_views_data(kNames, {&grad_output, &indices, &grad_input}, views));
+    DirectScatter* direct = plan->direct.get();
+    POOLGEN_RETURN_IF_ERROR(check_views_data(kNames, {&grad_output, &indices, &grad_input}, views,
+                                             direct ? &direct->spans : nullptr));
+    if (direct) return direct->run(grad_output.data, indices.data, grad_input.data);
     return run_checked(nd, grad_input, options, plan->call, views[0], views[1], views[2]);
   }
 
@@ -170,7 +173,14 @@ Status pool_backward(int nd, const TensorView& grad_output, const TensorView& in
                   {"indices", indices, indices.dtype, call.output_shape},
                   {"grad_input", grad_input, grad_output.dtype, grad_input.shape}, &i, &o));
   POOLGEN_RETURN_IF_ERROR(choose(grad_output, indices.dtype, options, &call));
-  if (call.device == Device::cpu) memo.keep(key);
+  if (call.device == Device::cpu) {
+    // The gathers and other index formats run before the scatter, or instead of it.
+    if (!call.gather && !call.window_gather && options.index_format == IndexFormat::plane) {
+      plan.direct = DirectScatter::make(*call.scatter, ScatterMode::accumulate, {g, i, o},
+                                        slab_stride(call.window));
+    }
+    memo.keep(key);
+  }
   return run_checked(nd, grad_input, options, call, g, i, o);
 }
 

@@ -149,11 +149,12 @@ Status max_unpool_kernel_name(int nd, const Ints& values_shape, const UnpoolOpti
 namespace {
 
 // What a call's checks leave for its runs: the call, its indices' and output's views (the
-// values' is call.values) and the layout its kernels take.
+// values' is call.values), the layout its kernels take, and its direct run where it has one.
 struct UnpoolPlan {
   UnpoolCall call;
   View indices, output;
   Layout layout = Layout::contiguous;
+  std::unique_ptr<DirectScatter> direct;  // where the scatter alone serves the call in one run
 };
 constexpr const char* kNames[3] = {"values", "indices", "output"};
 
@@ -228,7 +229,10 @@ Status unpool(int nd, const TensorView& values, const TensorView& indices,
   const CallKey key(nd, {&values, &indices, &output}, options);
   if (const UnpoolPlan* plan = memo.find(key)) {  // the last call's checks hold: data's remain
     View views[3] = {plan->call.values, plan->indices, plan->output};
-    POOLGEN_RETURN_IF_ERROR(check_views_data(kNames, {&values, &indices, &output}, views));
+    DirectScatter* direct = plan->direct.get();
+    POOLGEN_RETURN_IF_ERROR(check_views_data(kNames, {&values, &indices, &output}, views,
+                                             direct ? &direct->spans : nullptr));
+    if (direct) return direct->run(values.data, indices.data, output.data);
     return run_checked(nd, values, options, plan->call, plan->layout, views[0], views[1],
                        views[2]);
   }
@@ -249,7 +253,14 @@ Status unpool(int nd, const TensorView& values, const TensorView& indices,
   const Layout layout = plan.layout = fits(o, output_layout) ? output_layout : layout_of(v);
   POOLGEN_RETURN_IF_ERROR(check_conventions(options, call_device(options.device, values)));
   POOLGEN_RETURN_IF_ERROR(choose(values, indices.dtype, options, layout, &call));
-  if (call.device == Device::cpu) memo.keep(key);
+  if (call.device == Device::cpu) {
+    // The winner, the gather and the index rewrites run before the scatter, or instead of it.
+    if (!call.winner && !call.gather && !rewrites_indices(options)) {
+      plan.direct = DirectScatter::make(*call.scatter, ScatterMode::store, {v, i, o},
+                                        slab_stride(call.window));
+    }
+    memo.keep(key);
+  }
   return run_checked(nd, values, options, call, layout, v, i, o);
 }
 

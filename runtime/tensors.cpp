@@ -205,11 +205,12 @@ Status check_views(int nd, const TensorView& first, const Argument& first_view,
 }
 
 Status check_views_data(const char* const (&names)[3], const TensorView* const (&tensors)[3],
-                        View (&views)[3]) {
+                        View (&views)[3], const KeptSpans* spans) {
   for (int k = 0; k < 3; ++k) {
     views[k].data = tensors[k]->data;
     POOLGEN_RETURN_IF_ERROR(check_data(names[k], *tensors[k], views[k]));
   }
+  if (spans && spans->apart({views[2].data, views[0].data, views[1].data})) return {};
   return check_apart({{names[2], &views[2]}}, {{names[0], &views[0]}, {names[1], &views[1]}});
 }
 

@@ -125,9 +125,10 @@ Status check_views(int nd, const TensorView& first, const Argument& first_view,
 
 // check_views' checks of data alone, for views a call with the same key passed them with
 // (call_memo.hpp): `views` (first, second, output, named `names`) take the data of `tensors`,
-// which must be present, and the output's memory must be apart from the inputs'.
+// which must be present, and the output's memory must be apart from the inputs' (tested with
+// `spans`, the views' kept sizes in the order (output, first, second), where given).
 Status check_views_data(const char* const (&names)[3], const TensorView* const (&tensors)[3],
-                        View (&views)[3]);
+                        View (&views)[3], const KeptSpans* spans = nullptr);
 
 // `view`'s shape packed in `layout` at `data`: contiguous is row-major; channels-last keeps the
 // channel innermost, then the spatial dimensions row-major, then the batch.

@@ -982,6 +982,75 @@ TEST_F(PoolWorkers, SmallPlanesShareTasksOfSeveralPlanes) {
   EXPECT_GT(settled_process_threads(), idle_) << "no call was shared";
 }
 
+// A repeated unpooling or gradient call small enough for one kernel call on one thread keeps
+// that run (runtime/by_index.hpp, DirectScatter); a repeat must still follow the settings of its
+// own time (shared when min_parallel_bytes drops to 0, streamed when streaming_bytes does) and
+// its own data (an invalid index named, one outside the plane dropped from the gradient).
+TEST_F(PoolWorkers, RepeatedScatterCallsFollowTheirSettingsAndData) {
+  const Ints shape{1, 8, 32, 32}, pooled{1, 8, 16, 16};  // 56 KiB a call
+  const int64_t plane = 32 * 32, pooled_plane = 16 * 16;
+  const std::vector<float> input = patterned_input(shape);
+  PoolOptions po;
+  po.kernel_size = {2};
+  UnpoolOptions uo;
+  uo.kernel_size = {2};
+  Ints ref_shape;
+  std::vector<float> values, ref_unpooled, ref_grad_input;
+  std::vector<int64_t> indices;
+  ASSERT_TRUE(ref::max_pool(2, shape, input, po, &ref_shape, &values, &indices).ok());
+  ASSERT_TRUE(ref::max_unpool(2, pooled, values, indices, uo, &ref_shape, &ref_unpooled).ok());
+  ASSERT_TRUE(ref::max_pool_backward(2, shape, values, indices, po, &ref_grad_input).ok());
+  auto run = [&](const std::vector<int64_t>& at, std::vector<float>* unpooled,
+                 std::vector<float>* grad_input, Status* unpool_status) {
+    unpooled->assign(input.size(), -1.0f);
+    grad_input->assign(input.size(), -1.0f);
+    *unpool_status = max_unpool(2, contiguous(values.data(), pooled),
+                                contiguous(at.data(), pooled), contiguous(unpooled->data(), shape),
+                                uo);
+    ASSERT_TRUE(max_pool_backward(2, contiguous(values.data(), pooled),
+                                  contiguous(at.data(), pooled),
+                                  contiguous(grad_input->data(), shape), po)
+                    .ok());
+  };
+  std::vector<float> unpooled, grad_input;
+  Status st;
+  struct Setting {
+    int64_t min_parallel, streaming;
+    bool shared;
+  };
+  for (const Setting& setting : {Setting{-1, -1, false}, Setting{0, -1, true},
+                                 Setting{-1, 0, false}, Setting{-1, -1, false}}) {
+    set_min_parallel_bytes(setting.min_parallel);
+    set_streaming_bytes(setting.streaming);
+    run(indices, &unpooled, &grad_input, &st);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(unpooled, ref_unpooled) << "min_parallel " << setting.min_parallel
+                                      << ", streaming " << setting.streaming;
+    EXPECT_EQ(grad_input, ref_grad_input) << "min_parallel " << setting.min_parallel
+                                          << ", streaming " << setting.streaming;
+    if (setting.shared) {
+      EXPECT_GT(settled_process_threads(), idle_) << "a repeat at min_parallel 0 was not shared";
+    }
+  }
+  set_min_parallel_bytes(-1);
+  set_streaming_bytes(-1);
+  // Element 300 (plane 1) names a slot past its plane: unpooling names it, the gradient drops
+  // it (its slot, which only it named in these disjoint windows, stays 0).
+  std::vector<int64_t> broken = indices;
+  const int64_t position = 300, slot = position / pooled_plane * plane + indices[position];
+  broken[position] = plane;
+  std::vector<float> expected_grad = ref_grad_input;
+  expected_grad[static_cast<size_t>(slot)] = 0.0f;
+  run(broken, &unpooled, &grad_input, &st);
+  EXPECT_EQ(st.code(), Code::index_out_of_range);
+  EXPECT_NE(st.message().find("got 1024 at element 300"), std::string::npos) << st.message();
+  EXPECT_EQ(grad_input, expected_grad);
+  run(indices, &unpooled, &grad_input, &st);  // and the next repeat is whole again
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(unpooled, ref_unpooled);
+  EXPECT_EQ(grad_input, ref_grad_input);
+}
+
 // A process forked after the pool started has none of its workers (fork copies the calling thread
 // only): its calls run on its calling thread, with the same results, and set_num_threads does not
 // wait for the missing workers. Unguarded, the child waited for them forever.
