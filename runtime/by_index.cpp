@@ -172,21 +172,12 @@ struct ScatterGroups {
   int launch(const View& v, const View& i, const View& o, int64_t first, int64_t first_slot,
              std::string* error) const {
     const Layout layout = kernel->layout;
-    HalideView values_buffer(v, layout, kernel->value, true),
-        indices_buffer(i, layout, kernel->index, true),
-        output_buffer(o, layout, kernel->value, true);
-    output_buffer.dims[layout == Layout::channels_last ? 1 : 0].min =
+    ScatterArgs call(*kernel, v, i, o, first, global ? o.plane() : 0);
+    call.output.dims[layout == Layout::channels_last ? 1 : 0].min =
         static_cast<int32_t>(first_slot);
-    KernelArgs args{nullptr, &values_buffer.buffer, &indices_buffer.buffer};
-    int64_t plane_origin = first, plane_stride = global ? o.plane() : 0;
-    if (kernel->op == Op::unpool_scatter) {  // the accumulating kernel has no origin
-      args.push_back(&plane_origin);
-      args.push_back(&plane_stride);
-    }
-    args.push_back(&output_buffer.buffer);
     zero_elements(o, layout);  // the CPU kernel scatters into zeroed planes
     // The scatter kernel is serial (the groups are the tasks): no bytes to share.
-    return run_kernel(*kernel, args, error, 0);
+    return run_kernel(*kernel, call.args, error, 0);
   }
 
   // At most 256 KiB of output a slab (its scratch then stays in L2), and no more than the
@@ -404,6 +395,21 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
   return {};
 }
 
+ScatterArgs::ScatterArgs(const Kernel& kernel, const View& v, const View& i, const View& o,
+                         int64_t origin, int64_t stride)
+    : values(v, kernel.layout, kernel.value, true),
+      indices(i, kernel.layout, kernel.index, true),
+      output(o, kernel.layout, kernel.value, true),
+      plane_origin(origin),
+      plane_stride(stride),
+      args{nullptr, &values.buffer, &indices.buffer} {
+  if (kernel.op == Op::unpool_scatter) {  // the accumulating kernel has no origin
+    args.push_back(&plane_origin);
+    args.push_back(&plane_stride);
+  }
+  args.push_back(&output.buffer);
+}
+
 std::unique_ptr<DirectScatter> DirectScatter::make(const Kernel& kernel, ScatterMode mode,
                                                    const Views& views, int64_t slab_stride) {
   const View& o = views[2];
@@ -419,38 +425,30 @@ std::unique_ptr<DirectScatter> DirectScatter::make(const Kernel& kernel, Scatter
       sharing_threads(call_bytes) > 1) {
     return nullptr;
   }
-  return std::unique_ptr<DirectScatter>(new DirectScatter(kernel, mode, views, slab_stride));
+  return std::unique_ptr<DirectScatter>(
+      new DirectScatter(kernel, mode, views, call_bytes, slab_stride));
 }
 
 DirectScatter::DirectScatter(const Kernel& kernel, ScatterMode mode, const Views& views,
-                             int64_t slab_stride)
+                             int64_t call_bytes, int64_t slab_stride)
     : spans({&views[2]}, {&views[0], &views[1]}),
       kernel_(kernel),
       mode_(mode),
       views_{views[0], views[1], views[2]},
-      call_bytes_(total_bytes(views)),
+      call_bytes_(call_bytes),
       slab_stride_(slab_stride),
-      values_(views[0], kernel.layout, kernel.value, true),
-      indices_(views[1], kernel.layout, kernel.index, true),
-      output_(views[2], kernel.layout, kernel.value, true),
-      args_{nullptr, &values_.buffer, &indices_.buffer} {
-  if (kernel.op == Op::unpool_scatter) {
-    args_.push_back(&plane_origin_);
-    args_.push_back(&plane_stride_);
-  }
-  args_.push_back(&output_.buffer);
-}
+      call_(kernel, views[0], views[1], views[2]) {}
 
 Status DirectScatter::run(void* values, void* indices, void* output) {
   void* data[3] = {values, indices, output};
   for (int k = 0; k < 3; ++k) views_[k].data = data[k];
   if (sharing_threads(call_bytes_) <= 1 && views_[2].bytes() < streaming_bytes()) {
-    values_.buffer.host = static_cast<uint8_t*>(values);
-    indices_.buffer.host = static_cast<uint8_t*>(indices);
-    output_.buffer.host = static_cast<uint8_t*>(output);
+    call_.values.buffer.host = static_cast<uint8_t*>(values);
+    call_.indices.buffer.host = static_cast<uint8_t*>(indices);
+    call_.output.buffer.host = static_cast<uint8_t*>(output);
     zero_elements(views_[2], kernel_.layout);
     std::string error;
-    if (run_kernel(kernel_, args_, &error, 0) == 0) return {};
+    if (run_kernel(kernel_, call_.args, &error, 0) == 0) return {};
   }
   return scatter(kernel_, mode_, views_[0], views_[1], views_[2], call_bytes_, nullptr, false,
                  slab_stride_);

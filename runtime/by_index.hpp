@@ -45,6 +45,19 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
                const View& output, int64_t call_bytes, const IndexRewrite* rewrite = nullptr,
                bool global = false, int64_t slab_stride = 0);
 
+// A scatter kernel's arguments over flat views (values, indices, output) in its layout; the
+// unpooling kernel takes its plane origin and stride between the indices and the output. The
+// arguments point into the object, which therefore stays where it is made.
+struct ScatterArgs {
+  HalideView values, indices, output;
+  int64_t plane_origin, plane_stride;
+  KernelArgs args;
+  ScatterArgs(const Kernel& kernel, const View& v, const View& i, const View& o,
+              int64_t origin = 0, int64_t stride = 0);
+  ScatterArgs(const ScatterArgs&) = delete;
+  ScatterArgs& operator=(const ScatterArgs&) = delete;
+};
+
 // A CPU scatter in one kernel call (no index rewrite): built once for a call that repeats its
 // shapes, so that a repeat sets three data pointers, zeroes the output and calls the kernel,
 // without the copies, groups and tasks scatter() decides each time. make() gives null where
@@ -59,14 +72,13 @@ class DirectScatter {
   KeptSpans spans;  // (output, values, indices): the overlap check's sizes
 
  private:
-  DirectScatter(const Kernel& kernel, ScatterMode mode, const Views& views, int64_t slab_stride);
+  DirectScatter(const Kernel& kernel, ScatterMode mode, const Views& views, int64_t call_bytes,
+                int64_t slab_stride);
   const Kernel& kernel_;
   ScatterMode mode_;
   View views_[3];
   int64_t call_bytes_, slab_stride_;
-  HalideView values_, indices_, output_;
-  int64_t plane_origin_ = 0, plane_stride_ = 0;  // unpooling's, for plane offsets
-  KernelArgs args_;
+  ScatterArgs call_;  // plane offsets: origin and stride 0
 };
 
 // The window's stride in its outermost spatial dimension where every window lies within it

@@ -291,8 +291,9 @@ int64_t streaming_bytes() {
 }
 
 int sharing_threads(int64_t bytes) {
-  if (in_child_of_workers() || bytes < min_parallel_bytes()) return 1;
-  const int64_t per_thread = std::max<int64_t>(1, min_parallel_bytes() / 2);
+  const int64_t least = min_parallel_bytes();
+  if (in_child_of_workers() || bytes < least) return 1;
+  const int64_t per_thread = std::max<int64_t>(1, least / 2);
   return static_cast<int>(std::min<int64_t>(thread_count(), bytes / per_thread));
 }
 
@@ -326,12 +327,7 @@ int run_kernel(const Kernel& kernel, KernelArgs& args, std::string* error,
 
 int parallel_for(int count, const std::function<int(int)>& body, int64_t call_bytes) {
   const int threads = sharing_threads(call_bytes);
-  if (count <= 1 || threads <= 1) {
-    for (int task = 0; task < count; ++task) {
-      if (const int result = body(task)) return result;
-    }
-    return 0;
-  }
+  if (count <= 1 || threads <= 1) return run_in_order(count, body);
   // Waking a sleeping worker repays itself from about 2 MiB (docs/kernels.md, "Threads").
   constexpr int64_t kWakeBytes = 2 << 20;
   return run_on_workers(count, threads, thread_count(), call_bytes >= kWakeBytes, body);

@@ -120,11 +120,11 @@ class Workers {
 
   int run(int count, int threads, int pool, bool wake, const std::function<int(int)>& body) {
     std::unique_lock<std::mutex> call(call_, std::defer_lock);
-    if (in_shared_call || !call.try_lock()) return run_inline(count, body);
+    if (in_shared_call || !call.try_lock()) return run_in_order(count, body);
     in_shared_call = true;
     wake = wake || Clock::now() - last_end_ < kAwake;
     const bool alone = !start(pool) || (!wake && sleepers_.load() == pool - 1);
-    const int result = alone ? run_inline(count, body) : share(count, threads, wake, body);
+    const int result = alone ? run_in_order(count, body) : share(count, threads, wake, body);
     last_end_ = Clock::now();
     in_shared_call = false;
     return result;
@@ -167,13 +167,6 @@ class Workers {
       caller_waiting_ = false;
     }
     return ranges.failure();
-  }
-
-  static int run_inline(int count, const std::function<int(int)>& body) {
-    for (int task = 0; task < count; ++task) {
-      if (const int result = body(task)) return result;
-    }
-    return 0;
   }
 
   // Makes `pool - 1` workers run; false if the system refused a thread.
@@ -265,6 +258,13 @@ Workers& workers() {
 }
 
 }  // namespace
+
+int run_in_order(int count, const std::function<int(int)>& body) {
+  for (int task = 0; task < count; ++task) {
+    if (const int result = body(task)) return result;
+  }
+  return 0;
+}
 
 int run_on_workers(int count, int threads, int pool, bool wake,
                    const std::function<int(int)>& body) {

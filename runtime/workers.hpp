@@ -23,6 +23,10 @@ namespace poolgen::detail {
 int run_on_workers(int count, int threads, int pool, bool wake,
                    const std::function<int(int)>& body);
 
+// Runs body(task) for every task in [0, count) in order on the calling thread, up to the first
+// non-zero result, which it returns.
+int run_in_order(int count, const std::function<int(int)>& body);
+
 // Ends the workers (waiting for a call in progress); the next shared call starts them afresh.
 void stop_workers();
 
