@@ -48,8 +48,13 @@ class MaxPool : public Generator<MaxPool> {
     const Range unbounded;
     Func padded("padded");
     RDom padded_columns;
-    if (!get_target().has_gpu_feature() &&
-        CpuPoolSchedule::stages_rows(cpu_schedule, get_target(), bounded, l)) {
+    const std::optional<CpuPoolSchedule> cpu =
+        get_target().has_gpu_feature() ? std::nullopt
+                                       : CpuPoolSchedule::hand_written(cpu_schedule, get_target());
+    const bool scans_rows_first =
+        cpu && cpu->scans_rows_first(bounded, fixed_window.kernel, fixed_window.stride, nd,
+                                     value_type);
+    if (cpu && cpu->stages(bounded, l)) {
       // The boundary condition's values (below), built as a copy for the rows the schedule
       // stages: the lowest value in the columns the windows reach before and past the row, the
       // row between them (the lowest value in rows outside the plane). A boundary condition's
@@ -117,21 +122,55 @@ class MaxPool : public Generator<MaxPool> {
     const Type t = value_type;
     const bool widened = t.is_float() && t.bits() == 16;
     const Expr none = Int(32).min();
-    Func scan("scan");
-    Expr tap = padded(tensor_args(taps, c_, n_, l)), offset = flat_offset(tap_step, in_extent, Int(32));
-    const Expr first_tap = bounded ? Expr() : padded(tensor_args(start, c_, n_, l));
-    const Expr init_winner = bounded ? none : Expr(0);
-    const Expr init_value = bounded ? lowest(t) : first_tap;
-    if (widened) {
-      scan(at) = Tuple(init_winner, init_value, bounded ? lowest(Float(32)) : cast<float>(first_tap));
-      Expr v = cast<float>(tap);
-      Expr replaces = v > scan(at)[2] || is_nan(v);
-      scan(at) = select(replaces, Tuple(offset, tap, v), scan(at));
+    // Folds a tap (its value, and its offset from the window's start inside the plane) into a
+    // running (winner, value[, value as f32]): a larger value or a NaN replaces it.
+    auto fold = [&](const Tuple& running, const Expr& value, const Expr& offset) {
+      const int compared = widened ? 2 : 1;
+      Expr v = widened ? cast<float>(value) : value;
+      Expr replaces = v > running[compared];
+      if (t.is_float()) replaces = replaces || is_nan(v);
+      std::vector<Expr> tap{offset, value};
+      if (widened) tap.push_back(v);
+      return Tuple(select(replaces, Tuple(tap), running).as_vector());
+    };
+    auto start_of = [&](const Expr& first_tap) {
+      std::vector<Expr> init{bounded ? none : Expr(0), bounded ? lowest(t) : first_tap};
+      if (widened) init.push_back(bounded ? lowest(Float(32)) : cast<float>(first_tap));
+      return Tuple(init);
+    };
+    Func scan("scan"), row_scan;
+    RDom scanned = r;
+    if (scans_rows_first) {
+      // A window's rows reduce to their winners first, each row of input once for the windows
+      // above and below that share it (k3s2p1: 3 folds of rows for 9 taps); the scan then folds
+      // the rows in order. The same winner as scanning the taps row by row: a NaN replaces
+      // whatever came before, so the last NaN wins in both; otherwise the first maximum, first
+      // among the rows and first inside its row.
+      row_scan = Func("row_scan");
+      const std::vector<Var>& row_args = out_vars;  // the window's column; the input's rows
+      std::vector<Expr> columns(row_args.begin(), row_args.end());
+      Tuple row = start_of(Expr());
+      for (int k = 0; k < fixed_window.kernel; ++k) {
+        const Expr step = k * window[0].dilation;
+        columns[0] = window[0].start(row_args[0]) + step;
+        row = fold(row, padded(tensor_args(columns, c_, n_, l)), step);
+      }
+      row_scan(tensor_args(row_args, c_, n_, l)) = row;
+      Region rows;
+      for (int i = 1; i < nd; ++i) rows.push_back({0, window[i].kernel});
+      scanned = RDom(rows, "row_tap");
+      std::vector<Expr> row_at = out_pos, row_step(nd, Expr(0));
+      for (int i = 1; i < nd; ++i) {
+        row_step[i] = scanned[i - 1] * window[i].dilation;
+        row_at[i] = start[i] + row_step[i];
+      }
+      const Tuple row_won = row_scan(tensor_args(row_at, c_, n_, l));
+      scan(at) = start_of(Expr());
+      scan(at) = fold(scan(at), row_won[1], flat_offset(row_step, in_extent, Int(32)) + row_won[0]);
     } else {
-      scan(at) = Tuple(init_winner, init_value);
-      Expr replaces = tap > scan(at)[1];
-      if (t.is_float()) replaces = replaces || is_nan(tap);
-      scan(at) = select(replaces, Tuple(offset, tap), scan(at));
+      Expr tap = padded(tensor_args(taps, c_, n_, l));
+      scan(at) = start_of(bounded ? Expr() : padded(tensor_args(start, c_, n_, l)));
+      scan(at) = fold(scan(at), tap, flat_offset(tap_step, in_extent, Int(32)));
     }
 
     // No tap won (all lowest, or none in bounds): the index is the first in-bounds tap's, which
@@ -151,8 +190,8 @@ class MaxPool : public Generator<MaxPool> {
     const bool fixed = fixed_window.fixed();
     Expr unit_dilation = Internal::const_true();
     for (int i = 0; i < nd; ++i) unit_dilation = unit_dilation && window[i].dilation == 1;
-    const PoolStages stages{*result_, scan, padded, padded_columns, bounded, out_vars, c_, n_, l,
-                            r, fixed, fixed ? Expr() : window[0].stride,
+    const PoolStages stages{*result_, scan, row_scan, padded, padded_columns, bounded, out_vars,
+                            c_, n_, l, scanned, fixed, fixed ? Expr() : window[0].stride,
                             fixed ? Expr() : unit_dilation};
     if (get_target().has_gpu_feature()) {
       gpu_knobs.apply(stages, get_target());
