@@ -109,33 +109,39 @@ class MaxPool : public Generator<MaxPool> {
     // inside the plane, the same for every output of a vector, so the scan moves one 32-bit
     // value per tap; it becomes a plane index once, at the end. Planes are below 2^31 elements
     // (the runtime checks). 16-bit floats are compared as the f32 values they widen to (exactly,
-    // as PyTorch does; x86 has no 16-bit float arithmetic, which Halide would emulate), and the
-    // winning value keeps its own bits (a NaN's payload included), but for a bf16 NaN: PyTorch
-    // narrows the f32 maximum back, which gives 0x7fc0 (pytorch_nan). The max comes last in the
-    // tuple: Halide 21 with strict_float stores tuple elements one by one and lets later ones
-    // read earlier ones' new values, so the compared element must be stored last.
+    // as PyTorch does; x86 has no 16-bit float arithmetic, which Halide would emulate), and an
+    // f16 winner keeps its own bits (a NaN's payload included). A bf16 carries only its f32:
+    // PyTorch narrows the f32 maximum back, exact but for a NaN, which gives 0x7fc0
+    // (pytorch_nan). The max comes last in the tuple: Halide 21 with strict_float stores tuple
+    // elements one by one and lets later ones read earlier ones' new values, so the compared
+    // element must be stored last.
     //
     // A window inside the plane (no bounds) starts from its first tap instead of the lowest
     // value: the scan then ends where it would have (a first tap at the lowest value, which
     // nothing replaces, is the first in-bounds tap either way; comparing it with itself replaces
     // it only by itself), and no "nothing won" case is left to select at the end.
     const Type t = value_type;
-    const bool widened = t.is_float() && t.bits() == 16;
+    const bool widened = t.is_float() && t.bits() == 16, keeps_bits = !t.is_bfloat();
     const Expr none = Int(32).min();
-    // Folds a tap (its value, and its offset from the window's start inside the plane) into a
-    // running (winner, value[, value as f32]): a larger value or a NaN replaces it.
-    auto fold = [&](const Tuple& running, const Expr& value, const Expr& offset) {
-      const int compared = widened ? 2 : 1;
-      Expr v = widened ? cast<float>(value) : value;
-      Expr replaces = v > running[compared];
+    // A tap as the scan carries it: its offset, its value's bits, the f32 compared.
+    auto carried = [&](const Expr& offset, const Expr& value) {
+      std::vector<Expr> tap{offset};
+      if (keeps_bits) tap.push_back(value);
+      if (widened) tap.push_back(cast<float>(value));
+      return tap;
+    };
+    // Folds a tap into the running tuple: a larger value or a NaN replaces it.
+    auto fold = [&](const Tuple& running, const std::vector<Expr>& tap) {
+      const Expr& v = tap.back();
+      Expr replaces = v > running[tap.size() - 1];
       if (t.is_float()) replaces = replaces || is_nan(v);
-      std::vector<Expr> tap{offset, value};
-      if (widened) tap.push_back(v);
       return Tuple(select(replaces, Tuple(tap), running).as_vector());
     };
+    // Where a scan starts: the lowest value, nothing won; without bounds, the first tap.
     auto start_of = [&](const Expr& first_tap) {
-      std::vector<Expr> init{bounded ? none : Expr(0), bounded ? lowest(t) : first_tap};
-      if (widened) init.push_back(bounded ? lowest(Float(32)) : cast<float>(first_tap));
+      if (!bounded) return Tuple(carried(0, first_tap));
+      std::vector<Expr> init = carried(none, lowest(t));
+      if (widened) init.back() = lowest(Float(32));
       return Tuple(init);
     };
     Func scan("scan"), row_scan;
@@ -153,7 +159,7 @@ class MaxPool : public Generator<MaxPool> {
       for (int k = 0; k < fixed_window.kernel; ++k) {
         const Expr step = k * window[0].dilation;
         columns[0] = window[0].start(row_args[0]) + step;
-        row = fold(row, padded(tensor_args(columns, c_, n_, l)), step);
+        row = fold(row, carried(step, padded(tensor_args(columns, c_, n_, l))));
       }
       row_scan(tensor_args(row_args, c_, n_, l)) = row;
       Region rows;
@@ -164,13 +170,14 @@ class MaxPool : public Generator<MaxPool> {
         row_step[i] = scanned[i - 1] * window[i].dilation;
         row_at[i] = start[i] + row_step[i];
       }
-      const Tuple row_won = row_scan(tensor_args(row_at, c_, n_, l));
+      std::vector<Expr> row_won = Tuple(row_scan(tensor_args(row_at, c_, n_, l))).as_vector();
+      row_won[0] += flat_offset(row_step, in_extent, Int(32));
       scan(at) = start_of(Expr());
-      scan(at) = fold(scan(at), row_won[1], flat_offset(row_step, in_extent, Int(32)) + row_won[0]);
+      scan(at) = fold(scan(at), row_won);
     } else {
       Expr tap = padded(tensor_args(taps, c_, n_, l));
       scan(at) = start_of(bounded ? Expr() : padded(tensor_args(start, c_, n_, l)));
-      scan(at) = fold(scan(at), tap, flat_offset(tap_step, in_extent, Int(32)));
+      scan(at) = fold(scan(at), carried(flat_offset(tap_step, in_extent, Int(32)), tap));
     }
 
     // No tap won (all lowest, or none in bounds): the index is the first in-bounds tap's, which
@@ -184,7 +191,7 @@ class MaxPool : public Generator<MaxPool> {
       index = cast(index_type, flat_offset(start, in_extent, Int(32)) + winner);
     }
     Expr value = scan(at)[1];
-    if (t.is_bfloat()) value = select(is_nan(scan(at)[2]), pytorch_nan(t, scan(at)[2]), value);
+    if (!keeps_bits) value = select(is_nan(value), pytorch_nan(t, value), cast(t, value));
     (*result_)(at) = Tuple(value, index);
 
     const bool fixed = fixed_window.fixed();

@@ -12,10 +12,13 @@ namespace {
 // Narrow value types would get very wide vectors. Along channels (channels-last) a narrow type
 // keeps two vectors of 32-bit winners: each vector there serves a whole tap, and halving it made
 // u8 pooling 1.3-2.7x slower. Along rows (contiguous) one vector is the cap: wider ones measured
-// no faster and cost 12-22% more code.
-int vector_lanes(int knob, const Func& f, const Target& target, Layout layout) {
+// no faster and cost 12-22% more code. Pooling's 16-bit floats compare as f32 (`compares_f32`),
+// so that a second vector of winners also doubles the f32 vectors of the scan, which then spills:
+// one vector each took 0.70-0.88x the time (bf16 NHWC, docs/kernels.md).
+int vector_lanes(int knob, const Func& f, const Target& target, Layout layout,
+                 bool compares_f32 = false) {
   if (knob > 0) return knob;
-  const int vectors_of_winners = layout == Layout::channels_last ? 2 : 1;
+  const int vectors_of_winners = layout == Layout::channels_last && !compares_f32 ? 2 : 1;
   return std::min(target.natural_vector_size(f.types()[0]),
                   vectors_of_winners * target.natural_vector_size<int32_t>());
 }
@@ -112,7 +115,9 @@ std::optional<CpuPoolSchedule> CpuPoolSchedule::hand_written(const std::string& 
 
 void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   Func result = s.result, scan = s.scan;
-  const int lanes = vector_lanes(vector_width, result, target, s.layout);
+  const Type value = result.types()[0];
+  const int lanes = vector_lanes(vector_width, result, target, s.layout,
+                                 value.is_float() && value.bits() == 16);
   const bool channels_last = s.layout == Layout::channels_last;
   const OutputImageParam out = result.output_buffers()[0];
   Var xo("xo");

@@ -58,10 +58,11 @@ struct CpuPoolSchedule {
   // Contiguous: rows of one or two whole vectors (lanes to 2 x lanes outputs) run without the
   // column loop, each in a copy of its own.
   bool short_rows = false;
-  // Fixed windows whose rows overlap (kernel above stride, with padding), values of 32 bits or
-  // more: fold each input row's taps once, for every window that shares the row, then fold the
-  // windows' rows. A folded row stores a 32-bit winner beside each value, which costs narrower
-  // values more than the taps it saves (u8 2-D 1.06x, 3-D 1.24x the time; bf16 1.02-1.04x).
+  // Fixed windows whose rows overlap (kernel above stride, with padding), values folded as 32
+  // bits or more (a bf16 folds as the f32 it widens to): fold each input row's taps once, for
+  // every window that shares the row, then fold the windows' rows. A folded row stores a 32-bit
+  // winner beside each value, which costs narrower values more than the taps it saves (u8 2-D
+  // 1.06x, 3-D 1.24x the time).
   bool rows_first = false;
 
   void read(Knobs& knobs);
@@ -82,7 +83,8 @@ struct CpuPoolSchedule {
   // Folds rows first (rows_first) for this fixed window (kernel 0: a runtime window).
   bool scans_rows_first(bool bounded, int kernel, int stride, int rank,
                         const Halide::Type& value) const {
-    return rows_first && bounded && kernel > stride && rank > 1 && value.bits() >= 32;
+    return rows_first && bounded && kernel > stride && rank > 1 &&
+           (value.bits() >= 32 || value.is_bfloat());
   }
 };
 
