@@ -40,7 +40,8 @@ class MaxPool : public Generator<MaxPool> {
       spatial_bounds.push_back({input_->dim(spatial_dim(i, l)).min(), in_extent[i]});
     }
     // Taps outside the plane read as the lowest value, which never replaces the running max:
-    // padding is never selected, and bounds checks vanish from the interior. A fixed window
+    // padding is never selected, and bounds checks vanish from the interior (channels-last CPU
+    // kernels skip such taps instead, below). A fixed window
     // without padding lies inside the plane (the runtime sends ceil_mode's overhanging windows
     // to the general kernel), so it reads the input as it is: no bounds tests, no border copies
     // of the loops.
@@ -51,9 +52,7 @@ class MaxPool : public Generator<MaxPool> {
     const std::optional<CpuPoolSchedule> cpu =
         get_target().has_gpu_feature() ? std::nullopt
                                        : CpuPoolSchedule::hand_written(cpu_schedule, get_target());
-    const bool scans_rows_first =
-        cpu && cpu->scans_rows_first(bounded, fixed_window.kernel, fixed_window.stride, nd,
-                                     value_type);
+    const bool skips_outside = cpu && bounded && l == Layout::channels_last;
     if (cpu && cpu->stages(bounded, l)) {
       // The boundary condition's values (below), built as a copy for the rows the schedule
       // stages: the lowest value in the columns the windows reach before and past the row, the
@@ -83,7 +82,7 @@ class MaxPool : public Generator<MaxPool> {
       padded(at) = select(row_inside, (*input_)(from), lowest(value_type));
       at[0] = right;
       padded(at) = lowest(value_type);
-    } else if (bounded) {
+    } else if (bounded && !skips_outside) {
       padded = BoundaryConditions::constant_exterior(
           *input_, lowest(value_type), tensor_args(spatial_bounds, unbounded, unbounded, l));
     } else {
@@ -130,55 +129,37 @@ class MaxPool : public Generator<MaxPool> {
       if (widened) tap.push_back(cast<float>(value));
       return tap;
     };
-    // Folds a tap into the running tuple: a larger value or a NaN replaces it.
-    auto fold = [&](const Tuple& running, const std::vector<Expr>& tap) {
-      const Expr& v = tap.back();
-      Expr replaces = v > running[tap.size() - 1];
-      if (t.is_float()) replaces = replaces || is_nan(v);
-      return Tuple(select(replaces, Tuple(tap), running).as_vector());
-    };
-    // Where a scan starts: the lowest value, nothing won; without bounds, the first tap.
-    auto start_of = [&](const Expr& first_tap) {
-      if (!bounded) return Tuple(carried(0, first_tap));
-      std::vector<Expr> init = carried(none, lowest(t));
-      if (widened) init.back() = lowest(Float(32));
-      return Tuple(init);
-    };
-    Func scan("scan"), row_scan;
-    RDom scanned = r;
-    if (scans_rows_first) {
-      // A window's rows reduce to their winners first, each row of input once for the windows
-      // above and below that share it (k3s2p1: 3 folds of rows for 9 taps); the scan then folds
-      // the rows in order. The same winner as scanning the taps row by row: a NaN replaces
-      // whatever came before, so the last NaN wins in both; otherwise the first maximum, first
-      // among the rows and first inside its row.
-      row_scan = Func("row_scan");
-      const std::vector<Var>& row_args = out_vars;  // the window's column; the input's rows
-      std::vector<Expr> columns(row_args.begin(), row_args.end());
-      Tuple row = start_of(Expr());
-      for (int k = 0; k < fixed_window.kernel; ++k) {
-        const Expr step = k * window[0].dilation;
-        columns[0] = window[0].start(row_args[0]) + step;
-        row = fold(row, carried(step, padded(tensor_args(columns, c_, n_, l))));
+    Expr tap;
+    if (skips_outside) {
+      // Taps outside the plane are skipped rather than read as the lowest value: in
+      // channels-last a tap's position is the same for every lane, so the test is one scalar
+      // branch (Halide narrows the tap loops by it where it can) instead of a mask broadcast and
+      // a select per vector; the general kernels took half the time (docs/kernels.md).
+      Expr inside = Internal::const_true();
+      std::vector<Expr> promised(nd);
+      for (int i = 0; i < nd; ++i) {
+        const Expr lo = spatial_bounds[i].min, hi = lo + spatial_bounds[i].extent - 1;
+        inside = inside && taps[i] >= lo && taps[i] <= hi;
+        promised[i] = unsafe_promise_clamped(taps[i], lo, hi);  // for bounds inference
       }
-      row_scan(tensor_args(row_args, c_, n_, l)) = row;
-      Region rows;
-      for (int i = 1; i < nd; ++i) rows.push_back({0, window[i].kernel});
-      scanned = RDom(rows, "row_tap");
-      std::vector<Expr> row_at = out_pos, row_step(nd, Expr(0));
-      for (int i = 1; i < nd; ++i) {
-        row_step[i] = scanned[i - 1] * window[i].dilation;
-        row_at[i] = start[i] + row_step[i];
-      }
-      std::vector<Expr> row_won = Tuple(row_scan(tensor_args(row_at, c_, n_, l))).as_vector();
-      row_won[0] += flat_offset(row_step, in_extent, Int(32));
-      scan(at) = start_of(Expr());
-      scan(at) = fold(scan(at), row_won);
+      r.where(inside);
+      tap = (*input_)(tensor_args(promised, c_, n_, l));
     } else {
-      Expr tap = padded(tensor_args(taps, c_, n_, l));
-      scan(at) = start_of(bounded ? Expr() : padded(tensor_args(start, c_, n_, l)));
-      scan(at) = fold(scan(at), carried(flat_offset(tap_step, in_extent, Int(32)), tap));
+      tap = padded(tensor_args(taps, c_, n_, l));
     }
+    Func scan("scan");
+    std::vector<Expr> init;
+    if (bounded) {
+      init = carried(none, lowest(t));
+      if (widened) init.back() = lowest(Float(32));
+    } else {
+      init = carried(0, padded(tensor_args(start, c_, n_, l)));
+    }
+    scan(at) = Tuple(init);
+    const std::vector<Expr> next = carried(flat_offset(tap_step, in_extent, Int(32)), tap);
+    Expr replaces = next.back() > scan(at)[next.size() - 1];
+    if (t.is_float()) replaces = replaces || is_nan(next.back());
+    scan(at) = select(replaces, Tuple(next), scan(at));
 
     // No tap won (all lowest, or none in bounds): the index is the first in-bounds tap's, which
     // may lie past the plane. A window inside the plane has its offsets in 32 bits (planes are
@@ -197,8 +178,8 @@ class MaxPool : public Generator<MaxPool> {
     const bool fixed = fixed_window.fixed();
     Expr unit_dilation = Internal::const_true();
     for (int i = 0; i < nd; ++i) unit_dilation = unit_dilation && window[i].dilation == 1;
-    const PoolStages stages{*result_, scan, row_scan, padded, padded_columns, bounded, out_vars,
-                            c_, n_, l, scanned, fixed, fixed ? Expr() : window[0].stride,
+    const PoolStages stages{*result_, scan, padded, padded_columns, bounded, out_vars, c_, n_, l,
+                            r, fixed, fixed ? Expr() : window[0].stride,
                             fixed ? Expr() : unit_dilation};
     if (get_target().has_gpu_feature()) {
       gpu_knobs.apply(stages, get_target());

@@ -35,7 +35,7 @@ set(POOLGEN_KNOBS_max_unpool3d_k2s2p0_cl stage_cells:false)
 # 122 -> 60 KB) at the same speed (2x16x32x64x64 on one thread: k3s2p1 4.72 -> 4.69 ms,
 # k2s2p0 2.06 -> 1.82 ms).
 set(POOLGEN_KNOBS_max_pool3d_k2s2p0_cl partition_rows:false,rows_per_task:8)
-set(POOLGEN_KNOBS_max_pool3d_k3s2p1_cl partition_rows:false,rows_per_task:8,rows_first:true)
+set(POOLGEN_KNOBS_max_pool3d_k3s2p1_cl partition_rows:false,rows_per_task:8)
 # The contiguous general kernels (any window; 1-D above) vectorize full widths only: the halved
 # vectors for rows narrower than a vector were a third to a half of their code (2-D and 3-D, f32
 # and u8, AVX2: 395 -> 207 KB) and served only such rows in uncommon windows, which now run the
@@ -51,13 +51,8 @@ set(POOLGEN_KNOBS_max_pool2d_k2s2p0_cl rows_per_task:8)
 # 2-D k3s2p1 channels-last likewise keeps one row loop: 43 -> 30 KB of f32 AVX2 code, 31 -> 22 KB
 # SSE4.1, at the same speed (f32, ms on one / two threads, two runs each: 1x64x56x56 0.131 /
 # 0.078 and 0.129 / 0.086 before, 0.130 / 0.078 and 0.132 / 0.085 after; 8x64x112x112 4.13 /
-# 2.07 and 4.19 / 2.30 before, 4.21 / 2.18 and 4.36 / 2.31 after). Both channels-last k3s2p1
-# kernels fold each input row once for the two windows sharing it (rows_first, f32: narrower
-# values keep the taps): f32 i64, us on one / two threads, medians of three interleaved runs,
-# 2-D 1x64x28x28 14.1 / 8.7 -> 10.9 / 6.9, 1x64x56x56 57.2 / 33.9 -> 44.7 / 25.6, 1x64x112x112
-# 229 / 132 -> 179 / 108, 8x64x112x112 within noise (0.95-1.09x); 3-D 1x16x16x32x32 168 ->
-# 142, 2x16x32x64x64 3050 / 1510 -> 2800 / 1240 (docs/kernels.md).
-set(POOLGEN_KNOBS_max_pool2d_k3s2p1_cl rows_per_task:8,partition_rows:false,rows_first:true)
+# 2.07 and 4.19 / 2.30 before, 4.21 / 2.18 and 4.36 / 2.31 after).
+set(POOLGEN_KNOBS_max_pool2d_k3s2p1_cl rows_per_task:8,partition_rows:false)
 set(POOLGEN_KNOBS_max_pool3d_cl rows_per_task:8)
 # 2-D k2s2p0 contiguous: rows of fewer than 4 outputs (a 7x7 plane pools to rows of 3) run
 # vectors of 8 planes, not the scalar loop (1x64x7x7 f32 AVX2 on one thread, us, three

@@ -101,7 +101,6 @@ void CpuPoolSchedule::read(Knobs& knobs) {
   knobs.take("narrow_vectors", &narrow_vectors);
   knobs.take("channel_vectors", &channel_vectors);
   knobs.take("short_rows", &short_rows);
-  knobs.take("rows_first", &rows_first);
 }
 
 std::optional<CpuPoolSchedule> CpuPoolSchedule::hand_written(const std::string& cpu_schedule,
@@ -178,16 +177,6 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   // The running maximum lives in registers: one vector of outputs, taps looping outside it.
   scan.compute_at(result, xo).vectorize(lane);
   scan_taps(scan.update(), lane, s.r, s.window_fixed);
-  if (s.row_scan.defined()) {
-    // A row's folds are computed beside the outputs that read them first, a column at a time
-    // (channels-last; a vector of columns in contiguous), sliding along the block's rows (the
-    // slice's, in 3-D). Whole rows folded ahead left the input's loads and the outputs' stores
-    // in separate phases: out of cache, 1.5x the time.
-    Func row_scan = s.row_scan;
-    row_scan.store_at(result, s.x.size() > 2 ? Var("row") : block)
-        .compute_at(result, channels_last ? s.x[0] : xo);
-    vectorize_columns(row_scan, lane, out.dim(0).extent(), lanes, narrow_vectors, Var("row_xo"));
-  }
   // Without a boundary condition, staging would only copy rows.
   if (staged) {
     // Each output row computes only the input rows it needs that the block has not yet staged.

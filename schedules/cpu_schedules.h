@@ -14,11 +14,9 @@
 namespace poolgen {
 
 // Stages of max_pool: result(x..., c, n) = scan(x..., c, n), where scan is the running
-// (max, index) updated over the window taps r; or, where the schedule scans rows first
-// (CpuPoolSchedule::scans_rows_first), over the window's rows r, each row's winner a
-// row_scan(x..., c, n) at the window's column x[0] and the input's row x[1...].
+// (max, index) updated over the window taps r.
 struct PoolStages {
-  Halide::Func result, scan, row_scan;
+  Halide::Func result, scan;
   // The input read through the boundary condition (if bounded); where the CPU schedule stages
   // rows (CpuPoolSchedule::stages), built as a copy instead: no pure value, then updates
   // writing the lowest value before the row, the row, and the lowest value past it.
@@ -58,12 +56,6 @@ struct CpuPoolSchedule {
   // Contiguous: rows of one or two whole vectors (lanes to 2 x lanes outputs) run without the
   // column loop, each in a copy of its own.
   bool short_rows = false;
-  // Fixed windows whose rows overlap (kernel above stride, with padding), values folded as 32
-  // bits or more (a bf16 folds as the f32 it widens to): fold each input row's taps once, for
-  // every window that shares the row, then fold the windows' rows. A folded row stores a 32-bit
-  // winner beside each value, which costs narrower values more than the taps it saves (u8 2-D
-  // 1.06x, 3-D 1.24x the time).
-  bool rows_first = false;
 
   void read(Knobs& knobs);
   void apply(const PoolStages& s, const Halide::Target& target) const;
@@ -79,12 +71,6 @@ struct CpuPoolSchedule {
   // gathers.
   bool stages(bool bounded, Layout layout) const {
     return stage_rows && bounded && layout == Layout::contiguous;
-  }
-  // Folds rows first (rows_first) for this fixed window (kernel 0: a runtime window).
-  bool scans_rows_first(bool bounded, int kernel, int stride, int rank,
-                        const Halide::Type& value) const {
-    return rows_first && bounded && kernel > stride && rank > 1 &&
-           (value.bits() >= 32 || value.is_bfloat());
   }
 };
 
