@@ -43,7 +43,7 @@
 namespace poolgen {
 namespace {
 
-using test::backward_window_built;
+using test::backward_windows_built;
 using test::describe;
 using test::kGradientDTypes;
 using test::path_name;
@@ -180,8 +180,10 @@ void pool_backward_configs(const Param& p) {
   EXPECT_GT(dropped, 0) << "no index outside the input plane was generated";
   // Where this build has window gathers for these dtypes, the draws must reach them (a strided
   // grad_output may name one, but runs the scatter: it is not counted on).
-  if (backward_window_built(p.value, p.index) && p.kind != Kind::strided) {
-    EXPECT_GE(gather_named, kPoolBackwardConfigs / (nd == 3 ? 48 : 8))
+  const Layout layout = p.kind == Kind::channels_last ? Layout::channels_last : Layout::contiguous;
+  const int windows = backward_windows_built(p.value, p.index, nd, layout);  // k2s2p0, k3s2p1
+  if (windows > 0 && p.kind != Kind::strided) {
+    EXPECT_GE(gather_named, kPoolBackwardConfigs / (nd == 3 ? 48 : 16) * windows)
         << "too few configurations reached a window gather";
   }
 }
@@ -486,7 +488,9 @@ TEST(BackwardKernelChoice, PoolNamesFollowLayoutDTypesAndPath) {
   for (DType value : kGradientDTypes) {
     for (DType index : {DType::i64, DType::i32}) {
       if (!pool_backward_kernel_built(value, index)) continue;
-      const bool windows_built = backward_window_built(value, index);
+      // POOLGEN_BACKWARD_WINDOW_TYPES builds every family; the default build f32's 2-D
+      // channels-last k2s2p0 one (cmake/PoolgenKernels.cmake), which no contiguous one comes with.
+      const bool windows_built = backward_windows_built(value, index, 2, Layout::contiguous) > 0;
       const std::string suffix = std::string("_") + dtype_name(value) + "_" + dtype_name(index);
       for (int nd = 1; nd <= 3; ++nd) {
         Ints shape{2, 5};
@@ -516,8 +520,9 @@ TEST(BackwardKernelChoice, PoolNamesFollowLayoutDTypesAndPath) {
           for (const bool cl : {false, true}) {
             const std::string window_kernel = family + (cl ? "_cl" : "") + suffix;
             const bool has_window = w > 0 && find_kernel(kernels, window_kernel) != nullptr;
+            const bool by_default = value == DType::f32 && nd == 2 && w == 1 && cl;
             if (w == 1 || w == 2) {
-              EXPECT_EQ(has_window, windows_built && !skipped)
+              EXPECT_EQ(has_window, (windows_built && !skipped) || by_default)
                   << window_kernel << (has_window ? " is" : " is not") << " compiled";
             }
             if (has_window) {

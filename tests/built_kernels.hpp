@@ -6,13 +6,18 @@
 
 namespace poolgen::test {
 
+// How many kernels compiled_kernels() lists that `matches`.
+template <typename Predicate>
+int kernels_built(Predicate matches) {
+  int count = 0;
+  for (const KernelInfo& k : compiled_kernels()) count += matches(k);
+  return count;
+}
+
 // Whether compiled_kernels() lists one that `matches`.
 template <typename Predicate>
 bool any_kernel_built(Predicate matches) {
-  for (const KernelInfo& k : compiled_kernels()) {
-    if (matches(k)) return true;
-  }
-  return false;
+  return kernels_built(matches) > 0;
 }
 
 inline bool pool_kernel_built(DType value, DType index) {
@@ -68,10 +73,12 @@ inline bool backward_window_twin_built(int nd) {
 
 // The backward ops' CPU kernels (listed once the program links a backward op). Pooling's
 // gradient adds in its dtype: one kernel per dtype (the scatter; the window gathers of
-// POOLGEN_BACKWARD_WINDOW_TYPES); unpooling's moves bits: one per width.
-inline bool backward_window_built(DType value, DType index) {
-  return any_kernel_built([&](const KernelInfo& k) {
-    return k.op == "pool_backward_gather" && k.value_dtype == value && k.index_dtype == index;
+// POOLGEN_BACKWARD_WINDOW_TYPES, and by default f32's 2-D channels-last k2s2p0 one);
+// unpooling's moves bits: one per width. How many windows have a gather for these:
+inline int backward_windows_built(DType value, DType index, int nd, Layout layout) {
+  return kernels_built([&](const KernelInfo& k) {
+    return k.op == "pool_backward_gather" && k.value_dtype == value && k.index_dtype == index &&
+           k.nd == nd && k.layout == layout;
   });
 }
 

@@ -474,9 +474,10 @@ TEST_P(DifferentialPoolBackward, LibraryMatchesReference) {
     ASSERT_TRUE(st.ok()) << st.message();
     EXPECT_EQ(name, "max_pool" + std::to_string(nd) + "d_backward_gather_f32_i64");
   }
-  // The window gathers are opt-in (POOLGEN_BACKWARD_WINDOW_TYPES); when built, they must be
-  // reached (1-D has none).
-  if (nd >= 2 && test::backward_window_built(DType::f32, DType::i64)) {
+  // The contiguous window gathers are opt-in (POOLGEN_BACKWARD_WINDOW_TYPES); when built, these
+  // contiguous draws must reach them (1-D has none).
+  if (nd >= 2 &&
+      test::backward_windows_built(DType::f32, DType::i64, nd, Layout::contiguous) > 0) {
     EXPECT_GT(fast_hits, kConfigsPerRank / (nd == 3 ? 40 : 20))
         << "too few window-gather configurations";
   }
