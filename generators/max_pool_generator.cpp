@@ -148,14 +148,8 @@ class MaxPool : public Generator<MaxPool> {
       tap = padded(tensor_args(taps, c_, n_, l));
     }
     Func scan("scan");
-    std::vector<Expr> init;
-    if (bounded) {
-      init = carried(none, lowest(t));
-      if (widened) init.back() = lowest(Float(32));
-    } else {
-      init = carried(0, padded(tensor_args(start, c_, n_, l)));
-    }
-    scan(at) = Tuple(init);
+    scan(at) = Tuple(bounded ? carried(none, lowest(t))
+                             : carried(0, padded(tensor_args(start, c_, n_, l))));
     const std::vector<Expr> next = carried(flat_offset(tap_step, in_extent, Int(32)), tap);
     Expr replaces = next.back() > scan(at)[next.size() - 1];
     if (t.is_float()) replaces = replaces || is_nan(next.back());

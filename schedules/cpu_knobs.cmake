@@ -29,7 +29,8 @@ set(POOLGEN_KNOBS_max_unpool_scatter unroll:4)
 # 2350-2530 / 1140-1260 -> 2090-2150 / 1040-1130; 1x64x256x256 1580-1620 / 717-849 -> 1210-1260
 # / 573-619; 1x64x56x56 43-44 / 23-34 -> 35-37 / 19-21; 1x64x16x16 3.7-3.9 -> 3.1-3.2).
 set(POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl stage_cells:false,narrow_vectors:false,partition_cells:false,rows_per_task:4,slot_tile:2)
-set(POOLGEN_KNOBS_max_pool2d_backward_k2s2p0_cl stage_cells:false,narrow_vectors:false,partition_cells:false,rows_per_task:4,slot_tile:2)
+# Pooling's gradient as that gather (accumulating) takes the same schedule.
+set(POOLGEN_KNOBS_max_pool2d_backward_k2s2p0_cl ${POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl})
 set(POOLGEN_KNOBS_max_unpool3d_k2s2p0_cl stage_cells:false)
 # Channels-last 3-D fixed windows: row loops not split into border and interior pieces (the
 # bounds tests of a row's taps are scalar, one per row) halves their code (3-D k3s2p1 f32 AVX2:
