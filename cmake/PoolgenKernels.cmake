@@ -289,11 +289,12 @@ endforeach ()
 # than the scatter on x86 (f32, one thread, ms, gather / scatter: 8x64x112x112 k2s2p0 6.9 / 2.6,
 # k3s2p1 16.9 / 2.7, NHWC 4.7 / 3.7 and 8.9 / 3.8; 2x16x32x64x64 k2s2p0 3.7 / 1.2; 8x64x65536
 # 1-D 67 / 34), so it is built only on request: -DPOOLGEN_BACKWARD_WINDOW_TYPES="f32;bf16".
-# But for f32's channels-last 2-D k2s2p0 gather, built by default: with the unpooling gather's
-# schedule (schedules/cpu_knobs.cmake) and without its test for indices outside the plane (they
-# stop it like any index outside its window, and the scatter runs), it takes 0.68-0.81x the
-# scatter's time in cache and 0.89x at 8x64x112x112 (docs/kernels.md).
-set(POOLGEN_DEFAULT_BACKWARD_WINDOWS f32:max_pool2d_backward_k2s2p0_cl)
+# But for f32's channels-last k2s2p0 gathers (2-D, 3-D), built by default: with the unpooling
+# gather's schedule (schedules/cpu_knobs.cmake: each cell checked right before its slots) and
+# without its test for indices outside the plane (they stop it like any index outside its
+# window, and the scatter runs), the 2-D one takes 0.68-0.81x the scatter's time in cache and
+# 0.6x at 8x64x112x112, the 3-D one 0.74-0.80x at 2x16x32x64x64 (docs/kernels.md).
+set(POOLGEN_DEFAULT_BACKWARD_WINDOWS f32:max_pool2d_backward_k2s2p0_cl f32:max_pool3d_backward_k2s2p0_cl)
 set(POOLGEN_GRADIENT_TYPES "")
 foreach (value f32 f64 f16 bf16)
   if (value IN_LIST POOLGEN_VALUE_TYPES)

@@ -90,34 +90,32 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
       in_window = in_window || local == select(inside, flat_offset(tap_offset, out_extent, Int(32)), -2);
     });
     // marked(cell): the cell's local offset, -1 beyond the input (no slot), -3 where the index
-    // breaks its window. A row of cells is checked as a whole (a vectorizable reduction, then one
-    // scalar require): such a cell anywhere in the row stops the kernel. A row runs along the
-    // innermost spatial dimension, and across the channels too in channels-last, where they are
-    // the vectors.
+    // breaks its window. A group of cells is checked as a whole (a vectorizable reduction, then
+    // one scalar require): such a cell anywhere in the group stops the kernel. In channels-last a
+    // group is one cell's channels (the vectors), which a schedule can check right before the
+    // cell's slots; in contiguous layouts, a row along the innermost spatial dimension.
     const bool channels_last = l == Layout::channels_last;
     const Expr broken = -3;
-    marked_(tensor_args(cell, c_, n_, l)) = select(!cell_inside, -1, in_window, local, broken);
-    const Expr channels = values_->dim(channels_last ? 0 : nd).extent();
-    RDom along = channels_last ? RDom(0, channels, 0, in_extent[0], "along_row")
+    const std::vector<Expr> cell_at = tensor_args(cell, c_, n_, l);
+    marked_(cell_at) = select(!cell_inside, -1, in_window, local, broken);
+    std::vector<Var> group_vars(cell_vars.begin() + (channels_last ? 0 : 1), cell_vars.end());
+    if (!channels_last) group_vars.push_back(c_);
+    group_vars.push_back(n_);
+    const std::vector<Expr> group(group_vars.begin(), group_vars.end());
+    std::vector<Expr> group_of_cell(cell.begin() + (channels_last ? 0 : 1), cell.end());
+    if (!channels_last) group_of_cell.push_back(c_);
+    group_of_cell.push_back(n_);
+    RDom along = channels_last ? RDom(0, values_->dim(0).extent(), "along_cell")
                                : RDom(0, in_extent[0], "along_row");
-    std::vector<Expr> row(cell.begin() + 1, cell.end()), row_of_cell = row;
-    if (!channels_last) row_of_cell.push_back(c_);
-    row_of_cell.push_back(n_);
-    std::vector<Var> row_vars(cell_vars.begin() + 1, cell_vars.end());
-    if (!channels_last) row_vars.push_back(c_);
-    row_vars.push_back(n_);
-    std::vector<Expr> along_cell = channels_last
-                                       ? tensor_args<Expr>({along[1]}, along[0], n_, l)
-                                       : tensor_args<Expr>({along[0]}, c_, n_, l);
-    along_cell.insert(along_cell.begin() + (channels_last ? 2 : 1), row.begin(), row.end());
-    const std::vector<Expr> row_at(row_vars.begin(), row_vars.end());
-    row_min_(row_at) = 0;
-    row_min_(row_at) = min(row_min_(row_at), marked_(along_cell));
-    row_checked_(row_at) = require(row_min_(row_at) > broken, 0,
-                                   "max_unpool: an index lies outside its pooling window");
-    Func claimed("claimed");  // marked, once its row is checked
-    claimed(tensor_args(cell, c_, n_, l)) =
-        marked_(tensor_args(cell, c_, n_, l)) + row_checked_(row_of_cell);
+    std::vector<Expr> member = cell;  // marked's arguments for the group's cell `along`
+    if (!channels_last) member[0] = along;
+    member = tensor_args(member, channels_last ? Expr(along) : Expr(c_), Expr(n_), l);
+    group_min_(group) = 0;
+    group_min_(group) = min(group_min_(group), marked_(member));
+    group_checked_(group) = require(group_min_(group) > broken, 0,
+                                    "max_unpool: an index lies outside its pooling window");
+    Func claimed("claimed");  // marked, once its group is checked
+    claimed(cell_at) = marked_(cell_at) + group_checked_(group_of_cell);
 
     // Each slot takes the latest candidate cell (row-major order) that claims it; a candidate
     // whose window misses the slot is compared as -2.
@@ -147,8 +145,8 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
     output_->set_estimates(representative_region(rank, l));
     apply_cpu_schedule<CpuGatherSchedule>(
         cpu_schedule,
-        GatherStages{*output_, marked_, row_min_, row_checked_, value, out_vars, cell_vars,
-                     along, c_, n_, l},
+        GatherStages{*output_, marked_, group_min_, group_checked_, value, out_vars, cell_vars,
+                     along, c_, n_, l, candidates == 1 ? s : 0},
         {*output_}, get_target());
   }
 
@@ -169,7 +167,7 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
   Input<Buffer<>>* values_ = nullptr;
   Input<Buffer<>>* indices_ = nullptr;
   Output<Buffer<>>* output_ = nullptr;
-  Func marked_{"marked"}, row_min_{"row_min"}, row_checked_{"row_checked"};
+  Func marked_{"marked"}, group_min_{"group_min"}, group_checked_{"group_checked"};
   Var c_{"c"}, n_{"n"};
 };
 

@@ -29,9 +29,14 @@ set(POOLGEN_KNOBS_max_unpool_scatter unroll:4)
 # 2350-2530 / 1140-1260 -> 2090-2150 / 1040-1130; 1x64x256x256 1580-1620 / 717-849 -> 1210-1260
 # / 573-619; 1x64x56x56 43-44 / 23-34 -> 35-37 / 19-21; 1x64x16x16 3.7-3.9 -> 3.1-3.2).
 set(POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl stage_cells:false,narrow_vectors:false,partition_cells:false,rows_per_task:4,slot_tile:2)
-# Pooling's gradient as that gather (accumulating) takes the same schedule.
+# Each cell is marked and checked right before its slots (the tile is its window), not a block
+# of cells in a pass of their own: f32 i64 8x64x112x112 2.36-2.60 -> 1.71-1.81 ms on one thread
+# and 1.25-1.28 -> 0.76-0.90 on two, 1x64x56x56 and 1x64x16x16 no slower (docs/kernels.md).
+# Pooling's gradient as that gather (accumulating) takes the same schedule, and so do the 3-D
+# gathers (2x16x32x64x64 unpooling 1.52 -> 0.86-0.93 ms, gradient 1.10-1.16 -> 0.85-0.95).
 set(POOLGEN_KNOBS_max_pool2d_backward_k2s2p0_cl ${POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl})
-set(POOLGEN_KNOBS_max_unpool3d_k2s2p0_cl stage_cells:false)
+set(POOLGEN_KNOBS_max_unpool3d_k2s2p0_cl ${POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl})
+set(POOLGEN_KNOBS_max_pool3d_backward_k2s2p0_cl ${POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl})
 # Channels-last 3-D fixed windows: row loops not split into border and interior pieces (the
 # bounds tests of a row's taps are scalar, one per row) halves their code (3-D k3s2p1 f32 AVX2:
 # 122 -> 60 KB) at the same speed (2x16x32x64x64 on one thread: k3s2p1 4.72 -> 4.69 ms,

@@ -228,7 +228,7 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
   Func out = s.out;
   const int lanes = vector_lanes(vector_width, out, target, s.layout);
   Var block = parallel_rows(out, s.x, s.c, s.n, s.layout, rows_per_task);
-  Func marked = s.marked, row_min = s.row_min, row_checked = s.row_checked;
+  Func marked = s.marked, group_min = s.group_min, group_checked = s.group_checked;
   if (!partition_cells) {
     marked.never_partition_all();
     out.never_partition_all();  // before the specializations copy the schedule
@@ -236,29 +236,54 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
   Var xo("xo"), xi("xi");
   const Var lane = s.layout == Layout::channels_last ? s.c : s.x[0];
   const Expr width = out.output_buffer().dim(0).extent();
+  // Each block checks the cells it reads once: marks them (vectors), reduces each group of marks
+  // (vector reduction), and requires the group's minimum (scalar).
+  LoopLevel checked_at(out, block);
+  bool cell_by_cell = false;
   if (narrow_vectors) {
     vectorize_columns(out, lane, width, lanes, true, xo);
   } else {
     // One loop of full vectors; a narrower row fails the call, and the runtime takes the scatter.
     Stage full = out.specialize(width >= lanes);
     full.split(lane, xo, xi, lanes, TailStrategy::ShiftInwards).vectorize(xi);
-    if (slot_tile > 0 && s.layout == Layout::channels_last && s.x.size() == 2) {
-      Var tx("tile_x"), ty("tile_y"), row("row");
-      full.split(s.x[0], s.x[0], tx, slot_tile, TailStrategy::GuardWithIf)
-          .split(row, row, ty, slot_tile, TailStrategy::GuardWithIf)
-          .reorder(xi, tx, ty, xo, s.x[0], row)
-          .unroll(tx)
-          .unroll(ty);
+    if (slot_tile > 0 && s.layout == Layout::channels_last && s.x.size() > 1) {
+      // The outermost spatial dimension is parallel_rows' block and row by now.
+      std::vector<Var> outer(s.x.begin(), s.x.end() - 1);
+      outer.push_back(Var("row"));
+      std::vector<VarOrRVar> order{xi};
+      for (size_t i = 0; i < outer.size(); ++i) {
+        Var tile("tile_" + std::to_string(i));
+        full.split(outer[i], outer[i], tile, slot_tile, TailStrategy::GuardWithIf).unroll(tile);
+        order.push_back(tile);
+      }
+      order.push_back(xo);
+      order.insert(order.end(), outer.begin(), outer.end());
+      full.reorder(order);
+      // Where the tile is one cell's window, the cell is marked and checked right before its
+      // slots (its group is its channels): marking a block's cells in a pass of their own, then
+      // its slots in another, took 1.4x the time (docs/kernels.md).
+      if (slot_tile == s.cell_slots) {
+        checked_at = LoopLevel(out, outer[0]);
+        cell_by_cell = true;
+      }
     }
     out.specialize_fail("max_unpool: rows narrower than a vector are the scatter's");
   }
-  // Each block of rows checks the cells it reads once: marks them (vectors), reduces each row
-  // of marks (vector reduction), and requires the row's minimum once (scalar).
-  marked.compute_at(out, block).vectorize(marked.args()[0], lanes, TailStrategy::Predicate);
-
-  row_min.compute_at(out, block);
-  row_min.update().atomic().vectorize(s.along[0], lanes);
-  row_checked.compute_at(out, block);
+  marked.compute_at(checked_at)
+      .hoist_storage(out, block)
+      .vectorize(marked.args()[0], lanes, TailStrategy::Predicate);
+  group_min.compute_at(checked_at);
+  group_min.update().atomic().vectorize(s.along[0], lanes);
+  group_checked.compute_at(checked_at);
+  if (cell_by_cell) {
+    // One cell at a time: its marks reuse one block-wide buffer of a cell's channels, and its
+    // check is a scalar (not allocations sized at run time, which go to the heap).
+    const std::vector<Var> mark_args = marked.args();
+    for (size_t i = 1; i < mark_args.size(); ++i) marked.bound_storage(mark_args[i], 1);
+    for (Func f : {group_min, group_checked}) {
+      for (const Var& v : f.args()) f.bound_storage(v, 1);
+    }
+  }
   if (stage_cells) {
     Func value = s.value;
     value.compute_at(out, block).vectorize(value.args()[0], lanes, TailStrategy::RoundUp);

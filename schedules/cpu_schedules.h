@@ -95,15 +95,19 @@ struct CpuScatterSchedule {
 };
 
 // Stages of max_unpool_gather: out(x..., c, n) (channels-last: out(c, x..., n)) gathers from
-// cells whose window offsets marked(cell) holds; row_min reduces each row of marked cells along
-// `along` and row_checked requires it; value is the values, clamped at the border (no slot
-// takes a value beyond the input).
+// cells whose window offsets marked(cell) holds; group_min reduces each group of marked cells
+// along `along` (a row of cells; in channels-last, one cell's channels) and group_checked
+// requires it; value is the values, clamped at the border (no slot takes a value beyond the
+// input).
 struct GatherStages {
-  Halide::Func out, marked, row_min, row_checked, value;
+  Halide::Func out, marked, group_min, group_checked, value;
   std::vector<Halide::Var> x, cell;  // spatial, innermost first
-  Halide::RDom along;  // a row's cells, innermost first (channels first in channels-last)
+  Halide::RDom along;  // a group's cells (channels-last: channels)
   Halide::Var c, n;
   Layout layout;
+  // The side of the slots a cell alone covers, in every dimension (its window: kernel = stride,
+  // no padding); 0 where windows overlap.
+  int cell_slots;
 };
 
 struct CpuGatherSchedule {
@@ -118,10 +122,12 @@ struct CpuGatherSchedule {
   // Halved vectors for rows narrower than a vector, or full ones only (a narrower row then fails
   // the call, and the runtime takes the scatter).
   bool narrow_vectors = true;
-  // Channels-last 2-D with full vectors only (narrow_vectors false): the slots of each cell's
-  // window (slot_tile x slot_tile, the stride) in loops of their own, inside the loop over
-  // channel vectors: each vector of the cell's marks and values is loaded once for its window's
-  // slots, and two output rows are written side by side. 0: slot by slot along each output row.
+  // Channels-last 2-D and 3-D with full vectors only (narrow_vectors false): the slots of each
+  // cell's window (slot_tile in every dimension, the stride) in loops of their own, inside the
+  // loop over channel vectors: each vector of the cell's marks and values is loaded once for its
+  // window's slots, and two output rows are written side by side. Where a cell alone covers
+  // those slots (GatherStages::cell_slots), each cell is also marked and checked right before
+  // them. 0: slot by slot along each output row.
   int slot_tile = 0;
 
   void read(Knobs& knobs);

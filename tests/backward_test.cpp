@@ -520,7 +520,8 @@ TEST(BackwardKernelChoice, PoolNamesFollowLayoutDTypesAndPath) {
           for (const bool cl : {false, true}) {
             const std::string window_kernel = family + (cl ? "_cl" : "") + suffix;
             const bool has_window = w > 0 && find_kernel(kernels, window_kernel) != nullptr;
-            const bool by_default = value == DType::f32 && nd == 2 && w == 1 && cl;
+            // f32's channels-last k2s2p0 gathers (2-D, 3-D) are built by default.
+            const bool by_default = value == DType::f32 && nd >= 2 && w == 1 && cl;
             if (w == 1 || w == 2) {
               EXPECT_EQ(has_window, (windows_built && !skipped) || by_default)
                   << window_kernel << (has_window ? " is" : " is not") << " compiled";

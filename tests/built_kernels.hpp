@@ -73,7 +73,7 @@ inline bool backward_window_twin_built(int nd) {
 
 // The backward ops' CPU kernels (listed once the program links a backward op). Pooling's
 // gradient adds in its dtype: one kernel per dtype (the scatter; the window gathers of
-// POOLGEN_BACKWARD_WINDOW_TYPES, and by default f32's 2-D channels-last k2s2p0 one);
+// POOLGEN_BACKWARD_WINDOW_TYPES, and by default f32's channels-last k2s2p0 ones in 2-D and 3-D);
 // unpooling's moves bits: one per width. How many windows have a gather for these:
 inline int backward_windows_built(DType value, DType index, int nd, Layout layout) {
   return kernels_built([&](const KernelInfo& k) {
