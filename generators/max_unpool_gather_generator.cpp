@@ -90,8 +90,9 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
       in_window = in_window || local == select(inside, flat_offset(tap_offset, out_extent, Int(32)), -2);
     });
     // marked(cell): the cell's local offset, -1 beyond the input (no slot), -3 where the index
-    // breaks its window. A group of cells is checked as a whole (a vectorizable reduction, then
-    // one scalar require): such a cell anywhere in the group stops the kernel. In channels-last a
+    // breaks its window. A group of cells is checked as a whole (a vectorizable reduction, the
+    // lanes' "and", then one scalar require): such a cell anywhere in the group stops the
+    // kernel. In channels-last a
     // group is one cell's channels (the vectors), which a schedule can check right before the
     // cell's slots; in contiguous layouts, a row along the innermost spatial dimension.
     const bool channels_last = l == Layout::channels_last;
@@ -110,9 +111,9 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
     std::vector<Expr> member = cell;  // marked's arguments for the group's cell `along`
     if (!channels_last) member[0] = along;
     member = tensor_args(member, channels_last ? Expr(along) : Expr(c_), Expr(n_), l);
-    group_min_(group) = 0;
-    group_min_(group) = min(group_min_(group), marked_(member));
-    group_checked_(group) = require(group_min_(group) > broken, 0,
+    group_ok_(group) = Internal::const_true();
+    group_ok_(group) = group_ok_(group) && marked_(member) > broken;
+    group_checked_(group) = require(group_ok_(group), 0,
                                     "max_unpool: an index lies outside its pooling window");
     Func claimed("claimed");  // marked, once its group is checked
     claimed(cell_at) = marked_(cell_at) + group_checked_(group_of_cell);
@@ -145,7 +146,7 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
     output_->set_estimates(representative_region(rank, l));
     apply_cpu_schedule<CpuGatherSchedule>(
         cpu_schedule,
-        GatherStages{*output_, marked_, group_min_, group_checked_, value, out_vars, cell_vars,
+        GatherStages{*output_, marked_, group_ok_, group_checked_, value, out_vars, cell_vars,
                      along, c_, n_, l, candidates == 1 ? s : 0},
         {*output_}, get_target());
   }
@@ -167,7 +168,7 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
   Input<Buffer<>>* values_ = nullptr;
   Input<Buffer<>>* indices_ = nullptr;
   Output<Buffer<>>* output_ = nullptr;
-  Func marked_{"marked"}, group_min_{"group_min"}, group_checked_{"group_checked"};
+  Func marked_{"marked"}, group_ok_{"group_ok"}, group_checked_{"group_checked"};
   Var c_{"c"}, n_{"n"};
 };
 

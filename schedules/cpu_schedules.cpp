@@ -228,7 +228,7 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
   Func out = s.out;
   const int lanes = vector_lanes(vector_width, out, target, s.layout);
   Var block = parallel_rows(out, s.x, s.c, s.n, s.layout, rows_per_task);
-  Func marked = s.marked, group_min = s.group_min, group_checked = s.group_checked;
+  Func marked = s.marked, group_ok = s.group_ok, group_checked = s.group_checked;
   if (!partition_cells) {
     marked.never_partition_all();
     out.never_partition_all();  // before the specializations copy the schedule
@@ -237,7 +237,7 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
   const Var lane = s.layout == Layout::channels_last ? s.c : s.x[0];
   const Expr width = out.output_buffer().dim(0).extent();
   // Each block checks the cells it reads once: marks them (vectors), reduces each group of marks
-  // (vector reduction), and requires the group's minimum (scalar).
+  // (vector reduction), and requires the result (scalar).
   LoopLevel checked_at(out, block);
   bool cell_by_cell = false;
   if (narrow_vectors) {
@@ -272,15 +272,15 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
   marked.compute_at(checked_at)
       .hoist_storage(out, block)
       .vectorize(marked.args()[0], lanes, TailStrategy::Predicate);
-  group_min.compute_at(checked_at);
-  group_min.update().atomic().vectorize(s.along[0], lanes);
+  group_ok.compute_at(checked_at);
+  group_ok.update().atomic().vectorize(s.along[0], lanes);
   group_checked.compute_at(checked_at);
   if (cell_by_cell) {
     // One cell at a time: its marks reuse one block-wide buffer of a cell's channels, and its
     // check is a scalar (not allocations sized at run time, which go to the heap).
     const std::vector<Var> mark_args = marked.args();
     for (size_t i = 1; i < mark_args.size(); ++i) marked.bound_storage(mark_args[i], 1);
-    for (Func f : {group_min, group_checked}) {
+    for (Func f : {group_ok, group_checked}) {
       for (const Var& v : f.args()) f.bound_storage(v, 1);
     }
   }
