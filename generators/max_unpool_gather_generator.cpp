@@ -92,9 +92,9 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
     // marked(cell): the cell's local offset, -1 beyond the input (no slot), -3 where the index
     // breaks its window. A group of cells is checked as a whole (a vectorizable reduction, the
     // lanes' "and", then one scalar require): such a cell anywhere in the group stops the
-    // kernel. In channels-last a
-    // group is one cell's channels (the vectors), which a schedule can check right before the
-    // cell's slots; in contiguous layouts, a row along the innermost spatial dimension.
+    // kernel. In channels-last a group is one cell's channels (the vectors), which a schedule
+    // can check right before the cell's slots; in contiguous layouts, a row along the innermost
+    // spatial dimension.
     const bool channels_last = l == Layout::channels_last;
     const Expr broken = -3;
     const std::vector<Expr> cell_at = tensor_args(cell, c_, n_, l);
@@ -102,10 +102,7 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
     std::vector<Var> group_vars(cell_vars.begin() + (channels_last ? 0 : 1), cell_vars.end());
     if (!channels_last) group_vars.push_back(c_);
     group_vars.push_back(n_);
-    const std::vector<Expr> group(group_vars.begin(), group_vars.end());
-    std::vector<Expr> group_of_cell(cell.begin() + (channels_last ? 0 : 1), cell.end());
-    if (!channels_last) group_of_cell.push_back(c_);
-    group_of_cell.push_back(n_);
+    const std::vector<Expr> group(group_vars.begin(), group_vars.end());  // also a cell's group
     RDom along = channels_last ? RDom(0, values_->dim(0).extent(), "along_cell")
                                : RDom(0, in_extent[0], "along_row");
     std::vector<Expr> member = cell;  // marked's arguments for the group's cell `along`
@@ -116,7 +113,7 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
     group_checked_(group) = require(group_ok_(group), 0,
                                     "max_unpool: an index lies outside its pooling window");
     Func claimed("claimed");  // marked, once its group is checked
-    claimed(cell_at) = marked_(cell_at) + group_checked_(group_of_cell);
+    claimed(cell_at) = marked_(cell_at) + group_checked_(group);
 
     // Each slot takes the latest candidate cell (row-major order) that claims it; a candidate
     // whose window misses the slot is compared as -2.

@@ -239,7 +239,6 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
   // Each block checks the cells it reads once: marks them (vectors), reduces each group of marks
   // (vector reduction), and requires the result (scalar).
   LoopLevel checked_at(out, block);
-  bool cell_by_cell = false;
   if (narrow_vectors) {
     vectorize_columns(out, lane, width, lanes, true, xo);
   } else {
@@ -264,26 +263,22 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
       // its slots in another, took 1.4x the time (docs/kernels.md).
       if (slot_tile == s.cell_slots) {
         checked_at = LoopLevel(out, outer[0]);
-        cell_by_cell = true;
+        // One cell at a time: its marks reuse one block-wide buffer of a cell's channels, and
+        // its check is a scalar (not allocations sized at run time, which go to the heap).
+        marked.hoist_storage(out, block);
+        const std::vector<Var> mark_args = marked.args();
+        for (size_t i = 1; i < mark_args.size(); ++i) marked.bound_storage(mark_args[i], 1);
+        for (Func f : {group_ok, group_checked}) {
+          for (const Var& v : f.args()) f.bound_storage(v, 1);
+        }
       }
     }
     out.specialize_fail("max_unpool: rows narrower than a vector are the scatter's");
   }
-  marked.compute_at(checked_at)
-      .hoist_storage(out, block)
-      .vectorize(marked.args()[0], lanes, TailStrategy::Predicate);
+  marked.compute_at(checked_at).vectorize(marked.args()[0], lanes, TailStrategy::Predicate);
   group_ok.compute_at(checked_at);
   group_ok.update().atomic().vectorize(s.along[0], lanes);
   group_checked.compute_at(checked_at);
-  if (cell_by_cell) {
-    // One cell at a time: its marks reuse one block-wide buffer of a cell's channels, and its
-    // check is a scalar (not allocations sized at run time, which go to the heap).
-    const std::vector<Var> mark_args = marked.args();
-    for (size_t i = 1; i < mark_args.size(); ++i) marked.bound_storage(mark_args[i], 1);
-    for (Func f : {group_ok, group_checked}) {
-      for (const Var& v : f.args()) f.bound_storage(v, 1);
-    }
-  }
   if (stage_cells) {
     Func value = s.value;
     value.compute_at(out, block).vectorize(value.args()[0], lanes, TailStrategy::RoundUp);

@@ -97,8 +97,8 @@ struct CpuScatterSchedule {
 // Stages of max_unpool_gather: out(x..., c, n) (channels-last: out(c, x..., n)) gathers from
 // cells whose window offsets marked(cell) holds; group_ok tells whether every cell of a group
 // (along `along`: a row of cells; in channels-last, one cell's channels) lies in its window and
-// group_checked requires it; value is the values, clamped at the border (no slot takes a value beyond the
-// input).
+// group_checked requires it; value is the values, clamped at the border (no slot takes a value
+// beyond the input).
 struct GatherStages {
   Halide::Func out, marked, group_ok, group_checked, value;
   std::vector<Halide::Var> x, cell;  // spatial, innermost first

@@ -488,8 +488,8 @@ TEST(BackwardKernelChoice, PoolNamesFollowLayoutDTypesAndPath) {
   for (DType value : kGradientDTypes) {
     for (DType index : {DType::i64, DType::i32}) {
       if (!pool_backward_kernel_built(value, index)) continue;
-      // POOLGEN_BACKWARD_WINDOW_TYPES builds every family; the default build f32's 2-D
-      // channels-last k2s2p0 one (cmake/PoolgenKernels.cmake), which no contiguous one comes with.
+      // POOLGEN_BACKWARD_WINDOW_TYPES builds every family; the default build f32's channels-last
+      // k2s2p0 ones (cmake/PoolgenKernels.cmake), which no contiguous one comes with.
       const bool windows_built = backward_windows_built(value, index, 2, Layout::contiguous) > 0;
       const std::string suffix = std::string("_") + dtype_name(value) + "_" + dtype_name(index);
       for (int nd = 1; nd <= 3; ++nd) {
