@@ -96,6 +96,7 @@ void set_num_threads(int threads) {
   detail::stop_workers();
   halide_set_num_threads(threads);  // where the count lives (thread_count)
   detail::note_thread_count();
+  detail::note_settings_change();
 }
 
 }  // namespace poolgen

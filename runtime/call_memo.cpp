@@ -1,4 +1,5 @@
 #include "call_memo.hpp"
+#include "kernels.hpp"
 
 namespace poolgen::detail {
 
@@ -26,6 +27,7 @@ struct CallKey::Writer {
   }
   void add(int nd, std::initializer_list<const TensorView*> views) {
     add(nd);
+    add(settings_changes());  // plans follow the settings
     for (const TensorView* view : views) add(*view);
   }
 };

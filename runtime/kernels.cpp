@@ -173,6 +173,7 @@ int do_par_for(void* user_context, halide_task_t task, int min, int size, uint8_
 std::atomic<int> known_threads{0};
 std::atomic<int64_t> min_parallel{kDefaultMinParallelBytes};
 std::atomic<int64_t> streaming{-1};  // -1: default_streaming_bytes()
+std::atomic<int64_t> settings_changed{0};
 
 }  // namespace
 
@@ -290,6 +291,10 @@ int64_t streaming_bytes() {
   return bytes >= 0 ? bytes : default_streaming_bytes();
 }
 
+int64_t settings_changes() { return settings_changed.load(std::memory_order_relaxed); }
+
+void note_settings_change() { settings_changed.fetch_add(1, std::memory_order_relaxed); }
+
 int sharing_threads(int64_t bytes) {
   const int64_t least = min_parallel_bytes();
   if (in_child_of_workers() || bytes < least) return 1;
@@ -339,10 +344,12 @@ namespace poolgen {
 
 void set_min_parallel_bytes(int64_t bytes) {
   detail::min_parallel = bytes < 0 ? detail::kDefaultMinParallelBytes : bytes;
+  detail::note_settings_change();
 }
 
 void set_streaming_bytes(int64_t bytes) {
   detail::streaming = bytes < 0 ? -1 : bytes;
+  detail::note_settings_change();
 }
 
 }  // namespace poolgen

@@ -129,6 +129,12 @@ bool worth_sharing(int64_t bytes);
 // caches leaves them before anything reads it.
 int64_t streaming_bytes();
 
+// How many times the settings that plans depend on (set_min_parallel_bytes, set_streaming_bytes,
+// set_num_threads) have changed; a call's remembered plan holds for the count it was made at
+// (call_memo.hpp).
+int64_t settings_changes();
+void note_settings_change();
+
 // A kernel's argv: the user context, then its buffers and scalars (3-D pooling backward's window
 // gather has the most: 17).
 using KernelArgs = InlineVector<void*, 17>;
