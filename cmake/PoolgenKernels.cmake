@@ -188,6 +188,18 @@ function(poolgen_layout_tag out layout)
   set(${out} "${tag}" PARENT_SCOPE)
 endfunction()
 
+# poolgen_gather_params(<out> <nd> <k> <s> <p> <layout>): a fixed-window gather's generator
+# parameters. Contiguous 2-D and 3-D windows that tile their output (kernel = stride, no padding)
+# are built `tiled`: cells read without boundary conditions, for the vectors of cells their
+# schedule runs (schedules/cpu_knobs.cmake); other extents take the scatter.
+function(poolgen_gather_params out nd k s p layout)
+  set(params rank=${nd} fixed_kernel=${k} fixed_stride=${s} fixed_padding=${p})
+  if (layout STREQUAL "contiguous" AND nd GREATER 1 AND k EQUAL s AND p EQUAL 0)
+    list(APPEND params tiled=true)
+  endif ()
+  set(${out} ${params} PARENT_SCOPE)
+endfunction()
+
 # The gather formulation of unpooling (generators/max_unpool_gather_generator.cpp) serves the
 # fast windows when every index lies in its own cell's window (the SegNet case), writing each
 # output once without a zero pass; the dispatcher takes it whenever it is built for the call.
@@ -271,9 +283,9 @@ foreach (bits IN LISTS POOLGEN_VALUE_WIDTHS)
               NOT family IN_LIST POOLGEN_UNPOOL_GATHER_FAMILIES)
             continue ()
           endif ()
+          poolgen_gather_params(params ${nd} ${k} ${s} ${p} ${layout})
           poolgen_kernel(${family}_b${bits}_${index} unpool_gather ${nd} ${k} ${s} ${p} ${layout}
-                         ${types} GENERATOR max_unpool_gather KNOBS ${family}
-                         PARAMS rank=${nd} fixed_kernel=${k} fixed_stride=${s} fixed_padding=${p})
+                         ${types} GENERATOR max_unpool_gather KNOBS ${family} PARAMS ${params})
         endforeach ()
       endforeach ()
     endforeach ()
@@ -293,8 +305,11 @@ endforeach ()
 # gather's schedule (schedules/cpu_knobs.cmake: each cell checked right before its slots) and
 # without its test for indices outside the plane (they stop it like any index outside its
 # window, and the scatter runs), the 2-D one takes 0.68-0.81x the scatter's time in cache and
-# 0.6x at 8x64x112x112, the 3-D one 0.74-0.80x at 2x16x32x64x64 (docs/kernels.md).
-set(POOLGEN_DEFAULT_BACKWARD_WINDOWS f32:max_pool2d_backward_k2s2p0_cl f32:max_pool3d_backward_k2s2p0_cl)
+# 0.6x at 8x64x112x112, the 3-D one 0.74-0.80x at 2x16x32x64x64 (docs/kernels.md). And f32's
+# contiguous 2-D k2s2p0 one, with vectors of cells: 0.7-0.85x the scatter's time on calls no
+# cache holds, the only ones the runtime gives it (runtime/kernels.hpp, gather_pays).
+set(POOLGEN_DEFAULT_BACKWARD_WINDOWS f32:max_pool2d_backward_k2s2p0_cl f32:max_pool3d_backward_k2s2p0_cl
+    f32:max_pool2d_backward_k2s2p0)
 set(POOLGEN_GRADIENT_TYPES "")
 foreach (value f32 f64 f16 bf16)
   if (value IN_LIST POOLGEN_VALUE_TYPES)
@@ -326,10 +341,10 @@ foreach (index IN LISTS POOLGEN_INDEX_TYPES)
                NOT "${value}:${family}" IN_LIST POOLGEN_DEFAULT_BACKWARD_WINDOWS))
             continue ()
           endif ()
+          poolgen_gather_params(params ${nd} ${k} ${s} ${p} ${layout})
           poolgen_kernel(${family}_${value}_${index} pool_backward_gather ${nd} ${k} ${s} ${p}
                          ${layout} ${types} GENERATOR max_unpool_gather KNOBS ${family}
-                         PARAMS rank=${nd} fixed_kernel=${k} fixed_stride=${s}
-                                fixed_padding=${p} accumulate=true)
+                         PARAMS ${params} accumulate=true)
         endforeach ()
       endforeach ()
     endforeach ()

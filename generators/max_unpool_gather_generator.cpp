@@ -32,6 +32,10 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
   GeneratorParam<int> fixed_padding{"fixed_padding", 0};
   GeneratorParam<Layout> layout{"layout", Layout::contiguous, kLayoutNames};
   GeneratorParam<bool> accumulate{"accumulate", false};
+  // Windows that tile the output exactly (kernel = stride, no padding, every output extent
+  // stride x the input's): each cell and each of its taps lies inside, so cells are read with
+  // no boundary condition. A call of other extents fails, and the runtime takes the scatter.
+  GeneratorParam<bool> tiled{"tiled", false};
 
   GeneratorParam<std::string> cpu_schedule{"cpu_schedule", ""};  // knobs.h
 
@@ -46,11 +50,16 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
     const Layout l = layout;
     // Every cell must be a candidate of some output slot, or its index would go unchecked.
     if (k < s + p) throw CompileError("max_unpool_gather needs kernel >= stride + padding");
+    const bool tiles = tiled;
+    if (tiles && (k != s || p != 0)) {
+      throw CompileError("max_unpool_gather: tiled needs kernel == stride and no padding");
+    }
     const int candidates = (k + s - 1) / s;  // cells covering one slot, per dimension
     std::vector<Expr> in_extent(nd), out_extent(nd);
     for (int i = 0; i < nd; ++i) {
       in_extent[i] = values_->dim(spatial_dim(i, l)).extent();
       out_extent[i] = output_->dim(spatial_dim(i, l)).extent();
+      if (tiles) output_->dim(spatial_dim(i, l)).set_extent(in_extent[i] * s);
     }
 
     // Cells are compared in 32 bits, by offsets inside their windows: `local` is a cell's index
@@ -62,15 +71,15 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
     Expr cell_inside = Internal::const_true();
     for (int i = 0; i < nd; ++i) {
       window_start[i] = cell[i] * s - p;
-      cell_inside = cell_inside && cell[i] >= 0 && cell[i] < in_extent[i];
+      if (!tiles) cell_inside = cell_inside && cell[i] >= 0 && cell[i] < in_extent[i];
     }
     Region cells;
     for (int i = 0; i < nd; ++i) cells.push_back({0, in_extent[i]});
     cells = tensor_args(cells, Range(), Range(), l);
     // Beyond the input the index is any cell's (cell_inside decides); the value any cell's too,
     // since no slot takes it.
-    Func indices = BoundaryConditions::repeat_edge(*indices_, cells);
-    Func value = BoundaryConditions::repeat_edge(*values_, cells);
+    Func indices = tiles ? Func(*indices_) : BoundaryConditions::repeat_edge(*indices_, cells);
+    Func value = tiles ? Func(*values_) : BoundaryConditions::repeat_edge(*values_, cells);
     Expr index = indices(tensor_args(cell, c_, n_, l));
     const Expr span = flat_offset(last_tap, out_extent, Int(32));
     Expr local = cast<int32_t>(clamp(index - flat_offset(window_start, out_extent, index_type),
@@ -84,7 +93,7 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
       std::vector<Expr> tap_offset(nd);
       for (int i = 0; i < nd; ++i) {
         const Expr slot = window_start[i] + tap[i];
-        inside = inside && slot >= 0 && slot < out_extent[i];
+        if (!tiles) inside = inside && slot >= 0 && slot < out_extent[i];
         tap_offset[i] = tap[i];
       }
       in_window = in_window || local == select(inside, flat_offset(tap_offset, out_extent, Int(32)), -2);

@@ -295,6 +295,16 @@ int64_t settings_changes() { return settings_changed.load(std::memory_order_rela
 
 void note_settings_change() { settings_changed.fetch_add(1, std::memory_order_relaxed); }
 
+int64_t by_index_bytes(const View& values, DType index, int64_t plane, int64_t slot_plane) {
+  const int64_t elements = values.elements();
+  const int64_t slots = plane > 0 ? elements / plane * slot_plane : 0;
+  return elements * element_size(index) + (elements + slots) * element_size(values.dtype);
+}
+
+bool gather_pays(const Kernel& gather, int64_t bytes) {
+  return gather.layout == Layout::channels_last || bytes >= streaming_bytes();
+}
+
 int sharing_threads(int64_t bytes) {
   const int64_t least = min_parallel_bytes();
   if (in_child_of_workers() || bytes < least) return 1;

@@ -14,6 +14,8 @@
 
 namespace poolgen::detail {
 
+struct View;  // tensors.hpp
+
 enum class Op {
   pool,
   unpool_scatter,
@@ -130,10 +132,22 @@ bool worth_sharing(int64_t bytes);
 int64_t streaming_bytes();
 
 // How many times the settings that plans depend on (set_min_parallel_bytes, set_streaming_bytes,
-// set_num_threads) have changed; a call's remembered plan holds for the count it was made at
-// (call_memo.hpp).
+// set_num_threads: threads, streaming, the gathers that pay) have changed; a call's remembered
+// plan holds for the count it was made at (call_memo.hpp).
 int64_t settings_changes();
 void note_settings_change();
+
+// The bytes a by-index call moves: `values` elements and as many indices, and the slots of
+// their planes (each of `plane` values elements gives `slot_plane` slots).
+int64_t by_index_bytes(const View& values, DType index, int64_t plane, int64_t slot_plane);
+
+// Whether a CPU gather by fixed window (max_unpool's, max_pool_backward's) is tried before the
+// scatter on a call moving `bytes`. The channels-last ones win at every size. The contiguous
+// ones write each slot once: beyond the last-level cache that saves the scatter's zeroing pass,
+// but on calls it holds they measured slower than the scatter (small planes, and 22 MB calls,
+// where perf finds them waiting on their stores; docs/kernels.md). They are tried from
+// streaming_bytes() on, where no cache holds the call.
+bool gather_pays(const Kernel& gather, int64_t bytes);
 
 // A kernel's argv: the user context, then its buffers and scalars (3-D pooling backward's window
 // gather has the most: 17).

@@ -22,7 +22,8 @@ struct PoolBackwardCall {
   Ints output_shape;  // grad_output's and the indices'
   View grad_output;
   Device device = Device::cpu;
-  const Kernel* gather = nullptr;  // the fast path, when one is built for this call
+  int64_t bytes = 0;  // grad_output's, the indices' and grad_input's
+  const Kernel* gather = nullptr;  // the fast path, when one is built for and pays on this call
   const Kernel* window_gather = nullptr;  // CUDA's, or its CPU twin with Path::winner
   const Kernel* scatter = nullptr;
 };
@@ -36,8 +37,13 @@ Status prepare(int nd, const TensorView& grad_output, DType index_dtype, const I
   POOLGEN_RETURN_IF_ERROR(
       pool_output_shape(&call->window, input_shape, &call->output_shape, "grad_input"));
   POOLGEN_RETURN_IF_ERROR(check_gradient_dtype("grad_output", grad_output.dtype));
-  return check_leading_view("grad_output", grad_output, call->output_shape, nd, index_dtype,
-                            spatial_elements(nd, input_shape), &call->grad_output);
+  POOLGEN_RETURN_IF_ERROR(check_leading_view("grad_output", grad_output, call->output_shape, nd,
+                                             index_dtype, spatial_elements(nd, input_shape),
+                                             &call->grad_output));
+  call->bytes = by_index_bytes(call->grad_output, index_dtype,
+                               spatial_elements(nd, call->output_shape),
+                               spatial_elements(nd, input_shape));
+  return {};
 }
 
 // The kernels for grad_output's device, layout and dtype (after the arguments are known valid).
@@ -52,6 +58,7 @@ Status choose(const TensorView& grad_output, DType index_dtype, const PoolOption
     call->gather = find_kernel(backward_kernels(), {Op::pool_backward_gather, nd, layout,
                                                     grad_output.dtype, index_dtype,
                                                     &call->window, Device::cpu, 0});
+    if (call->gather && !gather_pays(*call->gather, call->bytes)) call->gather = nullptr;
   }
   if (call->device == Device::cuda || options.path == Path::winner) {
     call->window_gather = find_kernel(backward_kernels(),

@@ -34,8 +34,9 @@ struct UnpoolCall {
   Window window;
   Ints output_shape;
   View values;
+  int64_t bytes = 0;  // the values', the indices' and the output's
   Device device = Device::cpu;
-  const Kernel* gather = nullptr;  // the fast path, when one is built for this call
+  const Kernel* gather = nullptr;  // the fast path, when one is built for and pays on this call
   const Kernel* scatter = nullptr;
   // CUDA calls and Path::winner: any window's gather where a window is known (given, or implied
   // by the shapes) and every index lies in its own, else the winner.
@@ -81,8 +82,12 @@ Status check_conventions(const UnpoolOptions& o, Device device) {
 Status prepare(int nd, const TensorView& values, DType index_dtype, const UnpoolOptions& options,
                UnpoolCall* call) {
   POOLGEN_RETURN_IF_ERROR(plan(nd, values.shape, options, &call->window, &call->output_shape));
-  return check_leading_view("values", values, values.shape, nd, index_dtype,
-                            spatial_elements(nd, call->output_shape), &call->values);
+  const int64_t slot_plane = spatial_elements(nd, call->output_shape);
+  POOLGEN_RETURN_IF_ERROR(check_leading_view("values", values, values.shape, nd, index_dtype,
+                                             slot_plane, &call->values));
+  call->bytes = by_index_bytes(call->values, index_dtype, spatial_elements(nd, values.shape),
+                               slot_plane);
+  return {};
 }
 
 // The kernels for the values' device and types (after the arguments are known valid, so that a
@@ -116,6 +121,7 @@ Status choose(const TensorView& values, DType index_dtype, const UnpoolOptions& 
   if (options.path == Path::automatic && window) {
     call->gather = find_kernel(forward_kernels(), {Op::unpool_gather, nd, layout, values.dtype, index_dtype,
                                 window, Device::cpu, 0});
+    if (call->gather && !gather_pays(*call->gather, call->bytes)) call->gather = nullptr;
   }
   return choose_kernel(
       forward_kernels(), {Op::unpool_scatter, nd, layout, values.dtype, index_dtype, nullptr, Device::cpu, 0},

@@ -37,6 +37,17 @@ set(POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl stage_cells:false,narrow_vectors:false,
 set(POOLGEN_KNOBS_max_pool2d_backward_k2s2p0_cl ${POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl})
 set(POOLGEN_KNOBS_max_unpool3d_k2s2p0_cl ${POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl})
 set(POOLGEN_KNOBS_max_pool3d_backward_k2s2p0_cl ${POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl})
+# The contiguous k2s2p0 gathers (2-D, 3-D; built `tiled`, cmake/PoolgenKernels.cmake) run vectors
+# of cells, each cell's window unrolled into interleaved stores, with each row of cells checked
+# right before its slots (cell_vectors), reading values in place: f32 i64 8x64x112x112, one
+# thread, ms, gather / scatter in the same runs: pooling's gradient 1.63-1.90 / 2.23-2.43 (the
+# slot-vector schedule 3.5-3.8), i32 indices 1.30 / 1.84, unpooling 1.65 / 1.9 (3.59 before); 3-D
+# NCDHW gradient 2x16x32x64x64 0.57 / 0.69. One loop per stage (partition_cells:false): 32.6 ->
+# 25.2 KB a kernel (AVX2 and SSE4.1) at the same speed.
+set(POOLGEN_KNOBS_max_unpool2d_k2s2p0 cell_vectors:true,stage_cells:false,partition_cells:false)
+set(POOLGEN_KNOBS_max_unpool3d_k2s2p0 ${POOLGEN_KNOBS_max_unpool2d_k2s2p0})
+set(POOLGEN_KNOBS_max_pool2d_backward_k2s2p0 ${POOLGEN_KNOBS_max_unpool2d_k2s2p0})
+set(POOLGEN_KNOBS_max_pool3d_backward_k2s2p0 ${POOLGEN_KNOBS_max_unpool2d_k2s2p0})
 # Channels-last 3-D fixed windows: row loops not split into border and interior pieces (the
 # bounds tests of a row's taps are scalar, one per row) halves their code (3-D k3s2p1 f32 AVX2:
 # 122 -> 60 KB) at the same speed (2x16x32x64x64 on one thread: k3s2p1 4.72 -> 4.69 ms,

@@ -222,6 +222,7 @@ void CpuGatherSchedule::read(Knobs& knobs) {
   knobs.take("partition_cells", &partition_cells);
   knobs.take("narrow_vectors", &narrow_vectors);
   knobs.take("slot_tile", &slot_tile);
+  knobs.take("cell_vectors", &cell_vectors);
 }
 
 void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const {
@@ -239,39 +240,59 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
   // Each block checks the cells it reads once: marks them (vectors), reduces each group of marks
   // (vector reduction), and requires the result (scalar).
   LoopLevel checked_at(out, block);
-  if (narrow_vectors) {
+  // Splits the spatial dimensions from `first` on (the outermost is parallel_rows' block and row
+  // by now) into tiles of `tile` slots, unrolled inside the loop over vectors (`xo`), after the
+  // loops in `inner`; returns the outer loops, innermost first.
+  const auto tile_dims = [&](Stage full, size_t first, std::vector<VarOrRVar> inner, int tile) {
+    std::vector<Var> outer(s.x.begin() + first, s.x.end() - 1);
+    outer.push_back(Var("row"));
+    for (size_t i = 0; i < outer.size(); ++i) {
+      Var t("tile_" + std::to_string(i));
+      full.split(outer[i], outer[i], t, tile, TailStrategy::GuardWithIf).unroll(t);
+      inner.push_back(t);
+    }
+    inner.push_back(xo);
+    inner.insert(inner.end(), outer.begin(), outer.end());
+    full.reorder(inner);
+    return outer;
+  };
+  // Each group is marked and checked right before its slots, at `level`: its marks reuse one
+  // block-wide buffer of a group, and its check is a scalar (not allocations sized at run time,
+  // which go to the heap).
+  const auto check_each_group = [&](const LoopLevel& level) {
+    checked_at = level;
+    marked.hoist_storage(out, block);
+    const std::vector<Var> mark_args = marked.args();
+    for (size_t i = 1; i < mark_args.size(); ++i) marked.bound_storage(mark_args[i], 1);
+    for (Func f : {group_ok, group_checked}) {
+      for (const Var& v : f.args()) f.bound_storage(v, 1);
+    }
+  };
+  const int k = s.cell_slots;
+  if (cell_vectors && s.layout == Layout::contiguous && k > 0 && s.x.size() > 1) {
+    // Lanes are cells: each cell's slots are unrolled stride-k stores, which LLVM interleaves
+    // into dense ones, and each row of cells is checked right before its slots. Rows of fewer
+    // than a vector of cells, or of a partial window, fail the call (the scatter's).
+    Var xc("xc"), xt("xt"), xci("xci");
+    Stage full = out.specialize(width % k == 0 && width >= k * lanes);
+    full.split(s.x[0], xc, xt, k, TailStrategy::GuardWithIf)
+        .split(xc, xo, xci, lanes, TailStrategy::ShiftInwards)
+        .vectorize(xci)
+        .unroll(xt);
+    check_each_group(LoopLevel(out, tile_dims(full, 1, {xci, xt}, k)[0]));
+    out.specialize_fail("max_unpool: rows narrower than a vector of windows are the scatter's");
+  } else if (narrow_vectors) {
     vectorize_columns(out, lane, width, lanes, true, xo);
   } else {
     // One loop of full vectors; a narrower row fails the call, and the runtime takes the scatter.
     Stage full = out.specialize(width >= lanes);
     full.split(lane, xo, xi, lanes, TailStrategy::ShiftInwards).vectorize(xi);
     if (slot_tile > 0 && s.layout == Layout::channels_last && s.x.size() > 1) {
-      // The outermost spatial dimension is parallel_rows' block and row by now.
-      std::vector<Var> outer(s.x.begin(), s.x.end() - 1);
-      outer.push_back(Var("row"));
-      std::vector<VarOrRVar> order{xi};
-      for (size_t i = 0; i < outer.size(); ++i) {
-        Var tile("tile_" + std::to_string(i));
-        full.split(outer[i], outer[i], tile, slot_tile, TailStrategy::GuardWithIf).unroll(tile);
-        order.push_back(tile);
-      }
-      order.push_back(xo);
-      order.insert(order.end(), outer.begin(), outer.end());
-      full.reorder(order);
+      const std::vector<Var> outer = tile_dims(full, 0, {xi}, slot_tile);
       // Where the tile is one cell's window, the cell is marked and checked right before its
       // slots (its group is its channels): marking a block's cells in a pass of their own, then
       // its slots in another, took 1.4x the time (docs/kernels.md).
-      if (slot_tile == s.cell_slots) {
-        checked_at = LoopLevel(out, outer[0]);
-        // One cell at a time: its marks reuse one block-wide buffer of a cell's channels, and
-        // its check is a scalar (not allocations sized at run time, which go to the heap).
-        marked.hoist_storage(out, block);
-        const std::vector<Var> mark_args = marked.args();
-        for (size_t i = 1; i < mark_args.size(); ++i) marked.bound_storage(mark_args[i], 1);
-        for (Func f : {group_ok, group_checked}) {
-          for (const Var& v : f.args()) f.bound_storage(v, 1);
-        }
-      }
+      if (slot_tile == k) check_each_group(LoopLevel(out, outer[0]));
     }
     out.specialize_fail("max_unpool: rows narrower than a vector are the scatter's");
   }

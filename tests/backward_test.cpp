@@ -117,8 +117,9 @@ std::string pool_backward_kernel(int nd, const TensorView& grad_output, DType in
 // ---------------------------------------------------------------------------------------------
 // Pooling's backward.
 
+// streaming: as unpool_configs' (typed_test.cpp).
 template <typename T, typename I>
-void pool_backward_configs(const Param& p) {
+void pool_backward_configs(const Param& p, bool streaming) {
   const int nd = p.nd;
   Rng rng(seed_of(p.value, p.index, p.kind, nd, 3));
   int failures = 0, gather_named = 0, dropped = 0;
@@ -179,10 +180,11 @@ void pool_backward_configs(const Param& p) {
   }
   EXPECT_GT(dropped, 0) << "no index outside the input plane was generated";
   // Where this build has window gathers for these dtypes, the draws must reach them (a strided
-  // grad_output may name one, but runs the scatter: it is not counted on).
+  // grad_output may name one, but runs the scatter: it is not counted on; the contiguous ones
+  // take calls out of cache only).
   const Layout layout = p.kind == Kind::channels_last ? Layout::channels_last : Layout::contiguous;
   const int windows = backward_windows_built(p.value, p.index, nd, layout);  // k2s2p0, k3s2p1
-  if (windows > 0 && p.kind != Kind::strided) {
+  if (windows > 0 && p.kind != Kind::strided && (streaming || layout == Layout::channels_last)) {
     EXPECT_GE(gather_named, kPoolBackwardConfigs / (nd == 3 ? 48 : 16) * windows)
         << "too few configurations reached a window gather";
   }
@@ -192,14 +194,16 @@ class BackwardPool : public ::testing::TestWithParam<Param> {};
 
 TEST_P(BackwardPool, MatchesReference) {
   const Param p = GetParam();
-  run_param(p, false, [&](auto v, auto i) { pool_backward_configs<decltype(v), decltype(i)>(p); });
+  run_param(p, false,
+            [&](auto v, auto i) { pool_backward_configs<decltype(v), decltype(i)>(p, false); });
 }
 
 // The same calls with grad_input streamed (TypedUnpool.MatchesReferenceStreaming's reason).
 TEST_P(BackwardPool, MatchesReferenceStreaming) {
   const Param p = GetParam();
   const test::StreamingEveryOutput streaming;
-  run_param(p, false, [&](auto v, auto i) { pool_backward_configs<decltype(v), decltype(i)>(p); });
+  run_param(p, false,
+            [&](auto v, auto i) { pool_backward_configs<decltype(v), decltype(i)>(p, true); });
 }
 
 INSTANTIATE_TEST_SUITE_P(, BackwardPool, ::testing::ValuesIn(gradient_params()), param_name);
@@ -488,9 +492,9 @@ TEST(BackwardKernelChoice, PoolNamesFollowLayoutDTypesAndPath) {
   for (DType value : kGradientDTypes) {
     for (DType index : {DType::i64, DType::i32}) {
       if (!pool_backward_kernel_built(value, index)) continue;
-      // POOLGEN_BACKWARD_WINDOW_TYPES builds every family; the default build f32's channels-last
-      // k2s2p0 ones (cmake/PoolgenKernels.cmake), which no contiguous one comes with.
-      const bool windows_built = backward_windows_built(value, index, 2, Layout::contiguous) > 0;
+      // POOLGEN_BACKWARD_WINDOW_TYPES builds every family; the default build f32's k2s2p0 ones
+      // below (cmake/PoolgenKernels.cmake), which no 1-D one comes with.
+      const bool windows_built = backward_windows_built(value, index, 1, Layout::contiguous) > 0;
       const std::string suffix = std::string("_") + dtype_name(value) + "_" + dtype_name(index);
       for (int nd = 1; nd <= 3; ++nd) {
         Ints shape{2, 5};
@@ -520,8 +524,9 @@ TEST(BackwardKernelChoice, PoolNamesFollowLayoutDTypesAndPath) {
           for (const bool cl : {false, true}) {
             const std::string window_kernel = family + (cl ? "_cl" : "") + suffix;
             const bool has_window = w > 0 && find_kernel(kernels, window_kernel) != nullptr;
-            // f32's channels-last k2s2p0 gathers (2-D, 3-D) are built by default.
-            const bool by_default = value == DType::f32 && nd >= 2 && w == 1 && cl;
+            // f32's channels-last k2s2p0 gathers (2-D, 3-D) and its contiguous 2-D one are built
+            // by default.
+            const bool by_default = value == DType::f32 && w == 1 && (cl ? nd >= 2 : nd == 2);
             if (w == 1 || w == 2) {
               EXPECT_EQ(has_window, (windows_built && !skipped) || by_default)
                   << window_kernel << (has_window ? " is" : " is not") << " compiled";
@@ -555,17 +560,25 @@ TEST(BackwardKernelChoice, PoolNamesFollowLayoutDTypesAndPath) {
             }
             for (const TensorView& v : views) {
               for (Path path : {Path::automatic, Path::general}) {
-                PoolOptions o = windows[w];
-                o.path = path;
-                std::string name;
-                const Status st =
-                    max_pool_backward_kernel_name(nd, v, index, in_shape, o, &name);
-                ASSERT_TRUE(st.ok()) << st.message();
-                const bool gather = path == Path::automatic && has_window && w != 3;
-                EXPECT_EQ(name, gather ? window_kernel : scatter)
-                    << "grad_output strides " << str(v.strides) << ", path " << path_name(path);
-                gathers += gather;
-                ++checked;
+                // These small calls out of cache (streaming_bytes 0) and in it: there only the
+                // channels-last gathers pay (runtime/kernels.hpp, gather_pays).
+                for (const bool out_of_cache : {true, false}) {
+                  set_streaming_bytes(out_of_cache ? 0 : -1);
+                  PoolOptions o = windows[w];
+                  o.path = path;
+                  std::string name;
+                  const Status st =
+                      max_pool_backward_kernel_name(nd, v, index, in_shape, o, &name);
+                  ASSERT_TRUE(st.ok()) << st.message();
+                  const bool gather =
+                      path == Path::automatic && has_window && w != 3 && (out_of_cache || cl);
+                  EXPECT_EQ(name, gather ? window_kernel : scatter)
+                      << "grad_output strides " << str(v.strides) << ", path " << path_name(path)
+                      << (out_of_cache ? ", out of cache" : ", in cache");
+                  gathers += gather;
+                  ++checked;
+                }
+                set_streaming_bytes(-1);
               }
             }
           }

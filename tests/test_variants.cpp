@@ -217,7 +217,10 @@ void check_round_trip(int nd, const Ints& shape, const PoolOptions& pool, Layout
   unpool.stride = pool.stride;
   unpool.padding = pool.padding;
   unpool.output_size = Ints(shape.end() - nd, shape.end());
-  for (Path path : {Path::automatic, Path::general}) {
+  // Automatic in cache and as if out of it (check_backward's reason).
+  for (const auto& [path, out_of_cache] : {std::pair{Path::automatic, false},
+                                           std::pair{Path::automatic, true},
+                                           std::pair{Path::general, false}}) {
     unpool.path = path;
     Ints unpooled_shape;
     std::vector<T> want;
@@ -225,7 +228,9 @@ void check_round_trip(int nd, const Ints& shape, const PoolOptions& pool, Layout
                                 &unpooled_shape, &want)
                     .ok());
     Tensor<T> got(unpooled_shape, layout);
+    set_streaming_bytes(out_of_cache ? 0 : -1);
     s = max_unpool(nd, values.view, indices.view, got.view, unpool);
+    set_streaming_bytes(-1);
     ASSERT_TRUE(s.ok()) << s.message();
     ASSERT_NO_FATAL_FAILURE(expect_elements(got.logical(), want, same_value<T>));
   }
@@ -301,16 +306,21 @@ void check_backward(int nd, const Ints& shape, const PoolOptions& pool, Layout l
 
   std::vector<T> want;
   ASSERT_TRUE(ref::max_pool_backward(nd, shape, grad, indices64, pool, &want).ok());
-  // Path::winner: CUDA's window gather on its CPU twin where built, else the scatter.
-  for (Path path : {Path::automatic, Path::general, Path::winner}) {
+  // Path::winner: CUDA's window gather on its CPU twin where built, else the scatter. Automatic
+  // twice: in cache, and as if out of it (streaming_bytes 0), where the contiguous gathers run.
+  for (const auto& [path, out_of_cache] :
+       {std::pair{Path::automatic, false}, std::pair{Path::automatic, true},
+        std::pair{Path::general, false}, std::pair{Path::winner, false}}) {
+    set_streaming_bytes(out_of_cache ? 0 : -1);
     PoolOptions o = pool;
     o.path = path;
     std::string name;
     ASSERT_TRUE(max_pool_backward_kernel_name(nd, g.view, index, shape, o, &name).ok());
     named->insert(name);
-    SCOPED_TRACE(name);
+    SCOPED_TRACE(name + (out_of_cache ? " out of cache" : ""));
     Tensor<T> got(shape, layout);
     const Status s = max_pool_backward(nd, g.view, indices.view, got.view, o);
+    set_streaming_bytes(-1);
     ASSERT_TRUE(s.ok()) << s.message();
     ASSERT_NO_FATAL_FAILURE(expect_elements(got.logical(), want, same_value<T>));
   }

@@ -182,8 +182,10 @@ INSTANTIATE_TEST_SUITE_P(, TypedPool, ::testing::ValuesIn(all_params(test::kAllD
 // ---------------------------------------------------------------------------------------------
 // Unpooling.
 
+// streaming: the calls run with streaming_bytes 0, so that every call is out of cache, as the
+// contiguous gathers need (runtime/kernels.hpp, gather_pays).
 template <typename T, typename I>
-void unpool_configs(const Param& p) {
+void unpool_configs(const Param& p, bool streaming) {
   const int nd = p.nd;
   Rng rng(seed_of(p.value, p.index, p.kind, nd, 2));
   int failures = 0, errors = 0, gather_named = 0;
@@ -260,7 +262,8 @@ void unpool_configs(const Param& p) {
     }
   }
   EXPECT_GT(errors, 0) << "no invalid-index configuration was generated";
-  // Where this build has gather kernels for the values' layout, they must be reached.
+  // Where this build has gather kernels for the values' layout, they must be reached (the
+  // contiguous ones on calls out of cache only).
   const Layout layout = p.kind == Kind::channels_last ? Layout::channels_last : Layout::contiguous;
   bool gather_built = false;
   for (const KernelInfo& k : compiled_kernels()) {
@@ -268,7 +271,7 @@ void unpool_configs(const Param& p) {
                                     dtype_size(k.value_dtype) == dtype_size(p.value) &&
                                     k.index_dtype == p.index && k.nd == nd);
   }
-  if (gather_built && p.kind != Kind::strided) {
+  if (gather_built && p.kind != Kind::strided && (streaming || layout == Layout::channels_last)) {
     EXPECT_GT(gather_named, 0) << "no configuration reached a gather kernel";
   }
 }
@@ -277,7 +280,7 @@ class TypedUnpool : public ::testing::TestWithParam<Param> {};
 
 TEST_P(TypedUnpool, MatchesReference) {
   const Param p = GetParam();
-  run_param(p, true, [&](auto v, auto i) { unpool_configs<decltype(v), decltype(i)>(p); });
+  run_param(p, true, [&](auto v, auto i) { unpool_configs<decltype(v), decltype(i)>(p, false); });
 }
 
 // The same calls with the output streamed (bypassing the caches from a scratch): the same bits,
@@ -285,7 +288,7 @@ TEST_P(TypedUnpool, MatchesReference) {
 TEST_P(TypedUnpool, MatchesReferenceStreaming) {
   const Param p = GetParam();
   const test::StreamingEveryOutput streaming;
-  run_param(p, true, [&](auto v, auto i) { unpool_configs<decltype(v), decltype(i)>(p); });
+  run_param(p, true, [&](auto v, auto i) { unpool_configs<decltype(v), decltype(i)>(p, true); });
 }
 
 INSTANTIATE_TEST_SUITE_P(, TypedUnpool, ::testing::ValuesIn(all_params(test::kAllDTypes)),

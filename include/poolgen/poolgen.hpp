@@ -328,6 +328,8 @@ void set_min_parallel_bytes(int64_t bytes);
 // Default on x86-64: the size of the largest data cache a core reaches (its L3, as the processor
 // describes itself; 8 MiB if it lists none); elsewhere no output streams (docs/kernels.md,
 // "Streaming outputs"). 0 streams every call's; a negative count restores the default.
+// Calls moving at least this many bytes in all (inputs and outputs) are also the ones the
+// contiguous window gathers serve, which lose to the scatter in cache.
 // Process-wide, like set_min_parallel_bytes.
 void set_streaming_bytes(int64_t bytes);
 
