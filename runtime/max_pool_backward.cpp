@@ -37,12 +37,11 @@ Status prepare(int nd, const TensorView& grad_output, DType index_dtype, const I
   POOLGEN_RETURN_IF_ERROR(
       pool_output_shape(&call->window, input_shape, &call->output_shape, "grad_input"));
   POOLGEN_RETURN_IF_ERROR(check_gradient_dtype("grad_output", grad_output.dtype));
+  const int64_t input_plane = spatial_elements(nd, input_shape);
   POOLGEN_RETURN_IF_ERROR(check_leading_view("grad_output", grad_output, call->output_shape, nd,
-                                             index_dtype, spatial_elements(nd, input_shape),
-                                             &call->grad_output));
+                                             index_dtype, input_plane, &call->grad_output));
   call->bytes = by_index_bytes(call->grad_output, index_dtype,
-                               spatial_elements(nd, call->output_shape),
-                               spatial_elements(nd, input_shape));
+                               spatial_elements(nd, call->output_shape), input_plane);
   return {};
 }
 
@@ -150,9 +149,8 @@ Status run_checked(int nd, const TensorView& grad_input, const PoolOptions& opti
     POOLGEN_RETURN_IF_ERROR(check_device_view("grad_input", o, scatter_kernel.layout, true));
     return scatter_on_device(scatter_kernel, g, i, o);
   }
-  const int64_t call_bytes = g.bytes() + i.bytes() + o.bytes();
-  if (call.gather && gather(*call.gather, g, i, o, call_bytes)) return {};
-  return scatter(scatter_kernel, ScatterMode::accumulate, g, i, o, call_bytes, nullptr, false,
+  if (call.gather && gather(*call.gather, g, i, o, call.bytes)) return {};
+  return scatter(scatter_kernel, ScatterMode::accumulate, g, i, o, call.bytes, nullptr, false,
                  slab_stride(call.window));
 }
 

@@ -184,7 +184,6 @@ Status run_checked(int nd, const TensorView& values, const UnpoolOptions& option
     return run_reporting(*w, call.device, {v, i, o}, o.plane(), "output");
   }
 
-  const int64_t call_bytes = v.bytes() + i.bytes() + o.bytes();
   // Windows within their stride in the outermost spatial dimension: a streamed output may be
   // scattered by slabs of rows (by_index.hpp).
   const int64_t slabs = slab_stride(call.window);
@@ -204,7 +203,7 @@ Status run_checked(int nd, const TensorView& values, const UnpoolOptions& option
     };
     const bool global = options.index_format == IndexFormat::onnx && frame == call.output_shape;
     const Status grouped =
-        scatter(*call.scatter, ScatterMode::store, v, i, o, call_bytes, &rewrite, global, slabs);
+        scatter(*call.scatter, ScatterMode::store, v, i, o, call.bytes, &rewrite, global, slabs);
     if (grouped.code() != Code::index_out_of_range) return grouped;
     std::vector<char> offsets(static_cast<size_t>(i.bytes()));
     const Status st = rewrite(i, packed(i, layout, offsets.data()), 0, 0);
@@ -224,9 +223,9 @@ Status run_checked(int nd, const TensorView& values, const UnpoolOptions& option
     KernelArgs args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
                     &output_buffer.buffer};
     std::string error;
-    if (run_kernel(*gather, args, &error, call_bytes) == 0) return {};
+    if (run_kernel(*gather, args, &error, call.bytes) == 0) return {};
   }
-  return scatter(*call.scatter, ScatterMode::store, v, i, o, call_bytes, nullptr, false, slabs);
+  return scatter(*call.scatter, ScatterMode::store, v, i, o, call.bytes, nullptr, false, slabs);
 }
 
 Status unpool(int nd, const TensorView& values, const TensorView& indices,
