@@ -86,6 +86,21 @@ foreach (generator max_pool max_unpool_winner max_unpool_scatter max_unpool_back
       "GeneratorParams of ${generator}'s CUDA schedule (gpu_* knobs); empty: the defaults")
 endforeach ()
 
+# The CUDA changes that a GPU run has yet to time (bench/results/cuda, "Owed"), built together:
+# the fixed-window kernels (k2s2p0, k3s2p1), and for pooling and the window gathers the planes
+# grid (blocks found without division) and magic-number division by the runtime window and
+# extents (schedules/gpu_schedules.h). Their results are checked without a GPU on PoCL
+# (scripts/reliability.sh opencl) and their PTX by tools/ptx_budget.py.
+option(POOLGEN_CUDA_CANDIDATE "Build the CUDA kernels with the changes a GPU has yet to time" OFF)
+if (POOLGEN_CUDA_CANDIDATE)
+  foreach (generator max_pool max_pool_backward_gather)
+    list(APPEND POOLGEN_CUDA_KNOBS_${generator} gpu_grid=planes gpu_magic=true)
+  endforeach ()
+  if (NOT POOLGEN_CUDA_FAST_WINDOWS)
+    set(POOLGEN_CUDA_FAST_WINDOWS "2 2 0" "3 2 1")
+  endif ()
+endif ()
+
 foreach (cc IN LISTS POOLGEN_CUDA_CAPABILITIES)
   if (NOT cc IN_LIST POOLGEN_CUDA_KNOWN_CAPABILITIES)
     message(FATAL_ERROR "POOLGEN_CUDA_CAPABILITIES: Halide ${Halide_VERSION} has no CUDA "
@@ -98,9 +113,31 @@ endforeach ()
 list(GET POOLGEN_CPU_TARGETS -1 POOLGEN_CUDA_HOST_TARGET)
 set(POOLGEN_CUDA_TARGET_PREFIX "${POOLGEN_CUDA_HOST_TARGET}-cuda-cuda_capability_")
 
-# poolgen_cuda_target(<out> <capability>): the Halide target of a CUDA kernel.
+# The GPU API the CUDA kernel matrix is compiled for. "opencl" is a check build for machines
+# without a GPU (scripts/reliability.sh opencl): the same generators and GPU schedules compiled
+# for Halide's OpenCL target and run, through the runtime's CUDA path with host views, on a CPU
+# OpenCL (Debian's PoCL), bit for bit against the CPU kernels. It checks what the schedules
+# compute, not how fast (docs/testing.md, "GPU checks without a GPU").
+set(POOLGEN_GPU_API "cuda" CACHE STRING "GPU API of the CUDA kernel matrix: cuda, or opencl (a check build)")
+set_property(CACHE POOLGEN_GPU_API PROPERTY STRINGS cuda opencl)
+if (POOLGEN_GPU_API STREQUAL "opencl")
+  # f64 takes cl_doubles; the winner's 64-bit atomics cl_atomics64. PoCL 3.1 has no cl_khr_fp16,
+  # so f16 pooling and its gradient are left out (16-bit unpooling moves bits as int16 and stays).
+  set(POOLGEN_CUDA_TARGET_PREFIX "${POOLGEN_CUDA_HOST_TARGET}-opencl-cl_doubles-cl_atomics64")
+  list(REMOVE_ITEM POOLGEN_CUDA_POOL_TYPES f16)
+  list(REMOVE_ITEM POOLGEN_CUDA_GATHER_TYPES f16)
+elseif (NOT POOLGEN_GPU_API STREQUAL "cuda")
+  message(FATAL_ERROR "POOLGEN_GPU_API: expected cuda or opencl, got '${POOLGEN_GPU_API}'")
+endif ()
+
+# poolgen_cuda_target(<out> <capability>): the Halide target of a CUDA kernel (of the OpenCL
+# check build: the same target for every capability).
 function(poolgen_cuda_target out capability)
-  set(${out} "${POOLGEN_CUDA_TARGET_PREFIX}${capability}" PARENT_SCOPE)
+  if (POOLGEN_GPU_API STREQUAL "opencl")
+    set(${out} "${POOLGEN_CUDA_TARGET_PREFIX}" PARENT_SCOPE)
+  else ()
+    set(${out} "${POOLGEN_CUDA_TARGET_PREFIX}${capability}" PARENT_SCOPE)
+  endif ()
 endfunction()
 
 # The CPU twins (contiguous, 32-bit values) of the kernels only GPUs run, the winner unpooling

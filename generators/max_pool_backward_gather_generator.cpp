@@ -41,7 +41,11 @@ class MaxPoolBackwardGather : public Generator<MaxPoolBackwardGather> {
   void configure() {
     grad_output_ = add_input<Buffer<>>("grad_output", value_type, rank + 2);
     indices_ = add_input<Buffer<>>("indices", index_type, rank + 2);
-    window_.add_to(this, rank);  // as max_pool's
+    // As max_pool's; on GPUs also the magic pairs of the input's spatial extents (the check's
+    // divisors).
+    const bool gpu = get_target().has_gpu_feature();
+    window_.add_to(this, rank, gpu);
+    if (gpu) extent_magic_.add_to(this, "extent", rank);
     grad_input_ = add_output<Buffer<>>("grad_input", value_type, rank + 2);
     outside_window_ = add_output<Buffer<>>("outside_window", Int(32), 0);
   }
@@ -50,6 +54,8 @@ class MaxPoolBackwardGather : public Generator<MaxPoolBackwardGather> {
     const int nd = rank;
     const Layout l = layout;
     const Type t = index_type;
+    window_.use_magic(gpu_knobs.gpu_magic);
+    extent_magic_.used = gpu_knobs.gpu_magic;
     std::vector<Expr> in_extent(nd), out_extent(nd), span(nd);
     Region candidates, outputs;
     std::vector<Window1D> window(nd);
@@ -58,7 +64,7 @@ class MaxPoolBackwardGather : public Generator<MaxPoolBackwardGather> {
       in_extent[i] = grad_input_->dim(spatial_dim(i, l)).extent();
       out_extent[i] = grad_output_->dim(spatial_dim(i, l)).extent();
       span[i] = (window[i].kernel - 1) * window[i].dilation;
-      candidates.push_back({0, span[i] / window[i].stride + 1});
+      candidates.push_back({0, window[i].stride_divisor.divide(span[i]) + 1});
       outputs.push_back({0, out_extent[i]});
     }
 
@@ -68,9 +74,10 @@ class MaxPoolBackwardGather : public Generator<MaxPoolBackwardGather> {
     std::vector<Expr> o(nd), at(nd);
     Expr covers = Internal::const_true();
     for (int i = 0; i < nd; ++i) {
-      const Expr reach = x[i] + window[i].padding;
-      o[i] = max(0, (reach - span[i] + window[i].stride - 1) / window[i].stride) + r[i];
-      covers = covers && o[i] <= min(out_extent[i] - 1, reach / window[i].stride);
+      const Expr reach = x[i] + window[i].padding;  // non-negative, as the numerators below
+      const Divisor& stride = window[i].stride_divisor;
+      o[i] = stride.divide(max(0, reach - span[i]) + window[i].stride - 1) + r[i];
+      covers = covers && o[i] <= min(out_extent[i] - 1, stride.divide(reach));
       at[i] = clamp(o[i], 0, out_extent[i] - 1);  // changes no covering output; bounds the loads
     }
     const std::vector<Expr> here(x.begin(), x.end());
@@ -95,13 +102,9 @@ class MaxPoolBackwardGather : public Generator<MaxPoolBackwardGather> {
     const Expr index = (*indices_)(out_at);
     Expr plane = cast(t, 1);
     for (int i = 0; i < nd; ++i) plane *= cast(t, in_extent[i]);
-    Expr rest = cast<int32_t>(clamp(index, 0, plane - 1));  // planes hold below 2^31 elements
-    Expr outside = Internal::const_false();
-    for (int i = 0; i < nd; ++i) {
-      const Expr tap = rest % in_extent[i] + window[i].padding - out_pos[i] * window[i].stride;
-      rest = rest / in_extent[i];
-      outside = outside || tap < 0 || tap > span[i];
-    }
+    const Expr outside = fixed_window.fixed() ? !names_a_tap(window, out_pos, in_extent, index)
+                                              : outside_window(window, out_pos, in_extent,
+                                                               index, plane);
     const Expr in_plane = index >= 0 && index < plane;
     const Expr counted = accumulate ? in_plane && outside : !in_plane || outside;
     e.where(counted);
@@ -117,9 +120,47 @@ class MaxPoolBackwardGather : public Generator<MaxPoolBackwardGather> {
   }
 
  private:
+  // Whether an in-plane `index` lies outside output `o`'s window (span (kernel - 1) * dilation
+  // per dimension): its coordinates, taken apart by the input's extents, against the window's.
+  Expr outside_window(const std::vector<Window1D>& window, const std::vector<Expr>& o,
+                      const std::vector<Expr>& in_extent, const Expr& index,
+                      const Expr& plane) const {
+    Expr rest = cast<int32_t>(clamp(index, 0, plane - 1));  // planes hold below 2^31 elements
+    Expr outside = Internal::const_false();
+    for (size_t i = 0; i < window.size(); ++i) {
+      const Divisor extent = extent_magic_.of(in_extent[i], static_cast<int>(i));
+      const Expr tap = extent.remainder(rest) + window[i].padding - o[i] * window[i].stride;
+      rest = extent.divide(rest);
+      outside = outside || tap < 0 || tap > (window[i].kernel - 1) * window[i].dilation;
+    }
+    return outside;
+  }
+
+  // A fixed window's test, with no division: whether `index` is the plane offset of one of
+  // output o's taps inside the plane (k^nd comparisons).
+  static Expr names_a_tap(const std::vector<Window1D>& window, const std::vector<Expr>& o,
+                          const std::vector<Expr>& in_extent, const Expr& index) {
+    const int nd = static_cast<int>(window.size());
+    const int k = *Internal::as_const_int(window[0].kernel);
+    int taps = 1;
+    for (int i = 0; i < nd; ++i) taps *= k;
+    Expr named = Internal::const_false();
+    for (int tap = 0; tap < taps; ++tap) {
+      std::vector<Expr> at(nd);
+      Expr inside = Internal::const_true();
+      for (int i = 0, rest = tap; i < nd; ++i, rest /= k) {
+        at[i] = window[i].start(o[i]) + rest % k;  // dilation 1
+        inside = inside && at[i] >= 0 && at[i] < in_extent[i];
+      }
+      named = named || (inside && index == flat_offset(at, in_extent, index.type()));
+    }
+    return named;
+  }
+
   Input<Buffer<>>* grad_output_ = nullptr;
   Input<Buffer<>>* indices_ = nullptr;
   WindowInputs window_;
+  MagicInputs extent_magic_;
   Output<Buffer<>>* grad_input_ = nullptr;
   Output<Buffer<>>* outside_window_ = nullptr;
   Func sum_{"sum"};

@@ -24,13 +24,14 @@ class MaxPool : public Generator<MaxPool> {
 
   void configure() {
     input_ = add_input<Buffer<>>("input", value_type, rank + 2);
-    window_.add_to(this, rank);
+    window_.add_to(this, rank, get_target().has_gpu_feature());
     result_ = add_output<Func>("result", {value_type, index_type}, rank + 2);
   }
 
   void generate() {
     const int nd = rank;
     const Layout l = layout;
+    window_.use_magic(gpu_knobs.gpu_magic);
     std::vector<Window1D> window(nd);
     Region spatial_bounds;
     std::vector<Expr> in_extent(nd);

@@ -16,30 +16,79 @@ enum class Layout { contiguous, channels_last };
 inline const std::map<std::string, Layout> kLayoutNames = {
     {"contiguous", Layout::contiguous}, {"channels_last", Layout::channels_last}};
 
+// A divisor of numerators in [0, 2^31): Halide's division, or, with a magic pair (multiplier,
+// shift: the runtime's magic_divisor computes it for a divisor given at run time), a multiply
+// and a shift. GPUs have no integer divider (a 32-bit division is an emulated sequence of about
+// 20 instructions), so GPU kernels take the pairs of their runtime divisors; constants need
+// none (Halide strength-reduces them). Exact (Granlund and Montgomery): with l = ceil(log2 d),
+// multiplier = ceil(2^(31+l) / d) < 2^32 and shift = 31 + l, n / d == (n * multiplier) >> shift
+// for every n below 2^31.
+struct Divisor {
+  Halide::Expr d, multiplier, shift;  // multiplier and shift uint32, or undefined
+
+  Halide::Expr divide(const Halide::Expr& n) const {
+    using Halide::cast;
+    if (!multiplier.defined()) return n / d;
+    return cast<int32_t>((cast<uint64_t>(n) * cast<uint64_t>(multiplier)) >> cast<uint64_t>(shift));
+  }
+  Halide::Expr remainder(const Halide::Expr& n) const { return n - divide(n) * d; }
+};
+
 // One spatial dimension of a pooling window. Fields are Exprs so a window can be a runtime
-// input or a compile-time constant alike.
+// input or a compile-time constant alike; the divisors carry their magic pairs where given.
 struct Window1D {
   Halide::Expr kernel, stride, padding, dilation;
+  Divisor stride_divisor, dilation_divisor;
+
+  Window1D() = default;
+  Window1D(Halide::Expr k, Halide::Expr s, Halide::Expr p, Halide::Expr d)
+      : kernel(k), stride(s), padding(p), dilation(d), stride_divisor{s}, dilation_divisor{d} {}
 
   // First tap of output position o (may lie in the padding).
   Halide::Expr start(const Halide::Expr& o) const { return o * stride - padding; }
 
-  // The start stepped forward by the dilation until it is in bounds (it may pass the end).
+  // The start stepped forward by the dilation until it is in bounds (it may pass the end). The
+  // numerator is positive where the select takes it.
   Halide::Expr first_in_bounds(const Halide::Expr& o) const {
     Halide::Expr s = start(o);
-    return Halide::select(s < 0, s + ((dilation - 1 - s) / dilation) * dilation, s);
+    return Halide::select(s < 0, s + dilation_divisor.divide(dilation - 1 - s) * dilation, s);
+  }
+};
+
+// The magic pairs of runtime divisors, as a GPU kernel's inputs (name_magic_<i>, name_shift_<i>
+// per spatial dimension, innermost first), in the order the runtime passes them (MagicArgs).
+struct MagicInputs {
+  std::vector<Halide::GeneratorInput<uint32_t>*> multiplier, shift;
+  bool used = false;  // the kernel divides with them (the gpu_magic knob), else with `/`
+
+  template <typename Generator>
+  void add_to(Generator* generator, const std::string& name, int rank) {
+    multiplier.clear();
+    shift.clear();
+    for (int i = 0; i < rank; ++i) {
+      const std::string suffix = std::to_string(i);
+      multiplier.push_back(generator->template add_input<uint32_t>(name + "_magic_" + suffix));
+      shift.push_back(generator->template add_input<uint32_t>(name + "_shift_" + suffix));
+    }
+  }
+  Divisor of(const Halide::Expr& d, int i) const {
+    if (!used || multiplier.empty()) return {d};
+    return {d, *multiplier[i], *shift[i]};
   }
 };
 
 // A window given at run time: kernel, stride, padding and dilation scalars for each spatial
 // dimension (suffix 0 innermost, as Halide orders dimensions), in the order the runtime passes
 // them (runtime's WindowArgs). max_pool and the pooling gradient's window gather take them alike.
+// On GPU targets the strides' and dilations' magic pairs follow (MagicInputs, "stride" then
+// "dilation").
 struct WindowInputs {
   std::vector<Halide::GeneratorInput<int32_t>*> kernel, stride, padding, dilation;
+  MagicInputs stride_magic, dilation_magic;
 
-  // Adds the inputs to `generator` (from its configure()).
+  // Adds the inputs to `generator` (from its configure()); `magic`: the divisors' pairs too.
   template <typename Generator>
-  void add_to(Generator* generator, int rank) {
+  void add_to(Generator* generator, int rank, bool magic) {
     for (auto* list : {&kernel, &stride, &padding, &dilation}) list->clear();
     for (int i = 0; i < rank; ++i) {
       const std::string suffix = std::to_string(i);
@@ -48,8 +97,18 @@ struct WindowInputs {
       padding.push_back(generator->template add_input<int32_t>("padding_" + suffix));
       dilation.push_back(generator->template add_input<int32_t>("dilation_" + suffix));
     }
+    if (magic) {
+      stride_magic.add_to(generator, "stride", rank);
+      dilation_magic.add_to(generator, "dilation", rank);
+    }
   }
-  Window1D operator[](int i) const { return {*kernel[i], *stride[i], *padding[i], *dilation[i]}; }
+  void use_magic(bool use) { stride_magic.used = dilation_magic.used = use; }
+  Window1D operator[](int i) const {
+    Window1D w(*kernel[i], *stride[i], *padding[i], *dilation[i]);
+    w.stride_divisor = stride_magic.of(w.stride, i);
+    w.dilation_divisor = dilation_magic.of(w.dilation, i);
+    return w;
+  }
 };
 
 // A window fixed at compile time (kernel = fixed_kernel, stride = fixed_stride, padding =
@@ -65,7 +124,7 @@ struct FixedWindow {
   // Dimension i's window: the constants, or `inputs`'.
   Window1D of(const WindowInputs& inputs, int i) const {
     if (!fixed()) return inputs[i];
-    return {Halide::Expr(int(kernel)), Halide::Expr(int(stride)), Halide::Expr(int(padding)), 1};
+    return Window1D(int(kernel), int(stride), int(padding), 1);
   }
 };
 

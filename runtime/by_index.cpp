@@ -520,16 +520,22 @@ Status run_flat(const Kernel& kernel, Device device, const Views& views) {
   return run_flat_buffers(kernel, device, views, nullptr);
 }
 
-Status window_gather(const Kernel& kernel, const Window& window, Device device,
-                     const View& values, const View& indices, const View& output,
-                     bool* done) {
-  *done = false;
-  if (!takes_whole({&values, &indices, &output}, kernel.layout)) return {};
+namespace {
+
+// window_gather on views a launch takes whole.
+Status window_gather_piece(const Kernel& kernel, const Window& window, Device device,
+                           const View& values, const View& indices, const View& output,
+                           bool* done) {
   HalideView values_buffer(values, kernel.layout, kernel.value),
       indices_buffer(indices, kernel.layout, kernel.index),
       output_buffer(output, kernel.layout, kernel.value);
   KernelArgs args{nullptr, &values_buffer.buffer, &indices_buffer.buffer};
-  const WindowArgs window_args(window, &args);
+  const WindowArgs window_args(window, kernel, &args);
+  // A GPU kernel's check divides by the input's spatial extents (innermost first).
+  int64_t extents[3];
+  for (int i = 0; i < window.nd; ++i) extents[i] = output.shape[output.rank - 1 - i];
+  std::optional<MagicArgs> extent_magic;
+  if (kernel.device == Device::cuda) extent_magic.emplace(extents, window.nd, &args);
   int32_t outside = 0;
   halide_buffer_t outside_buffer{};
   outside_buffer.host = reinterpret_cast<uint8_t*>(&outside);
@@ -538,6 +544,10 @@ Status window_gather(const Kernel& kernel, const Window& window, Device device,
   args.push_back(&outside_buffer);
   std::string error;
   const bool on_device = values.device == Device::cuda;
+  if (device == Device::cuda) {
+    merge_planes({&values_buffer.buffer, &indices_buffer.buffer, &output_buffer.buffer},
+                 kernel.layout);
+  }
   const int result =
       device == Device::cuda
           ? run_cuda_kernel(kernel, args,
@@ -551,6 +561,28 @@ Status window_gather(const Kernel& kernel, const Window& window, Device device,
   if (result != 0) return kernel_failed(kernel, error);
   *done = outside == 0;
   return {};
+}
+
+}  // namespace
+
+Status window_gather(const Kernel& kernel, const Window& window, Device device,
+                     const View& values, const View& indices, const View& output,
+                     bool* done) {
+  *done = false;
+  if (!takes_whole({&values, &indices, &output}, kernel.layout)) return {};
+  // On CUDA in pieces of planes the grid holds; the first piece to find an index outside its
+  // window ends the gather (the fallback then rewrites the whole output).
+  *done = true;
+  return for_each_piece(
+      {values, indices, output},
+      [&](const Views& piece) {
+        return device != Device::cuda || fits_cuda_grid(piece, kernel.layout);
+      },
+      [&](const Views& piece, int64_t) {
+        if (!*done) return Status();
+        return window_gather_piece(kernel, window, device, piece[0], piece[1], piece[2], done);
+      },
+      [&](const Views&, int64_t) { return Status(); });  // one plane always fits the grid
 }
 
 Status run_reporting(const Kernel& kernel, Device device, const Views& views, int64_t bound,

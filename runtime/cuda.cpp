@@ -4,6 +4,7 @@
 
 #if POOLGEN_WITH_CUDA
 #include <HalideRuntimeCuda.h>
+#include <HalideRuntimeOpenCL.h>
 #include <dlfcn.h>
 
 #include <mutex>
@@ -23,6 +24,13 @@ Device call_device(Device requested, const TensorView& leading) {
 }
 
 Status check_device_view(const char* argument, const View& view, Layout layout, bool flat) {
+#if POOLGEN_GPU_OPENCL
+  if (view.device == Device::cuda) {
+    return fail(Code::unsupported, argument, ": expected host memory (this build runs its CUDA ",
+                "kernels on OpenCL, POOLGEN_GPU_API=opencl, which takes no CUDA device ",
+                "pointers), got a CUDA view");
+  }
+#endif
   if (view.device != Device::cuda || (fits(view, layout) && (!flat || view.flat_planes(layout)))) {
     return {};
   }
@@ -33,9 +41,60 @@ Status check_device_view(const char* argument, const View& view, Layout layout, 
               format_shape(Ints(view.shape, view.shape + view.rank)));
 }
 
+bool fits_cuda_grid(const View& view, Layout layout) {
+  return (layout == Layout::contiguous ? view.shape[0] * view.shape[1] : view.shape[0]) <=
+         kCudaGridPlanes;
+}
+
+bool fits_cuda_grid(const Views& views, Layout layout) {
+  for (const View& v : views) {
+    if (!fits_cuda_grid(v, layout)) return false;
+  }
+  return true;
+}
+
+void merge_planes(std::initializer_list<halide_buffer_t*> buffers, Layout layout) {
+  if (layout != Layout::contiguous) return;
+  auto planes = [](halide_buffer_t* b) {
+    return std::make_pair(&b->dim[b->dimensions - 2], &b->dim[b->dimensions - 1]);
+  };
+  for (halide_buffer_t* b : buffers) {
+    const auto [c, n] = planes(b);  // a channel of one plane has any stride
+    if (c->extent > 1 && int64_t{n->stride} != int64_t{c->stride} * c->extent) return;
+  }
+  for (halide_buffer_t* b : buffers) {
+    const auto [c, n] = planes(b);
+    if (c->extent == 1) c->stride = n->stride;
+    c->extent *= n->extent;  // below 2^31: the buffer's elements are
+    n->extent = 1;
+  }
+}
+
 #if POOLGEN_WITH_CUDA
 
 namespace {
+
+#if POOLGEN_GPU_OPENCL
+// The OpenCL check build (POOLGEN_GPU_API=opencl): every "CUDA" kernel is OpenCL code, which any
+// OpenCL device runs, so the device meets every capability built; views are host memory only.
+constexpr int kOpenClCapability = 1000;
+const halide_device_interface_t* gpu_interface() { return halide_opencl_device_interface(); }
+
+void install_hooks() {
+  // Halide's OpenCL code calls atomic_cmpxchg on 64-bit integers (the winner's atomic max),
+  // which OpenCL 1.2 names atom_cmpxchg (cl_khr_int64_base_atomics); PoCL resolves the former to
+  // its 32-bit overloads only ("ambiguous"). Its builtins are renamed macros, so the 64-bit name
+  // can be put in place of the other.
+  halide_opencl_set_build_options("-D_cl_atomic_cmpxchg=_cl_atom_cmpxchg");
+}
+
+int wrap_device_pointer(void* user_context, halide_buffer_t*, uint64_t) {
+  halide_error(user_context, "device views are refused in the OpenCL check build");
+  return halide_error_code_generic_error;
+}
+int detach_device_pointer(void*, halide_buffer_t*) { return 0; }
+#else
+const halide_device_interface_t* gpu_interface() { return halide_cuda_device_interface(); }
 
 // Halide's CUDA runtime makes a context of its own by default, but device pointers a caller
 // allocated (cudaMalloc, PyTorch) belong to the context current on the caller's thread, usually
@@ -70,15 +129,27 @@ int release_context(void* user_context) {
   return took_halide_context ? halide_release(user_context) : 0;
 }
 
-// Also keeps freed device allocations for reuse: a call's scratch buffers (the winner
-// unpooling's slots, the reports) and host views' device copies would otherwise cost a
+void install_hooks() {
+  halide_acquire = halide_set_cuda_acquire_context(acquire_context);
+  halide_release = halide_set_cuda_release_context(release_context);
+}
+
+int wrap_device_pointer(void* user_context, halide_buffer_t* buffer, uint64_t pointer) {
+  return halide_cuda_wrap_device_ptr(user_context, buffer, pointer);
+}
+int detach_device_pointer(void* user_context, halide_buffer_t* buffer) {
+  return halide_cuda_detach_device_ptr(user_context, buffer);
+}
+#endif
+
+// The hooks, once; also keeps freed device allocations for reuse: a call's scratch buffers (the
+// winner unpooling's slots, the reports) and host views' device copies would otherwise cost a
 // cuMemAlloc and a cuMemFree each, both synchronizing, on every call. Halide frees the cache when
 // an allocation fails and on halide_device_release.
 void use_callers_context() {
   static std::once_flag installed;
   std::call_once(installed, [] {
-    halide_acquire = halide_set_cuda_acquire_context(acquire_context);
-    halide_release = halide_set_cuda_release_context(release_context);
+    install_hooks();
     halide_reuse_device_allocations(nullptr, true);
   });
 }
@@ -91,7 +162,7 @@ Status cuda_capability(int* capability) {
   std::string error;
   const int result = with_error_capture(
       [&](void* user_context) {
-        return halide_cuda_device_interface()->compute_capability(user_context, &major, &minor);
+        return gpu_interface()->compute_capability(user_context, &major, &minor);
       },
       &error);
   // Without libcuda Halide answers capability 0.0 and no error.
@@ -102,7 +173,11 @@ Status cuda_capability(int* capability) {
                             : (error.empty() ? "error " + std::to_string(result) : error),
                 ")");
   }
+#if POOLGEN_GPU_OPENCL
+  *capability = kOpenClCapability;
+#else
   *capability = 10 * major + minor;
+#endif
   return {};
 }
 
@@ -118,7 +193,7 @@ int run_cuda_kernel(const Kernel& kernel, KernelArgs& args,
           if (!b.on_device || result != 0) continue;
           const auto pointer = reinterpret_cast<uint64_t>(b.buffer->host);
           b.buffer->host = nullptr;
-          result = halide_cuda_wrap_device_ptr(user_context, b.buffer, pointer);
+          result = wrap_device_pointer(user_context, b.buffer, pointer);
           if (result == 0) wrapped.push_back(b.buffer);
         }
         // Host inputs: Halide copies a buffer to the device only when its host side is dirty.
@@ -141,7 +216,7 @@ int run_cuda_kernel(const Kernel& kernel, KernelArgs& args,
           // Host views got device copies from the kernel: free them.
           if (b.buffer->device) halide_device_free(user_context, b.buffer);
         }
-        for (halide_buffer_t* b : wrapped) halide_cuda_detach_device_ptr(user_context, b);
+        for (halide_buffer_t* b : wrapped) detach_device_pointer(user_context, b);
         return result;
       },
       error);

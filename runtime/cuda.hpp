@@ -8,6 +8,7 @@
 
 #include <HalideRuntime.h>
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,19 @@ Status cuda_capability(int* capability);
 // A device view must fit the kernel's layout as it is (with flat planes, if asked): the runtime
 // makes no packed copies on the device.
 Status check_device_view(const char* argument, const View& view, Layout layout, bool flat);
+
+// CUDA's grid holds at most 65535 blocks in y and z, where the kernels built with the planes grid
+// (schedules/gpu_schedules.h, GpuGrid) put a contiguous call's (n, c) planes and a channels-last
+// call's batch: pooling and the window gathers run in pieces that fit (any kernel takes them).
+constexpr int64_t kCudaGridPlanes = 65535;
+bool fits_cuda_grid(const View& view, Layout layout);
+bool fits_cuda_grid(const Views& views, Layout layout);
+
+// A contiguous call's kernel buffers with their (c, n) dimensions (Halide's last two) as one
+// dimension of N * C planes, where every buffer's n stride is C times its c stride (dense
+// tensors): the planes grid then needs no division to find a block's plane. Nothing changes
+// otherwise.
+void merge_planes(std::initializer_list<halide_buffer_t*> buffers, Layout layout);
 
 // One buffer of a CUDA call: its data is a device pointer (on_device) or host memory; outputs
 // in host memory are copied back after the kernel.

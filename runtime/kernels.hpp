@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -149,16 +150,53 @@ int64_t by_index_bytes(const View& values, DType index, int64_t plane, int64_t s
 // streaming_bytes() on, where no cache holds the call.
 bool gather_pays(const Kernel& gather, int64_t bytes);
 
-// A kernel's argv: the user context, then its buffers and scalars (3-D pooling backward's window
-// gather has the most: 17).
-using KernelArgs = InlineVector<void*, 17>;
+// A kernel's argv: the user context, then its buffers and scalars (3-D pooling backward's CUDA
+// window gather has the most: 35, with its magic pairs).
+using KernelArgs = InlineVector<void*, 35>;
+
+// The pair that divides every numerator in [0, 2^31) by d (1 <= d < 2^31) with a multiply and a
+// shift, as GPU kernels divide by runtime values (generators/window.h, Divisor): with
+// l = ceil(log2 d), multiplier = ceil(2^(31+l) / d) (below 2^32) and shift = 31 + l,
+// n / d == (n * multiplier) >> shift.
+struct MagicDivisor {
+  uint32_t multiplier, shift;
+  explicit MagicDivisor(int64_t d) {
+    int l = 0;
+    while ((int64_t{1} << l) < d) ++l;
+    shift = static_cast<uint32_t>(31 + l);
+    multiplier = static_cast<uint32_t>(((uint64_t{1} << shift) + d - 1) / d);
+  }
+  int64_t divide(int64_t n) const {
+    return static_cast<int64_t>((static_cast<uint64_t>(n) * multiplier) >> shift);
+  }
+};
+
+// The magic pairs of `count` divisors appended to a kernel's arguments (MagicInputs: per
+// dimension, multiplier then shift). The object holds the values while the kernel runs.
+struct MagicArgs {
+  uint32_t pairs[3][2];
+  MagicArgs(const int64_t* divisors, int count, KernelArgs* args) {
+    for (int i = 0; i < count; ++i) {
+      const MagicDivisor m(divisors[i]);
+      pairs[i][0] = m.multiplier;
+      pairs[i][1] = m.shift;
+      args->push_back(&pairs[i][0]);
+      args->push_back(&pairs[i][1]);
+    }
+  }
+  MagicArgs(const MagicArgs&) = delete;
+  MagicArgs& operator=(const MagicArgs&) = delete;
+};
 
 // A window's scalars appended to a kernel's arguments as max_pool's generator declares them:
-// per spatial dimension, innermost first, kernel, stride, padding and dilation. The object holds
-// the values while the kernel runs.
+// per spatial dimension, innermost first, kernel, stride, padding and dilation; for a GPU kernel
+// then the strides' and the dilations' magic pairs. The object holds the values while the
+// kernel runs.
 struct WindowArgs {
   int32_t params[3][4];
-  WindowArgs(const Window& window, KernelArgs* args) {
+  int64_t strides[3], dilations[3];  // innermost first
+  std::optional<MagicArgs> stride_magic, dilation_magic;
+  WindowArgs(const Window& window, const Kernel& kernel, KernelArgs* args) {
     for (int i = 0; i < window.nd; ++i) {
       const int d = window.nd - 1 - i;
       params[i][0] = static_cast<int32_t>(window.kernel[d]);
@@ -166,6 +204,12 @@ struct WindowArgs {
       params[i][2] = static_cast<int32_t>(window.padding[d]);
       params[i][3] = static_cast<int32_t>(window.dilation[d]);
       for (int32_t& p : params[i]) args->push_back(&p);
+      strides[i] = window.stride[d];
+      dilations[i] = window.dilation[d];
+    }
+    if (kernel.device == Device::cuda) {
+      stride_magic.emplace(strides, window.nd, args);
+      dilation_magic.emplace(dilations, window.nd, args);
     }
   }
   WindowArgs(const WindowArgs&) = delete;

@@ -67,7 +67,7 @@ struct PoolRun {
       : in(views[0], kernel.layout, kernel.value),
         values(views[1], kernel.layout, kernel.value),
         indices(views[2], kernel.layout, kernel.index),
-        window_args(window, &args) {
+        window_args(window, kernel, &args) {
     args.push_back(&values.buffer);
     args.push_back(&indices.buffer);
   }
@@ -95,6 +95,7 @@ Status run_pool(const Kernel& kernel, const Window& window, Device device, const
   if (device != Device::cuda) return run.run_on_cpu(kernel, sharing_bytes(kernel, views));
   std::string error;
   const bool on_device = views[0].device == Device::cuda;
+  merge_planes({&run.in.buffer, &run.values.buffer, &run.indices.buffer}, kernel.layout);
   const int result = run_cuda_kernel(kernel, run.args,
                                      {{&run.in.buffer, on_device, false},
                                       {&run.values.buffer, on_device, true},
@@ -277,7 +278,10 @@ Status run_checked(int nd, const TensorView& input, const PoolOptions& options,
   // Calls too large for one kernel call run in pieces of planes, or of rows of one plane.
   POOLGEN_RETURN_IF_ERROR(for_each_piece(
       {staged_in.view(), staged_values.view(), staged_indices.view()},
-      [&](const Views& piece) { return fits_kernel(piece, kernel.layout); },
+      [&](const Views& piece) {
+        return fits_kernel(piece, kernel.layout) &&
+               (call.device != Device::cuda || fits_cuda_grid(piece, kernel.layout));
+      },
       [&](const Views& piece, int64_t) {
         return run_pool(kernel, call.window, call.device, piece);
       },

@@ -6,11 +6,25 @@ using namespace Halide;
 
 namespace {
 
+// Fuses `vars` (innermost first) into one, named after them; `vars` must not be empty.
+Var fused(Func f, const std::vector<Var>& vars) {
+  Var all = vars[0];
+  for (size_t i = 1; i < vars.size(); ++i) {
+    Var next(all.name() + "_" + vars[i].name());
+    f.fuse(all, vars[i], next);
+    all = next;
+  }
+  return all;
+}
+
 // Tiles the first two dimensions of `f` (with fuse_inner, the first two fused into one and the
-// third) into blocks of threads_x x threads_y threads and makes every block loop one fused block
-// dimension: CUDA's grid x takes 2^31-1 blocks where y and z take 65535, which a channels-last
-// plane or a large batch would exceed. Returns the thread variable of the innermost dimension.
-Var tile_threads(Func f, int threads_x, int threads_y, bool fuse_inner) {
+// third) into blocks of threads_x x threads_y threads and lays the blocks out as `grid` says
+// (GpuGrid): fused, every block dimension in grid x (2^31-1 blocks, where y and z take 65535,
+// which a channels-last plane or a large batch would exceed); planes, the grid's three
+// dimensions. Returns the loop inside which one output is computed: the thread variable of the
+// innermost dimension, or the batch loop inside the threads (planes, contiguous).
+Var tile_threads(Func f, int threads_x, int threads_y, bool fuse_inner,
+                 GpuGrid grid = GpuGrid::fused, Layout layout = Layout::contiguous) {
   std::vector<Var> dims = f.args();
   if (fuse_inner) {
     Var inner(dims[0].name() + "_" + dims[1].name());
@@ -20,24 +34,61 @@ Var tile_threads(Func f, int threads_x, int threads_y, bool fuse_inner) {
   }
   Var xo("xo"), yo("yo"), xi("xi"), yi("yi");
   f.tile(dims[0], dims[1], xo, yo, xi, yi, threads_x, threads_y, TailStrategy::GuardWithIf);
-  Var fused = xo;
-  std::vector<Var> outer{yo};
-  outer.insert(outer.end(), dims.begin() + 2, dims.end());
-  for (const Var& v : outer) {
-    Var next(fused.name() + "_" + v.name());
-    f.fuse(fused, v, next);
-    fused = next;
+  const std::vector<Var> outer(dims.begin() + 2, dims.end());  // innermost first; n last
+  if (grid == GpuGrid::fused) {
+    std::vector<Var> blocks{xo, yo};
+    blocks.insert(blocks.end(), outer.begin(), outer.end());
+    f.gpu_blocks(fused(f, blocks)).gpu_threads(xi, yi);
+    return xi;
   }
-  f.gpu_blocks(fused).gpu_threads(xi, yi);
+  if (outer.empty()) {  // channels-last 1-D, fused: (channels x columns, batch)
+    f.gpu_blocks(xo, yo).gpu_threads(xi, yi);
+  } else if (layout == Layout::contiguous) {
+    // The batch loops inside each thread (the runtime merges it into the planes); 1-D tiles
+    // (columns, planes), the others (columns, rows) with the planes in z.
+    const Var n = outer.back();
+    if (outer.size() == 1) {
+      f.reorder(n, xi, yi, xo, yo).gpu_threads(xi, yi).gpu_blocks(xo, yo);
+    } else {
+      std::vector<Var> rows{yo};
+      rows.insert(rows.end(), outer.begin(), outer.end() - 2);
+      const Var r = fused(f, rows), planes = outer[outer.size() - 2];
+      f.reorder(n, xi, yi, r, xo, planes).gpu_threads(xi, yi).gpu_blocks(r, xo, planes);
+    }
+    return n;
+  } else {
+    std::vector<Var> rows{yo};
+    rows.insert(rows.end(), outer.begin(), outer.end() - 1);
+    f.gpu_blocks(xo, fused(f, rows), outer.back()).gpu_threads(xi, yi);
+  }
   return xi;
 }
 
 // One thread per element of an update over `r` (memory order, innermost first): threads along
-// r[0], and the blocks of r[0] fused with the other dimensions into one block dimension.
-void thread_per_element(Stage update, const RDom& r, int threads) {
+// r[0], and the blocks of r[0] fused with the other dimensions into one block dimension; with
+// the planes grid, over a contiguous tensor's (spatial..., c, n), the blocks of r[0] in grid y,
+// the other spatial dimensions (fused) in x, the planes in z and the batch inside each thread.
+void thread_per_element(Stage update, const RDom& r, int threads, GpuGrid grid = GpuGrid::fused,
+                        Layout layout = Layout::channels_last) {
   RVar ro("ro"), ri("ri"), outer = r[1];
   update.atomic().split(r[0], ro, ri, threads, TailStrategy::GuardWithIf);
-  for (int i = 2; i < r.dimensions(); ++i) {
+  const int dims = r.dimensions();
+  if (grid == GpuGrid::planes && layout == Layout::contiguous) {
+    const RVar n = r[dims - 1], planes = r[dims - 2];
+    if (dims == 3) {  // 1-D
+      update.reorder(n, ri, ro, planes).gpu_threads(ri).gpu_blocks(ro, planes);
+      return;
+    }
+    RVar rows = r[1];
+    for (int i = 2; i < dims - 2; ++i) {
+      RVar next(rows.name() + "_" + r[i].name());
+      update.fuse(rows, r[i], next);
+      rows = next;
+    }
+    update.reorder(n, ri, rows, ro, planes).gpu_threads(ri).gpu_blocks(rows, ro, planes);
+    return;
+  }
+  for (int i = 2; i < dims; ++i) {
     RVar fused(outer.name() + "_" + r[i].name());
     update.fuse(outer, r[i], fused);
     outer = fused;
@@ -59,8 +110,8 @@ void first_invalid_threads(Func first_invalid, const RDom& bad, const std::vecto
 
 void GpuPoolSchedule::apply(const PoolStages& s, const Target&) const {
   Func result = s.result, scan = s.scan;
-  const Var thread =
-      tile_threads(result, gpu_threads_x, gpu_threads_y, fuses_inner(gpu_fuse, s.layout));
+  const Var thread = tile_threads(result, gpu_threads_x, gpu_threads_y,
+                                  fuses_inner(gpu_fuse, s.layout), gpu_grid, s.layout);
   scan.compute_at(result, thread);
   if (s.window_fixed) {
     for (int i = 0; i < s.r.dimensions(); ++i) scan.update().unroll(s.r[i]);
@@ -90,9 +141,10 @@ void GpuScatterSchedule::apply(const ScatterStages& s, const Target&) const {
 void GpuPoolGatherSchedule::apply(const PoolGatherStages& s) const {
   Func grad_input = s.grad_input, sum = s.sum, outside = s.outside_window;
   sum.compute_at(grad_input, tile_threads(grad_input, gpu_threads_x, gpu_threads_y,
-                                          fuses_inner(gpu_fuse, s.layout)));
+                                          fuses_inner(gpu_fuse, s.layout), gpu_grid, s.layout));
   outside.gpu_single_thread();
-  thread_per_element(outside.update(), s.outputs, int(gpu_threads_x) * int(gpu_threads_y));
+  thread_per_element(outside.update(), s.outputs, int(gpu_threads_x) * int(gpu_threads_y),
+                     gpu_grid, s.layout);
 }
 
 void GpuIndexGatherSchedule::apply(const IndexGatherStages& s, Func first_invalid,

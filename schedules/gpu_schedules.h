@@ -19,6 +19,19 @@ inline bool fuses_inner(FuseInner f, Layout layout) {
   return f == FuseInner::all || (f == FuseInner::channels_last && layout == Layout::channels_last);
 }
 
+// How a kernel's blocks map onto CUDA's grid (gpu_grid). fused: every dimension outside the
+// threads' tile fused into grid x, which takes 2^31-1 blocks, so any shape launches; each thread
+// then takes its block index apart by the runtime block counts, three or four 32-bit divisions
+// and remainders (each an emulated sequence of about 20 instructions). planes: the grid's three
+// dimensions hold the blocks directly: contiguous kernels put the planes in z (the runtime
+// passes a dense (n, c) as one dimension of N*C planes, at most 65535 a launch) and loop over the
+// batch inside each thread, the tile's column blocks in y and the rows (3-D: fused with the
+// depth, a division by the row blocks) in x; channels-last kernels put the batch in z, the rows
+// (3-D: with the depth) in y. Opt-in until a GPU has timed it (bench/results/cuda).
+enum class GpuGrid { fused, planes };
+inline const std::map<std::string, GpuGrid> kGpuGridNames = {{"fused", GpuGrid::fused},
+                                                             {"planes", GpuGrid::planes}};
+
 // One thread per output, tiles of gpu_threads_x x gpu_threads_y threads per block: x runs along
 // the dimension that is dense in memory (output columns in contiguous, channels in
 // channels-last), so a warp's loads and stores coalesce; every other dimension is a block
@@ -29,6 +42,10 @@ struct GpuPoolSchedule {
   Halide::GeneratorParam<int> gpu_threads_y{"gpu_threads_y", 8};
   Halide::GeneratorParam<FuseInner> gpu_fuse{"gpu_fuse", FuseInner::channels_last,
                                              kFuseInnerNames};
+  Halide::GeneratorParam<GpuGrid> gpu_grid{"gpu_grid", GpuGrid::fused, kGpuGridNames};
+  // Divide by the runtime window's strides and dilations with their magic pairs (generators/
+  // window.h, Divisor) instead of the GPU's emulated division; opt-in until a GPU has timed it.
+  Halide::GeneratorParam<bool> gpu_magic{"gpu_magic", false};
 
   void apply(const PoolStages& s, const Halide::Target& target) const;
 };
@@ -73,6 +90,9 @@ struct GpuPoolGatherSchedule {
   Halide::GeneratorParam<int> gpu_threads_y{"gpu_threads_y", 8};
   Halide::GeneratorParam<FuseInner> gpu_fuse{"gpu_fuse", FuseInner::channels_last,
                                              kFuseInnerNames};
+  Halide::GeneratorParam<GpuGrid> gpu_grid{"gpu_grid", GpuGrid::fused, kGpuGridNames};
+  // As GpuPoolSchedule's; also the check's divisions by the input's extents.
+  Halide::GeneratorParam<bool> gpu_magic{"gpu_magic", false};
 
   void apply(const PoolGatherStages& s) const;
 };

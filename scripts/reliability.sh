@@ -8,6 +8,9 @@
 #   asan  build-asan: AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer at exit);
 #         the whole ctest suite, the fuzzers' checked-in corpora included.
 #   tsan  build-tsan: ThreadSanitizer; the concurrency stress test and the worker threads' test.
+#   opencl build-opencl: the GPU kernel matrix (CUDA's generators and GPU schedules) compiled
+#         for Halide's OpenCL target and run on PoCL, a CPU OpenCL: the CUDA tests, CPU against
+#         "GPU" bit for bit, with host data (docs/testing.md, "GPU checks without a GPU").
 #   fuzz  each libFuzzer target of build-asan for POOLGEN_FUZZ_SECONDS (default 60) from its
 #         checked-in corpus, seed POOLGEN_FUZZ_SEED (default 1); new inputs go to
 #         build-asan/fuzz-corpus/<target>, crashes to build-asan/fuzz-artifacts/.
@@ -17,6 +20,7 @@ jobs=("$@")
 ((${#jobs[@]})) || jobs=(asan tsan fuzz)
 ASAN_BUILD="${POOLGEN_ASAN_BUILD_DIR:-$ROOT/build-asan}"
 TSAN_BUILD="${POOLGEN_TSAN_BUILD_DIR:-$ROOT/build-tsan}"
+OPENCL_BUILD="${POOLGEN_OPENCL_BUILD_DIR:-$ROOT/build-opencl}"
 
 # Any failure stops the run: the sanitizers abort on the first report.
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
@@ -66,6 +70,27 @@ for job in "${jobs[@]}"; do
       POOLGEN_STRESS_ITERATIONS=250 ctest --test-dir "$TSAN_BUILD" --output-on-failure \
         -R '^poolgen_(concurrency|workers)_test$'
       ;;
+    opencl)
+      # CUDA builds the same kernels with POOLGEN_GPU_API=cuda; only the backend differs. Two
+      # matrices: the default one, and the candidate (POOLGEN_CUDA_CANDIDATE: the opt-in CUDA
+      # changes a GPU has yet to time). The parity test's largest shapes (the v0.1 ones, a
+      # 67M-element plane) take PoCL minutes (POOLGEN_OPENCL_FILTER=* runs them: 4 minutes a
+      # matrix); those past the grid's limits (200000 planes, 70000 batches) stay in. POOLGEN_OPENCL_CMAKE_ARGS adds options, shell-quoted
+      # (e.g. "'-DPOOLGEN_CUDA_KNOBS_max_pool=gpu_threads_x=64;gpu_threads_y=4'").
+      eval "extra=(${POOLGEN_OPENCL_CMAKE_ARGS:-})"
+      for matrix in default candidate; do
+        dir="$OPENCL_BUILD"
+        [ "$matrix" = default ] || dir="$OPENCL_BUILD-$matrix"
+        checked_build "$dir" poolgen_cuda_test x86-64-linux \
+          -DPOOLGEN_CUDA_CAPABILITIES=70 -DPOOLGEN_GPU_API=opencl \
+          -DPOOLGEN_CUDA_CANDIDATE="$([ "$matrix" = candidate ] && echo ON || echo OFF)" \
+          -DPOOLGEN_VALUE_TYPES="f32;f64" -DPOOLGEN_INDEX_TYPES="i64;i32" "${extra[@]}"
+        start=$(date +%s)
+        "$dir/tests/poolgen_cuda_test" --gtest_brief=1 \
+          --gtest_filter="${POOLGEN_OPENCL_FILTER:--*8192*:*8x64x65536*:*8x64x112x112*}"
+        echo "reliability: the OpenCL check of the $matrix CUDA matrix ran in $(($(date +%s) - start)) s"
+      done
+      ;;
     fuzz)
       [ -f "$ASAN_BUILD/CMakeCache.txt" ] || "$0" asan
       for fuzzer in "$ASAN_BUILD"/tests/fuzz/*_fuzzer; do
@@ -87,7 +112,7 @@ for job in "${jobs[@]}"; do
       done
       ;;
     *)
-      echo "reliability: unknown job '$job' (expected asan, tsan or fuzz)" >&2
+      echo "reliability: unknown job '$job' (expected asan, tsan, opencl or fuzz)" >&2
       exit 2
       ;;
   esac

@@ -14,9 +14,17 @@
 
 #include "built_kernels.hpp"
 #include "poolgen/poolgen.hpp"
+#include "random_cases.hpp"
 #include "reference.hpp"
 
-#if POOLGEN_WITH_CUDA
+// CUDA device pointers exist in a CUDA build; the OpenCL check build (POOLGEN_GPU_API=opencl,
+// its GPU kernels on PoCL) takes host views only.
+#if POOLGEN_WITH_CUDA && !POOLGEN_GPU_OPENCL
+#define POOLGEN_CUDA_DEVICE_POINTERS 1
+#else
+#define POOLGEN_CUDA_DEVICE_POINTERS 0
+#endif
+#if POOLGEN_CUDA_DEVICE_POINTERS
 #include <HalideRuntime.h>
 #include <HalideRuntimeCuda.h>
 #endif
@@ -244,7 +252,7 @@ TEST(WinnerCpu, KernelChoice) {
     }                                                                                       \
   } while (false)
 
-#if POOLGEN_WITH_CUDA
+#if POOLGEN_CUDA_DEVICE_POINTERS
 // Device memory through Halide's CUDA runtime: a 1-D byte buffer with a host mirror.
 class DeviceMemory {
  public:
@@ -348,7 +356,8 @@ TEST(Cuda, PoolHostDataMatchesReference) {
 
 TEST(Cuda, PoolDevicePointersMatchReference) {
   POOLGEN_REQUIRE_CUDA();
-#if POOLGEN_WITH_CUDA
+  if (!POOLGEN_CUDA_DEVICE_POINTERS) GTEST_SKIP() << "the OpenCL check build takes host views only";
+#if POOLGEN_CUDA_DEVICE_POINTERS
   for (const PoolCase& c : pool_cases()) {
     const std::vector<float> input = random_floats(ref::numel(c.shape), c.shape.back() + 1);
     Ints out_shape;
@@ -402,7 +411,8 @@ TEST(Cuda, UnpoolHostDataMatchesReferenceDeterministically) {
 
 TEST(Cuda, UnpoolDevicePointersWithGuards) {
   POOLGEN_REQUIRE_CUDA();
-#if POOLGEN_WITH_CUDA
+  if (!POOLGEN_CUDA_DEVICE_POINTERS) GTEST_SKIP() << "the OpenCL check build takes host views only";
+#if POOLGEN_CUDA_DEVICE_POINTERS
   std::mt19937_64 rng(12);
   for (int i = 0; i < 30; ++i) {
     const UnpoolCase c = random_unpool_case(rng, i % 2 == 1, true);
@@ -491,7 +501,7 @@ TEST(Cuda, PoolBackwardMatchesReferenceAndCpu) {
       EXPECT_TRUE(same_bits(gpu, expected)) << c.nd << "-D, run " << run;
       EXPECT_TRUE(same_bits(gpu, cpu)) << c.nd << "-D, run " << run;
     }
-#if POOLGEN_WITH_CUDA
+#if POOLGEN_CUDA_DEVICE_POINTERS
     DeviceMemory g(grad.size() * sizeof(float)), i(indices.size() * sizeof(int64_t)),
         o(expected.size() * sizeof(float));
     TensorView g_view = contiguous(on_device(g, grad), DType::f32, out_shape);
@@ -534,6 +544,69 @@ TEST(Cuda, UnpoolBackwardMatchesReference) {
       continue;
     }
     EXPECT_EQ(inner(gpu), expected) << "case " << i;
+  }
+}
+
+// Random windows (any kernel, stride, padding, dilation, ceil_mode; 1-D to 3-D; both layouts):
+// pooling, its backward and unpooling by the pooling's window on CUDA give the CPU's bits. The
+// CUDA kernels divide by the runtime window and extents (with magic pairs where built so), so
+// every divisor and numerator range counts.
+TEST(Cuda, RandomWindowsMatchCpu) {
+  POOLGEN_REQUIRE_CUDA();
+  test::Rng rng(21);
+  for (int i = 0; i < 120; ++i) {
+    const int nd = static_cast<int>(rng.uniform(1, 3));
+    const bool last = rng.chance(0.5);
+    Ints shape;
+    PoolOptions o;
+    test::random_pool_config(rng, nd, 0, {}, &shape, &o);
+    if (ref::numel(shape) == 0) continue;
+    Ints out_shape;
+    ASSERT_TRUE(max_pool_output_shape(nd, shape, o, &out_shape).ok());
+    auto view = [&](auto* data, const Ints& s) {
+      return last ? channels_last(data, s, nd) : contiguous(data, s);
+    };
+    const std::vector<float> input = random_floats(ref::numel(shape), rng.bits());
+    const std::vector<float> grad = random_gradients(ref::numel(out_shape), rng.bits());
+    std::vector<float> values[2], grad_input[2];
+    std::vector<int64_t> indices[2];
+    for (int d = 0; d < 2; ++d) {
+      PoolOptions on = o;
+      on.device = d ? Device::cuda : Device::cpu;
+      values[d].resize(static_cast<size_t>(ref::numel(out_shape)));
+      indices[d].resize(values[d].size());
+      grad_input[d].resize(input.size());
+      Status s = max_pool(nd, view(input.data(), shape), view(values[d].data(), out_shape),
+                          view(indices[d].data(), out_shape), on);
+      ASSERT_TRUE(s.ok()) << "case " << i << ": " << s.message();
+      s = max_pool_backward(nd, view(grad.data(), out_shape), view(indices[0].data(), out_shape),
+                            view(grad_input[d].data(), shape), on);
+      ASSERT_TRUE(s.ok()) << "case " << i << ": " << s.message();
+    }
+    EXPECT_TRUE(same_bits(values[1], values[0])) << "case " << i;
+    EXPECT_EQ(indices[1], indices[0]) << "case " << i;
+    EXPECT_TRUE(same_bits(grad_input[1], grad_input[0])) << "case " << i;
+    // Unpooling by the same window (unpooling has no dilation): the window gather.
+    const bool unit_dilation =
+        std::all_of(o.dilation.begin(), o.dilation.end(), [](int64_t d) { return d == 1; });
+    if (!unit_dilation) continue;
+    UnpoolOptions u;
+    u.kernel_size = o.kernel_size;
+    u.stride = o.stride;
+    u.padding = o.padding;
+    u.output_size = Ints(shape.end() - nd, shape.end());
+    Ints unpooled_shape;
+    if (!max_unpool_output_shape(nd, out_shape, u, &unpooled_shape).ok()) continue;
+    std::vector<float> unpooled[2];
+    for (int d = 0; d < 2; ++d) {
+      u.device = d ? Device::cuda : Device::cpu;
+      unpooled[d].resize(static_cast<size_t>(ref::numel(unpooled_shape)));
+      const Status s = max_unpool(nd, view(values[0].data(), out_shape),
+                                  view(indices[0].data(), out_shape),
+                                  view(unpooled[d].data(), unpooled_shape), u);
+      ASSERT_TRUE(s.ok()) << "case " << i << ": " << s.message();
+    }
+    EXPECT_TRUE(same_bits(unpooled[1], unpooled[0])) << "case " << i;
   }
 }
 
