@@ -8,7 +8,9 @@ an empty kernel's launch + synchronization, the floor of any call.
 
 With --poolgen FILE (poolgen_cuda_bench's --benchmark_out JSON, aggregates), it prints one
 markdown table: poolgen, PyTorch and the copy in microseconds, PyTorch's time over poolgen's
-and the copy's over poolgen's (1.0: poolgen at the copy's bandwidth). --sweep FILE... only
+and the copy's over poolgen's (1.0: poolgen at the copy's bandwidth). With --dropin (poolgen's
+PyTorch package installed, built against this CUDA PyTorch), the same PyTorch calls are timed
+again with poolgen.torch.enabled(): poolgen as a PyTorch user gets it, allocation included. --sweep FILE... only
 tabulates poolgen_cuda_bench JSON files side by side (scripts/gpu_pack.sh --sweep).
 
     python3 bench/torch_cuda_bench.py --poolgen cuda.json [--markdown FILE] [--json FILE]
@@ -133,6 +135,8 @@ def main():
     ap.add_argument("--poolgen", help="poolgen_cuda_bench's --benchmark_out JSON")
     ap.add_argument("--markdown", help="write the table here too")
     ap.add_argument("--json", help="write every measurement here")
+    ap.add_argument("--dropin", action="store_true",
+                    help="also time the calls through poolgen.torch's drop-in")
     ap.add_argument("--min-time", type=float, default=MIN_TIME,
                     help="seconds per measurement (default %(default)s)")
     args = ap.parse_args()
@@ -143,29 +147,39 @@ def main():
               f"{torch.version.cuda}, PyTorch {torch.__version__}")
     floor = median_us(lambda: torch.cuda._sleep(0))
     ours = poolgen_medians(args.poolgen) if args.poolgen else {}
+    dropin = None
+    if args.dropin:
+        import poolgen.torch as dropin
+        assert dropin.serves_cuda(), "poolgen.torch was built without CUDA"
     rows, records = [], []
     for case in CASES:
         calls, big, small, index = torch_calls(case)
         for op in OPS:
             torch_us = median_us(calls[op])
+            dropin_us = None
+            if dropin:
+                with dropin.enabled():
+                    dropin_us = median_us(calls[op])
             copy = copy_us(op_bytes(op, big, small, index))
             name = f"{op}/{case[0]}"
             ours_us = ours.get(name)
             ours_copy = ours.get("copy_" + name)
             records.append({"case": case[0], "op": op, "torch_us": torch_us,
                             "torch_copy_us": copy, "poolgen_us": ours_us,
-                            "poolgen_copy_us": ours_copy,
+                            "poolgen_copy_us": ours_copy, "dropin_us": dropin_us,
                             "bytes": op_bytes(op, big, small, index)})
             fmt = lambda v: "-" if v is None else f"{v:.1f}"
             ratio = lambda a, b: "-" if a is None or b is None else f"{a / b:.2f}"
             gbps = "-" if ours_us is None else f"{op_bytes(op, big, small, index) / ours_us / 1e3:.0f}"
             rows.append(f"| {case[0]} | {op} | {fmt(ours_us)} | {fmt(torch_us)} | {fmt(copy)} | "
-                        f"{ratio(torch_us, ours_us)} | {ratio(copy, ours_us)} | {gbps} |")
+                        f"{ratio(torch_us, ours_us)} | {ratio(copy, ours_us)} | {gbps} |"
+                        + (f" {fmt(dropin_us)} | {ratio(torch_us, dropin_us)} |" if dropin else ""))
     table = [f"{header}; each call + synchronize, medians, us; empty kernel + synchronize: "
              f"{floor:.1f} us", "",
              "| case | op | poolgen | PyTorch | copy | PyTorch / poolgen | copy / poolgen "
-             "| poolgen GB/s |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"] + rows
+             "| poolgen GB/s |" + (" drop-in | PyTorch / drop-in |" if dropin else ""),
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+             + (" ---: | ---: |" if dropin else "")] + rows
     print("\n".join(table))
     if args.markdown:
         with open(args.markdown, "w") as f:

@@ -67,11 +67,13 @@ struct FirstInvalid {
   Halide::Func first_invalid{"first_invalid"};
   Halide::RDom bad;
 
+  // `runs`: whether the kernel runs at all (a gated kernel's, else true).
   FirstInvalid(const FlatPlanes& planes, const std::function<Halide::Expr(const std::vector<Halide::Expr>&)>& index,
-               const std::function<Halide::Expr(const Halide::Expr&)>& valid) {
+               const std::function<Halide::Expr(const Halide::Expr&)>& valid,
+               const Halide::Expr& runs = Halide::Internal::const_true()) {
     bad = planes.elements("invalid_element");
     const std::vector<Halide::Expr> e = planes.pcn(bad);
-    bad.where(!valid(index(e)));
+    bad.where(runs && !valid(index(e)));
     first_invalid() = Halide::Int(64).max();
     first_invalid() = Halide::min(first_invalid(), planes.position(e));
   }

@@ -16,8 +16,11 @@
 // With `accumulate` it is max pooling's backward (docs/semantics.md, "Gradients"): the same
 // scatter into the pooling input's planes, but each value is added to its slot, in input order
 // and in the value type's arithmetic (add_in_type), and an index outside the plane (an empty
-// window's) is dropped instead of stopping the kernel.
+// window's) is dropped instead of stopping the kernel. On GPUs it is the fallback behind the
+// window gather and gated as max_unpool_winner is: it runs only where `always` is set or `gate`
+// (the gather's count of indices outside their windows, on the device) is not 0.
 #include "Halide.h"
+#include "flat_planes.h"
 #include "window.h"
 #include "cpu_schedules.h"
 #include "gpu_schedules.h"
@@ -46,6 +49,10 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
       plane_origin_ = add_input<int64_t>("plane_origin");
       plane_stride_ = add_input<int64_t>("plane_stride");
     }
+    if (get_target().has_gpu_feature()) {
+      gate_ = add_input<Buffer<>>("gate", Int(32), 0);
+      always_ = add_input<bool>("always");
+    }
     output_ = add_output<Buffer<>>("output", value_type, 3);
   }
 
@@ -57,7 +64,15 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
     // before the scatter (here, a plane or a pixel at a time, small planes and few channels paid
     // a memset call or a masked tail each).
     const bool zeroes = get_target().has_gpu_feature();
-    out(tensor_args<Expr>({p_}, c_, n_, l)) = zeroes ? cast(value_type, 0) : undef(value_type);
+    out(tensor_args<Expr>({p_}, c_, n_, l)) = undef(value_type);
+    RDom every_slot;
+    Expr runs = Internal::const_true();
+    if (zeroes) {  // an update over every slot, which the gate closes
+      runs = *always_ || (*gate_)() != 0;
+      every_slot = FlatPlanes(*output_, l).elements("slot");
+      every_slot.where(runs);
+      out(every_slot[0], every_slot[1], every_slot[2]) = cast(value_type, 0);
+    }
 
     // On the CPU in NCHW a plane is a scalar loop (an element at a time, in input order): there
     // the accumulating scatter skips a dropped element (a where-clause, one unsigned comparison)
@@ -80,6 +95,7 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
     Expr first = cast(index.type(), output_->dim(plane_dim).min());
     Expr plane = cast(index.type(), output_->dim(plane_dim).extent());
     Expr valid = index >= first && index < first + plane;
+    if (zeroes) r.where(runs);
     if (skips) {  // valid as one unsigned comparison
       const Type unsigned_index = index.type().with_code(halide_type_uint);
       r.where(reinterpret(unsigned_index, index - first) < reinterpret(unsigned_index, plane));
@@ -105,7 +121,7 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
     values_->set_estimates(representative_region(2, l, 2, true));
     indices_->set_estimates(representative_region(2, l, 2, true));
     output_->set_estimates(representative_region(2, l, 1, true));
-    const ScatterStages stages{out, p_, c_, n_, r, l};
+    const ScatterStages stages{out, p_, c_, n_, r, every_slot, l};
     if (get_target().has_gpu_feature()) {
       gpu_knobs.apply(stages, get_target());
     } else {
@@ -118,6 +134,8 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
   Input<Buffer<>>* indices_ = nullptr;
   Input<int64_t>* plane_origin_ = nullptr;
   Input<int64_t>* plane_stride_ = nullptr;
+  Input<Buffer<>>* gate_ = nullptr;
+  Input<bool>* always_ = nullptr;
   Output<Buffer<>>* output_ = nullptr;
   Var p_{"p"}, c_{"c"}, n_{"n"};
 };

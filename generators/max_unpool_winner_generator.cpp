@@ -7,7 +7,13 @@
 // Invalid indices are never stored through: they only feed the smallest invalid input position
 // (an atomic min over the invalid elements alone), which the runtime reads back and reports as
 // the scatter does. Planes are flat (the runtime hands dense planes over); values are moved,
-// never compared: value_type only sets the element width.
+// never compared: value_type only sets the element width. The winners are a buffer the runtime
+// hands over (scratch: on CUDA from the caller's allocator where one is set).
+//
+// Gated: the kernel runs only where `always` is set or `gate` (the count of indices the window
+// gather in front of it could not serve, on the device) is not 0; otherwise it writes nothing,
+// and its report says no index was invalid. So the choice between the gather and the winner
+// needs no read of the count on the host.
 #include "Halide.h"
 #include "flat_planes.h"
 #include "cpu_schedules.h"
@@ -32,48 +38,63 @@ class MaxUnpoolWinner : public Generator<MaxUnpoolWinner> {
     // (plane offset, c, n), or (c, plane offset, n) in channels-last; indices as values
     values_ = add_input<Buffer<>>("values", value_type, 3);
     indices_ = add_input<Buffer<>>("indices", index_type, 3);
+    gate_ = add_input<Buffer<>>("gate", Int(32), 0);
+    always_ = add_input<bool>("always");
     output_ = add_output<Buffer<>>("output", value_type, 3);
     // The first invalid element's position in input order ((n * C + c) * P + p, the largest
     // int64 when every index is valid) and its index.
     invalid_position_ = add_output<Buffer<>>("invalid_position", Int(64), 0);
     invalid_index_ = add_output<Buffer<>>("invalid_index", index_type, 0);
+    winners_ = add_output<Buffer<>>("winners", index_type, 3);  // the output's shape
   }
 
   void generate() {
     const Layout l = layout;
     const Type t = index_type;
-    const FlatPlanes planes(*values_, l);
+    const FlatPlanes planes(*values_, l), slots(*output_, l);
     const Expr out_plane = cast(t, output_->dim(spatial_dim(0, l)).extent());
     auto index = [&](const std::vector<Expr>& e) { return (*indices_)(planes.at(e)); };
     auto valid = [&](const Expr& i) { return i >= 0 && i < out_plane; };
+    const Expr runs = *always_ || (*gate_)() != 0;
+
+    // Every stage writes through an update whose domain the gate closes: a kernel that does not
+    // run touches nothing (slot order is the buffers' own, so each store is its own element).
+    Func winner = *winners_, out = *output_;
+    winner(tensor_args<Expr>({p_}, c_, n_, l)) = undef(t);
+    RDom every_slot = slots.elements("slot"), every_output = slots.elements("output_slot");
+    every_slot.where(runs);
+    every_output.where(runs);
+    const std::vector<Expr> slot_at{every_slot[0], every_slot[1], every_slot[2]},
+        output_at{every_output[0], every_output[1], every_output[2]};
+    winner(slot_at) = cast(t, -1);
 
     // 1. Winners. The clamp changes no valid slot; it lets Halide bound the stores.
     RDom e = planes.elements("element");
     const std::vector<Expr> ep = planes.pcn(e);
-    e.where(valid(index(ep)));
+    e.where(runs && valid(index(ep)));
     Expr slot = cast<int32_t>(clamp(index(ep), 0, out_plane - 1));
-    winner_(tensor_args<Expr>({p_}, c_, n_, l)) = cast(t, -1);
     const std::vector<Expr> named = planes.at({slot, ep[1], ep[2]});
-    winner_(named) = max(winner_(named), cast(t, ep[0]));
+    winner(named) = max(winner(named), cast(t, ep[0]));
 
     // 2. The gather: nothing named the slot, or its winner's value.
-    const std::vector<Expr> here = tensor_args<Expr>({p_}, c_, n_, l);
-    Expr w = winner_(here);
+    out(tensor_args<Expr>({p_}, c_, n_, l)) = undef(value_type);
+    const std::vector<Expr> slot_pcn = slots.pcn(every_output);
+    Expr w = winner(output_at);
     Expr from = cast<int32_t>(clamp(w, 0, cast(t, planes.plane) - 1));
-    (*output_)(here) = select(w >= 0, (*values_)(tensor_args<Expr>({from}, c_, n_, l)),
-                              cast(value_type, 0));
+    out(output_at) = select(w >= 0, (*values_)(planes.at({from, slot_pcn[1], slot_pcn[2]})),
+                            cast(value_type, 0));
 
     // The first invalid element in input order.
-    const FirstInvalid invalid(planes, index, valid);
+    const FirstInvalid invalid(planes, index, valid, runs);
     report_first_invalid(invalid, planes, index, t, *invalid_position_, *invalid_index_);
 
-    const WinnerStages stages{winner_, invalid.first_invalid, *output_, *invalid_position_,
-                              *invalid_index_, e, invalid.bad, l};
+    const WinnerStages stages{winner,   invalid.first_invalid, out,       *invalid_position_,
+                              *invalid_index_, every_slot, e, every_output, invalid.bad, l};
     if (get_target().has_gpu_feature()) {
       gpu_knobs.apply(stages, get_target());
     } else {
       apply_cpu_schedule<CpuWinnerSchedule>(
-          cpu_schedule, stages, {*output_, *invalid_position_, *invalid_index_}, get_target());
+          cpu_schedule, stages, {out, *invalid_position_, *invalid_index_, winner}, get_target());
     }
   }
 
@@ -82,8 +103,10 @@ class MaxUnpoolWinner : public Generator<MaxUnpoolWinner> {
   Input<Buffer<>>* indices_ = nullptr;
   Output<Buffer<>>* output_ = nullptr;
   Output<Buffer<>>* invalid_position_ = nullptr;
+  Input<Buffer<>>* gate_ = nullptr;
+  Input<bool>* always_ = nullptr;
   Output<Buffer<>>* invalid_index_ = nullptr;
-  Func winner_{"winner"};
+  Output<Buffer<>>* winners_ = nullptr;
   Var p_{"p"}, c_{"c"}, n_{"n"};
 };
 

@@ -42,6 +42,10 @@ def pkg_config(prefix):
 
 
 torch_major = int(torch.__version__.split(".")[0])
+# CUDA tensors are served where PyTorch 2 was built with CUDA: the binding reaches streams and
+# the caching allocator through c10's device-generic interfaces (no CUDA headers), and falls
+# back to PyTorch's CUDA kernels (libtorch_cuda).
+serves_cuda = torch_major >= 2 and torch.version.cuda is not None
 prefix = pathlib.Path(os.environ.get("POOLGEN_PREFIX", HERE.parent / "install")).resolve()
 cflags, libs = pkg_config(prefix)
 
@@ -55,6 +59,8 @@ setup(
             include_dirs=[flag[2:] for flag in cflags if flag.startswith("-I")],
             # PyTorch 1.x builds extensions as C++14 by default; poolgen's binding is C++17.
             extra_compile_args=["-O2"] + (["-std=c++17"] if torch_major < 2 else []),
+            define_macros=[("POOLGEN_TORCH_CUDA", "1" if serves_cuda else "0")],
+            libraries=["torch_cuda"] if serves_cuda else [],
             # The kernels' and Halide runtime's symbols stay inside the extension.
             extra_link_args=["-Wl,--exclude-libs,ALL", *libs],
         )

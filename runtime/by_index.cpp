@@ -473,59 +473,57 @@ Status DirectScatter::run(void* values, void* indices, void* output) {
 
 namespace {
 
-// The first invalid element a reporting kernel found: its position in the call's input order,
-// int64's largest when there is none.
-struct InvalidReport {
-  int64_t position = 0, index = 0;
+// What some flat kernels take besides (values, indices, output): a gated kernel's gate and its
+// `always` (the winner unpooling, CUDA's accumulating scatter), a reporting kernel's report
+// (the winner, CUDA's unpooling backward), the winner's slots.
+struct FlatExtras {
+  KernelScratch::Buffer* gate = nullptr;
+  bool always = false;
+  KernelReport* report = nullptr;
+  KernelScratch::Buffer* winners = nullptr;
 };
 
-// Runs `kernel` on flat views in its layout; a reporting kernel also gets the two outputs of
-// its report.
+// Runs `kernel` on flat views in its layout, arguments in its generator's order: values,
+// indices, [gate, always], output, [invalid_position, invalid_index], [winners].
 Status run_flat_buffers(const Kernel& kernel, Device device, const Views& views,
-                        InvalidReport* report) {
+                        const FlatExtras& x = {}) {
   HalideView values_buffer(views[0], kernel.layout, kernel.value, true),
       indices_buffer(views[1], kernel.layout, kernel.index, true),
       output_buffer(views[2], kernel.layout, kernel.value, true);
-  KernelArgs args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
-                  &output_buffer.buffer};
   const bool on_device = views[0].device == Device::cuda;
+  KernelArgs args{nullptr, &values_buffer.buffer, &indices_buffer.buffer};
   CudaBuffers buffers = {{&values_buffer.buffer, on_device, false},
-                         {&indices_buffer.buffer, on_device, false},
-                         {&output_buffer.buffer, on_device, true}};
-  const bool i32 = kernel.index == DType::i32;
-  int32_t index32 = 0;
-  halide_buffer_t position_buffer{}, index_buffer{};
-  if (report) {
-    position_buffer.host = reinterpret_cast<uint8_t*>(&report->position);
-    position_buffer.type = {halide_type_int, 64};
-    index_buffer.host = i32 ? reinterpret_cast<uint8_t*>(&index32)
-                            : reinterpret_cast<uint8_t*>(&report->index);
-    index_buffer.type = {halide_type_int, static_cast<uint8_t>(i32 ? 32 : 64)};
-    args.push_back(&position_buffer);
-    args.push_back(&index_buffer);
-    buffers.push_back({&position_buffer, false, true});
-    buffers.push_back({&index_buffer, false, true});
+                         {&indices_buffer.buffer, on_device, false}};
+  bool always = x.always;
+  if (x.gate) {
+    args.push_back(&x.gate->buffer);
+    args.push_back(&always);
+    buffers.push_back(KernelScratch::use(x.gate, false));
+  }
+  args.push_back(&output_buffer.buffer);
+  buffers.push_back({&output_buffer.buffer, on_device, true, x.gate != nullptr});
+  if (x.report) {
+    args.push_back(x.report->position());
+    args.push_back(x.report->index());
+    buffers.push_back(x.report->position_buffer());
+    buffers.push_back(x.report->index_buffer());
+  }
+  if (x.winners) {
+    args.push_back(&x.winners->buffer);
+    buffers.push_back(KernelScratch::use(x.winners, true));
   }
   std::string error;
   const int result = device == Device::cuda ? run_cuda_kernel(kernel, args, buffers, &error)
                                             : run_kernel(kernel, args, &error, total_bytes(views));
   if (result != 0) return kernel_failed(kernel, error);
-  if (report && i32) report->index = index32;
   return {};
 }
 
-}  // namespace
-
-Status run_flat(const Kernel& kernel, Device device, const Views& views) {
-  return run_flat_buffers(kernel, device, views, nullptr);
-}
-
-namespace {
-
-// window_gather on views a launch takes whole.
+// The window gather on views a launch takes whole; it writes its count of the indices it could
+// not serve (outside their windows; unpooling's: or their planes) to `count`.
 Status window_gather_piece(const Kernel& kernel, const Window& window, Device device,
                            const View& values, const View& indices, const View& output,
-                           bool* done) {
+                           halide_buffer_t* count, const CudaBuffer& count_use) {
   HalideView values_buffer(values, kernel.layout, kernel.value),
       indices_buffer(indices, kernel.layout, kernel.index),
       output_buffer(output, kernel.layout, kernel.value);
@@ -536,12 +534,8 @@ Status window_gather_piece(const Kernel& kernel, const Window& window, Device de
   for (int i = 0; i < window.nd; ++i) extents[i] = output.shape[output.rank - 1 - i];
   std::optional<MagicArgs> extent_magic;
   if (kernel.device == Device::cuda) extent_magic.emplace(extents, window.nd, &args);
-  int32_t outside = 0;
-  halide_buffer_t outside_buffer{};
-  outside_buffer.host = reinterpret_cast<uint8_t*>(&outside);
-  outside_buffer.type = {halide_type_int, 32};
   args.push_back(&output_buffer.buffer);
-  args.push_back(&outside_buffer);
+  args.push_back(count);
   std::string error;
   const bool on_device = values.device == Device::cuda;
   if (device == Device::cuda) {
@@ -553,24 +547,26 @@ Status window_gather_piece(const Kernel& kernel, const Window& window, Device de
           ? run_cuda_kernel(kernel, args,
                             {{&values_buffer.buffer, on_device, false},
                              {&indices_buffer.buffer, on_device, false},
-                             {&output_buffer.buffer, on_device, true},
-                             {&outside_buffer, false, true}},
+                             {&output_buffer.buffer, on_device, true}, count_use},
                             &error)
           : run_kernel(kernel, args, &error,
                        values.bytes() + indices.bytes() + output.bytes());
   if (result != 0) return kernel_failed(kernel, error);
-  *done = outside == 0;
   return {};
 }
 
 }  // namespace
+
+Status run_flat(const Kernel& kernel, Device device, const Views& views) {
+  return run_flat_buffers(kernel, device, views);
+}
 
 Status window_gather(const Kernel& kernel, const Window& window, Device device,
                      const View& values, const View& indices, const View& output,
                      bool* done) {
   *done = false;
   if (!takes_whole({&values, &indices, &output}, kernel.layout)) return {};
-  // On CUDA in pieces of planes the grid holds; the first piece to find an index outside its
+  // In pieces of planes CUDA's grid holds; the first piece to find an index outside its
   // window ends the gather (the fallback then rewrites the whole output).
   *done = true;
   return for_each_piece(
@@ -580,9 +576,64 @@ Status window_gather(const Kernel& kernel, const Window& window, Device device,
       },
       [&](const Views& piece, int64_t) {
         if (!*done) return Status();
-        return window_gather_piece(kernel, window, device, piece[0], piece[1], piece[2], done);
+        int32_t outside = 0;
+        halide_buffer_t count{};
+        count.host = reinterpret_cast<uint8_t*>(&outside);
+        count.type = {halide_type_int, 32};
+        POOLGEN_RETURN_IF_ERROR(window_gather_piece(kernel, window, device, piece[0], piece[1],
+                                                    piece[2], &count, {&count, false, true}));
+        *done = outside == 0;
+        return Status();
       },
       [&](const Views&, int64_t) { return Status(); });  // one plane always fits the grid
+}
+
+Status gather_then_gated(const Kernel* gather, const Window& window, const Kernel& fallback,
+                         Device device, const Views& views, int64_t bound, const char* indexed) {
+  const Layout layout = fallback.layout;
+  const Staged values(views[0], layout, true, Staged::input),
+      indices(views[1], layout, true, Staged::input),
+      output(views[2], layout, true, Staged::output);
+  KernelScratch scratch(device);
+  const bool winner = fallback.op == Op::unpool_winner;
+  POOLGEN_RETURN_IF_ERROR(for_each_piece(
+      {values.view(), indices.view(), output.view()},
+      [&](const Views& piece) {
+        return fits_kernel(piece, layout, true) && fits_kernel(piece, layout) &&
+               (device != Device::cuda || fits_cuda_grid(piece, layout));
+      },
+      [&](const Views& piece, int64_t first_plane) {
+        FlatExtras x;
+        POOLGEN_RETURN_IF_ERROR(scratch.make({halide_type_int, 32}, {}, &x.gate));
+        if (gather) {
+          POOLGEN_RETURN_IF_ERROR(window_gather_piece(*gather, window, device, piece[0],
+                                                      piece[1], piece[2], &x.gate->buffer,
+                                                      KernelScratch::use(x.gate, true)));
+        }
+        x.always = gather == nullptr;
+        if (!winner) return run_flat_buffers(fallback, device, piece, x);
+        const View& o = piece[2];
+        const int32_t slots = static_cast<int32_t>(o.plane());
+        const int32_t c = static_cast<int32_t>(o.shape[1]), n = static_cast<int32_t>(o.shape[0]);
+        const halide_type_t index_type = {halide_type_int,
+                                          static_cast<uint8_t>(8 * element_size(fallback.index))};
+        POOLGEN_RETURN_IF_ERROR(scratch.make(
+            index_type,
+            layout == Layout::channels_last ? std::initializer_list<int32_t>{c, slots, n}
+                                            : std::initializer_list<int32_t>{slots, c, n},
+            &x.winners));
+        KernelReport report(device, fallback.index);
+        x.report = &report;
+        POOLGEN_RETURN_IF_ERROR(run_flat_buffers(fallback, device, piece, x));
+        return report.finish(first_plane * piece[1].plane(), bound);
+      },
+      [&](const Views& plane, int64_t) {
+        return fail(Code::unsupported, indexed, ": expected planes the ", fallback.name,
+                    " kernel's buffers hold (below 2^31 elements and 2 GiB), got planes of ",
+                    bound, " elements of ", dtype_name(plane[0].dtype));
+      }));
+  output.finish();
+  return {};
 }
 
 Status run_reporting(const Kernel& kernel, Device device, const Views& views, int64_t bound,
@@ -594,11 +645,11 @@ Status run_reporting(const Kernel& kernel, Device device, const Views& views, in
       {values.view(), indices.view(), output.view()},
       [&](const Views& piece) { return fits_kernel(piece, kernel.layout, true); },
       [&](const Views& piece, int64_t first_plane) {
-        InvalidReport report;
-        POOLGEN_RETURN_IF_ERROR(run_flat_buffers(kernel, device, piece, &report));
-        if (report.position == std::numeric_limits<int64_t>::max()) return Status();
-        return invalid_index_at(first_plane * views[1].plane() + report.position, report.index,
-                                bound);
+        KernelReport report(device, kernel.index);
+        FlatExtras x;
+        x.report = &report;
+        POOLGEN_RETURN_IF_ERROR(run_flat_buffers(kernel, device, piece, x));
+        return report.finish(first_plane * views[1].plane(), bound);
       },
       [&](const Views& plane, int64_t) {
         return fail(Code::unsupported, indexed, ": expected planes the ", kernel.name,

@@ -103,7 +103,19 @@ Status run_flat(const Kernel& kernel, Device device, const Views& views);
 // runs).
 Status window_gather(const Kernel& kernel, const Window& window, Device device,
                      const View& values, const View& indices, const View& output, bool* done);
-// Runs a reporting kernel (max_unpool_winner, CUDA's max_unpool_backward) over views (values,
+// Unpooling (fallback: the winner) and pooling's gradient (fallback: CUDA's accumulating
+// scatter) on CUDA, and unpooling with Path::winner on the CPU: in pieces of planes one launch
+// takes (the kernels' buffers, CUDA's grid), the window gather where one is built (`gather`; it
+// counts the indices it cannot serve) and behind it the fallback, gated by that count where it
+// lies (on the device): it runs where the count is not 0, always where no gather ran, so no
+// count is read back between the two. The winner reports an index outside [0, bound) as
+// index_out_of_range naming the first in input order (on a caller's stream, later:
+// cuda_check_reports). Host views go through packed copies where needed; planes too large for
+// a kernel's buffers are unsupported, naming `indexed`.
+Status gather_then_gated(const Kernel* gather, const Window& window, const Kernel& fallback,
+                         Device device, const Views& views, int64_t bound, const char* indexed);
+
+// Runs a reporting kernel (CUDA's max_unpool_backward, its twin) over views (values,
 // indices, output) in pieces of planes its buffers hold; host views go through packed copies
 // where needed, device views were checked to need none. An index outside [0, bound) is
 // index_out_of_range naming the first in input order. Planes too large for its buffers are

@@ -39,6 +39,7 @@ Status unpool_options(int32_t nd, const poolgen_unpool_options& o, UnpoolOptions
   assign(&u->output_size, o.output_size, o.output_size_len);
   u->path = Path::automatic;
   u->device = static_cast<Device>(o.device);
+  u->cuda_stream = o.cuda_stream;
   if (o.padding_end_given) {
     assign(&u->padding_end, o.padding_end, nd);
   } else {
@@ -119,6 +120,7 @@ const PoolOptions& pool_options(int32_t nd, const poolgen_pool_options& o) {
   p.ceil_mode = o.ceil_mode != 0;
   p.path = Path::automatic;
   p.device = static_cast<Device>(o.device);
+  p.cuda_stream = o.cuda_stream;
   if (o.padding_end_given) {
     assign(&p.padding_end, o.padding_end, nd);
   } else {
@@ -208,5 +210,18 @@ void poolgen_set_min_parallel_bytes(int64_t bytes) { set_min_parallel_bytes(byte
 void poolgen_set_streaming_bytes(int64_t bytes) { set_streaming_bytes(bytes); }
 
 int32_t poolgen_cuda_available(void) { return cuda_available() ? 1 : 0; }
+
+void poolgen_set_cuda_allocator(void* (*allocate)(void*, size_t, void*, void**),
+                                void (*release)(void*, void*, void*), void* context) {
+  CudaAllocator allocator;
+  allocator.allocate = allocate;
+  allocator.release = release;
+  allocator.context = context;
+  set_cuda_allocator(allocator);
+}
+
+int32_t poolgen_cuda_check_reports(int32_t wait, char* message, size_t message_size) {
+  return guarded(message, message_size, [&] { return cuda_check_reports(wait != 0); });
+}
 
 }  // extern "C"

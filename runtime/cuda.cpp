@@ -1,13 +1,18 @@
 #include "cuda.hpp"
 
+#include "by_index.hpp"
 #include "shapes.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <mutex>
 
 #if POOLGEN_WITH_CUDA
 #include <HalideRuntimeCuda.h>
 #include <HalideRuntimeOpenCL.h>
 #include <dlfcn.h>
-
-#include <mutex>
 #endif
 
 namespace poolgen {
@@ -70,6 +75,29 @@ void merge_planes(std::initializer_list<halide_buffer_t*> buffers, Layout layout
   }
 }
 
+namespace {
+
+thread_local void* t_callers_stream = nullptr;
+
+// set_cuda_allocator's: read by every CUDA scratch allocation, changed rarely.
+std::mutex allocator_mutex;
+CudaAllocator allocator;
+
+CudaAllocator current_allocator() {
+  std::lock_guard<std::mutex> lock(allocator_mutex);
+  return allocator;
+}
+
+}  // namespace
+
+CudaStreamScope::CudaStreamScope(void* stream) : previous_(t_callers_stream) {
+#if !POOLGEN_GPU_OPENCL  // the check build has no CUDA streams: its calls stay synchronous
+  t_callers_stream = stream;
+#endif
+}
+CudaStreamScope::~CudaStreamScope() { t_callers_stream = previous_; }
+void* callers_stream() { return t_callers_stream; }
+
 #if POOLGEN_WITH_CUDA
 
 namespace {
@@ -129,9 +157,21 @@ int release_context(void* user_context) {
   return took_halide_context ? halide_release(user_context) : 0;
 }
 
+// Halide's own stream of a context, for calls without one of the caller's.
+halide_cuda_get_stream_t halide_get_stream = nullptr;
+
+int get_stream(void* user_context, void* context, void** stream) {
+  if (void* callers = callers_stream()) {
+    *stream = callers;
+    return 0;
+  }
+  return halide_get_stream(user_context, context, stream);
+}
+
 void install_hooks() {
   halide_acquire = halide_set_cuda_acquire_context(acquire_context);
   halide_release = halide_set_cuda_release_context(release_context);
+  halide_get_stream = halide_set_cuda_get_stream(get_stream);
 }
 
 int wrap_device_pointer(void* user_context, halide_buffer_t* buffer, uint64_t pointer) {
@@ -154,7 +194,197 @@ void use_callers_context() {
   });
 }
 
+// The CUDA driver's functions the deferred reports need (libcuda, loaded by Halide's runtime):
+// pinned host memory the device writes, and events that say when it has.
+struct Driver {
+  int (*host_alloc)(void** pointer, size_t bytes, unsigned flags) = nullptr;
+  int (*host_device_pointer)(uint64_t* device, void* host, unsigned flags) = nullptr;
+  int (*event_create)(void** event, unsigned flags) = nullptr;
+  int (*event_record)(void* event, void* stream) = nullptr;
+  int (*event_query)(void* event) = nullptr;
+  int (*event_synchronize)(void* event) = nullptr;
+  int (*event_destroy)(void* event) = nullptr;
+  bool loaded() const { return event_destroy != nullptr; }
+};
+
+const Driver& driver() {
+  static const Driver d = [] {
+    Driver d;
+    void* libcuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (!libcuda) libcuda = dlopen("libcuda.so", RTLD_LAZY | RTLD_NOLOAD);
+    if (!libcuda) return d;
+    auto find = [&](auto* f, const char* name) {
+      *f = reinterpret_cast<std::remove_pointer_t<decltype(f)>>(dlsym(libcuda, name));
+      return *f != nullptr;
+    };
+    Driver found;
+    if (find(&found.host_alloc, "cuMemHostAlloc") &&
+        find(&found.host_device_pointer, "cuMemHostGetDevicePointer_v2") &&
+        find(&found.event_create, "cuEventCreate") && find(&found.event_record, "cuEventRecord") &&
+        find(&found.event_query, "cuEventQuery") &&
+        find(&found.event_synchronize, "cuEventSynchronize") &&
+        find(&found.event_destroy, "cuEventDestroy_v2")) {
+      return found;
+    }
+    return d;
+  }();
+  return d;
+}
+
+constexpr unsigned kHostAllocPortableMapped = 0x01 | 0x02;  // CU_MEMHOSTALLOC_PORTABLE | DEVICEMAP
+constexpr unsigned kEventDisableTiming = 0x02;
+constexpr int kCudaNotReady = 600;  // CUDA_ERROR_NOT_READY
+
+// The deferred reports of calls on callers' streams: slots of one pinned, mapped host slab (a
+// report's position and index, written by the kernel), each queued with an event recorded on
+// the call's stream after its kernel, read once the event has completed.
+class DeferredReports {
+ public:
+  static constexpr int kSlots = 4096;
+
+  // A free slot and its device address, or -1 where pinned memory is not to be had.
+  int take(uint64_t* device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Driver& d = driver();
+    if (!d.loaded()) return -1;
+    if (!slab_) {
+      void* slab = nullptr;
+      if (d.host_alloc(&slab, kSlots * 2 * sizeof(int64_t), kHostAllocPortableMapped) != 0) {
+        return -1;
+      }
+      slab_ = static_cast<int64_t*>(slab);
+      for (int s = kSlots - 1; s >= 0; --s) free_.push_back(s);
+    }
+    while (free_.empty()) {
+      collect(true, nullptr);  // a full slab: the oldest report is read, and waited for
+    }
+    const int slot = free_.back();
+    if (d.host_device_pointer(device, slab_ + 2 * slot, 0) != 0) return -1;
+    free_.pop_back();
+    slab_[2 * slot] = std::numeric_limits<int64_t>::max();
+    return slot;
+  }
+
+  void give_back(int slot) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(slot);
+  }
+
+  // Queues `slot`'s report behind the work now on `stream`; an error of the driver reads it
+  // at once (synchronously), as a report without an event.
+  void queue(int slot, void* stream, int64_t first_position, int64_t bound, bool i32) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Driver& d = driver();
+    void* event = nullptr;
+    if (d.event_create(&event, kEventDisableTiming) != 0 || d.event_record(event, stream) != 0) {
+      if (event) d.event_destroy(event);
+      event = nullptr;
+    }
+    pending_.push_back({event, slot, first_position, bound, i32});
+  }
+
+  // The first error among the reports whose kernels have run (wait: among all, waiting), in
+  // the order the calls queued them; reports read without an error are forgotten.
+  Status check(bool wait) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Status found;
+    collect(wait, &found);
+    return found;
+  }
+
+ private:
+  struct Pending {
+    void* event;
+    int slot;
+    int64_t first_position, bound;
+    bool i32;
+  };
+
+  // Reads pending reports in order while their events have completed (or, with wait, waiting
+  // for them; with no `found` to fill, just the oldest), stopping after the first error.
+  void collect(bool wait, Status* found) {
+    const Driver& d = driver();
+    while (!pending_.empty()) {
+      Pending& p = pending_.front();
+      if (p.event) {
+        const int state = wait ? d.event_synchronize(p.event) : d.event_query(p.event);
+        if (state == kCudaNotReady) return;
+        d.event_destroy(p.event);
+      }
+      const int64_t position = slab_[2 * p.slot];
+      int64_t index = slab_[2 * p.slot + 1];
+      if (p.i32) {
+        int32_t narrow;
+        std::memcpy(&narrow, &slab_[2 * p.slot + 1], sizeof narrow);
+        index = narrow;
+      }
+      free_.push_back(p.slot);
+      const Pending done = p;
+      pending_.pop_front();
+      if (position != std::numeric_limits<int64_t>::max() && found && found->ok()) {
+        *found = invalid_index_at(done.first_position + position, index, done.bound);
+        return;
+      }
+      if (!found) return;
+    }
+  }
+
+  std::mutex mutex_;
+  int64_t* slab_ = nullptr;  // kSlots x (position, index); kept for the process
+  std::vector<int> free_;
+  std::deque<Pending> pending_;
+};
+
+DeferredReports& deferred_reports() {
+  static DeferredReports* reports = new DeferredReports;  // outlives every call
+  return *reports;
+}
+
 }  // namespace
+
+Status cuda_check_reports_now(bool wait) { return deferred_reports().check(wait); }
+
+int take_report_slot(uint64_t* device) { return deferred_reports().take(device); }
+void give_back_report_slot(int slot) { deferred_reports().give_back(slot); }
+void queue_report(int slot, int64_t first_position, int64_t bound, bool i32) {
+  deferred_reports().queue(slot, callers_stream(), first_position, bound, i32);
+}
+
+// Device memory for a scratch buffer: the caller's allocator's, else Halide's (its buffer
+// `owner` then holds it); the raw device pointer, or an error.
+Status device_scratch(size_t bytes, halide_buffer_t* owner, void** handle, uint8_t** pointer) {
+  const CudaAllocator a = current_allocator();
+  if (a.allocate) {
+    *pointer = static_cast<uint8_t*>(a.allocate(a.context, bytes, callers_stream(), handle));
+    if (*pointer) return {};
+    return fail(Code::internal, "device memory: expected ", bytes,
+                " bytes of scratch from the CUDA allocator set with set_cuda_allocator, got none");
+  }
+  use_callers_context();
+  std::string error;
+  const int result = with_error_capture(
+      [&](void* user_context) {
+        return halide_device_malloc(user_context, owner, gpu_interface());
+      },
+      &error);
+  if (result != 0) {
+    return fail(Code::internal, "device memory: expected ", bytes, " bytes of scratch, got ",
+                error.empty() ? "error " + std::to_string(result) : error);
+  }
+  *pointer = reinterpret_cast<uint8_t*>(owner->device);
+  return {};
+}
+
+void release_device_scratch(void* handle, halide_buffer_t* owner) {
+  const CudaAllocator a = current_allocator();
+  if (handle) {
+    if (a.release) a.release(a.context, handle, callers_stream());
+    return;
+  }
+  std::string error;
+  with_error_capture(
+      [&](void* user_context) { return halide_device_free(user_context, owner); }, &error);
+}
 
 Status cuda_capability(int* capability) {
   use_callers_context();
@@ -188,26 +418,29 @@ int run_cuda_kernel(const Kernel& kernel, KernelArgs& args,
       [&](void* user_context) {
         int result = 0;
         // Device views: the pointer becomes the buffer's device allocation; no host copy exists.
-        InlineVector<halide_buffer_t*, 5> wrapped;
+        // It returns to `host` afterwards (a scratch buffer serves several kernels).
+        InlineVector<std::pair<halide_buffer_t*, uint8_t*>, 8> wrapped;
         for (const CudaBuffer& b : buffers) {
           if (!b.on_device || result != 0) continue;
-          const auto pointer = reinterpret_cast<uint64_t>(b.buffer->host);
+          uint8_t* pointer = b.buffer->host;
           b.buffer->host = nullptr;
-          result = wrap_device_pointer(user_context, b.buffer, pointer);
-          if (result == 0) wrapped.push_back(b.buffer);
+          result = wrap_device_pointer(user_context, b.buffer, reinterpret_cast<uint64_t>(pointer));
+          if (result == 0) wrapped.push_back({b.buffer, pointer});
+          if (result != 0) b.buffer->host = pointer;
         }
         // Host inputs: Halide copies a buffer to the device only when its host side is dirty.
         for (const CudaBuffer& b : buffers) {
-          if (!b.on_device && !b.output) b.buffer->flags |= halide_buffer_flag_host_dirty;
+          if (!b.on_device && (!b.output || b.kept)) b.buffer->flags |= halide_buffer_flag_host_dirty;
         }
         if (result == 0) {
           args[0] = &user_context;
           result = kernel.entry(args.data());
         }
         // Host outputs come back; device outputs are complete when the call returns, as the
-        // caller may read them on another stream.
+        // caller may read them on another stream (but on the caller's own stream, which orders
+        // its later work after them).
         for (const CudaBuffer& b : buffers) {
-          if (result != 0 || !b.output) continue;
+          if (result != 0 || !b.output || (b.on_device && callers_stream())) continue;
           result = b.on_device ? halide_device_sync(user_context, b.buffer)
                                : halide_copy_to_host(user_context, b.buffer);
         }
@@ -216,7 +449,10 @@ int run_cuda_kernel(const Kernel& kernel, KernelArgs& args,
           // Host views got device copies from the kernel: free them.
           if (b.buffer->device) halide_device_free(user_context, b.buffer);
         }
-        for (halide_buffer_t* b : wrapped) detach_device_pointer(user_context, b);
+        for (auto [b, pointer] : wrapped) {
+          detach_device_pointer(user_context, b);
+          b->host = pointer;
+        }
         return result;
       },
       error);
@@ -236,7 +472,106 @@ int run_cuda_kernel(const Kernel&, KernelArgs&, const CudaBuffers&,
   return -1;
 }
 
+Status cuda_check_reports_now(bool) { return {}; }
+int take_report_slot(uint64_t*) { return -1; }
+void give_back_report_slot(int) {}
+void queue_report(int, int64_t, int64_t, bool) {}
+Status device_scratch(size_t, halide_buffer_t*, void**, uint8_t**) {
+  return fail(Code::unsupported, "device memory: this build has no CUDA kernels");
+}
+void release_device_scratch(void*, halide_buffer_t*) {}
+
 #endif
+
+// ---------------------------------------------------------------------------------------------
+// Scratch and reports (every build: the CPU twins take host memory).
+
+KernelScratch::~KernelScratch() {
+  for (auto& a : allocations_) {
+    if (a->handle || a->owner.device) release_device_scratch(a->handle, &a->owner);
+  }
+}
+
+Status KernelScratch::make(halide_type_t type, std::initializer_list<int32_t> extents,
+                           Buffer** made) {
+  auto b = std::make_unique<Buffer>();
+  b->buffer.type = type;
+  b->buffer.dimensions = static_cast<int32_t>(extents.size());
+  b->buffer.dim = b->dims;
+  int64_t elements = 1;
+  int d = 0;
+  for (int32_t extent : extents) {
+    b->dims[d++] = {0, extent, static_cast<int32_t>(elements), 0};
+    elements *= extent;
+  }
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(1, elements)) * (type.bits / 8);
+  auto a = std::make_unique<Allocation>();
+  a->handle = nullptr;
+#if POOLGEN_WITH_CUDA && !POOLGEN_GPU_OPENCL
+  if (device_ == Device::cuda) {
+    a->dim = {0, static_cast<int32_t>(bytes), 1, 0};
+    a->owner.type = {halide_type_uint, 8};
+    a->owner.dimensions = 1;
+    a->owner.dim = &a->dim;
+    POOLGEN_RETURN_IF_ERROR(device_scratch(bytes, &a->owner, &a->handle, &b->buffer.host));
+    b->on_device = true;
+  }
+#endif
+  if (!b->on_device) {
+    a->host.resize(bytes);
+    b->buffer.host = a->host.data();
+  }
+  allocations_.push_back(std::move(a));
+  buffers_.push_back(std::move(b));
+  *made = buffers_.back().get();
+  return {};
+}
+
+KernelReport::KernelReport(Device device, DType index) : i32_(index == DType::i32) {
+  position_.type = {halide_type_int, 64};
+  index_.type = {halide_type_int, static_cast<uint8_t>(i32_ ? 32 : 64)};
+  position_.host = reinterpret_cast<uint8_t*>(&position_value_);
+  index_.host = reinterpret_cast<uint8_t*>(&index_value_);
+  uint64_t device_address = 0;
+  if (device == Device::cuda && callers_stream() &&
+      (slot_ = take_report_slot(&device_address)) >= 0) {
+    position_.host = reinterpret_cast<uint8_t*>(device_address);
+    index_.host = reinterpret_cast<uint8_t*>(device_address + sizeof(int64_t));
+  }
+}
+
+KernelReport::~KernelReport() {
+  if (deferred()) give_back_report_slot(slot_);  // the call failed before its kernel ran
+}
+
+Status KernelReport::finish(int64_t first_position, int64_t bound) {
+  if (deferred()) {
+    queue_report(slot_, first_position, bound, i32_);
+    slot_ = -1;
+    return {};
+  }
+  int64_t index = index_value_;
+  if (i32_) {
+    int32_t narrow;
+    std::memcpy(&narrow, &index_value_, sizeof narrow);
+    index = narrow;
+  }
+  if (position_value_ == std::numeric_limits<int64_t>::max()) return {};
+  return invalid_index_at(first_position + position_value_, index, bound);
+}
+
+}  // namespace detail
+
+void set_cuda_allocator(const CudaAllocator& a) {
+  std::lock_guard<std::mutex> lock(detail::allocator_mutex);
+  detail::allocator = a.allocate ? a : CudaAllocator{};
+}
+
+Status cuda_check_reports(bool wait) {
+  return detail::without_exceptions([&] { return detail::cuda_check_reports_now(wait); });
+}
+
+namespace detail {
 
 }  // namespace detail
 }  // namespace poolgen

@@ -9,6 +9,7 @@
 #include <HalideRuntime.h>
 
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -45,14 +46,95 @@ struct CudaBuffer {
   halide_buffer_t* buffer;
   bool on_device;
   bool output;
+  // An output the kernel may leave partly unwritten (a gated kernel's): in host memory, its data
+  // goes to the device first, so that what the kernel leaves comes back unchanged.
+  bool kept = false;
 };
-// A call's buffers, held in place (at most five: three tensors and a kernel's report).
-using CudaBuffers = InlineVector<CudaBuffer, 5>;
+// A call's buffers, held in place (at most eight: the winner unpooling's).
+using CudaBuffers = InlineVector<CudaBuffer, 8>;
 
 // Runs a CUDA kernel with args[1...] filled: wraps device pointers, runs, copies host outputs
-// back, and releases every device allocation and wrapping whatever happened. Returns Halide's
-// error code; the first message goes to *error.
+// back, and releases every device allocation and wrapping whatever happened. Device outputs are
+// complete when it returns, but on a caller's stream (CudaStreamScope), where it returns once
+// the kernel is queued. Returns Halide's error code; the first message goes to *error.
 int run_cuda_kernel(const Kernel& kernel, KernelArgs& args,
                     const CudaBuffers& buffers, std::string* error);
+
+// The caller's stream (PoolOptions::cuda_stream) of the thread's CUDA calls for the scope's
+// lifetime, which Halide's stream hook gives every kernel and copy; null keeps Halide's.
+class CudaStreamScope {
+ public:
+  explicit CudaStreamScope(void* stream);
+  ~CudaStreamScope();
+  CudaStreamScope(const CudaStreamScope&) = delete;
+  CudaStreamScope& operator=(const CudaStreamScope&) = delete;
+
+ private:
+  void* previous_;
+};
+void* callers_stream();  // the thread's, or null
+
+// Memory that one call's kernels hand each other (the count that gates a fallback kernel, the
+// winner unpooling's slots, a deferred report), released when the call ends: on CUDA device
+// memory from the caller's allocator (set_cuda_allocator), else Halide's device allocations;
+// host memory for CPU calls (the GPU algorithms' twins) and in the OpenCL check build, where
+// Halide copies it to and from the device around each kernel.
+class KernelScratch {
+ public:
+  struct Buffer {
+    halide_buffer_t buffer{};
+    halide_dimension_t dims[3]{};
+    bool on_device = false;
+  };
+  explicit KernelScratch(Device device) : device_(device) {}
+  ~KernelScratch();
+  KernelScratch(const KernelScratch&) = delete;
+  KernelScratch& operator=(const KernelScratch&) = delete;
+
+  // A buffer of `type` over `dims` (Halide's order: innermost first; none: a scalar).
+  Status make(halide_type_t type, std::initializer_list<int32_t> extents, Buffer** made);
+  // `b` as a kernel's buffer, written by the kernel or read.
+  static CudaBuffer use(Buffer* b, bool written) {
+    return {&b->buffer, b->on_device, written && !b->on_device};
+  }
+
+ private:
+  struct Allocation {
+    void* handle;
+    std::vector<uint8_t> host;
+    halide_buffer_t owner{};
+    halide_dimension_t dim{};
+  };
+  Device device_;
+  std::vector<std::unique_ptr<Buffer>> buffers_;
+  std::vector<std::unique_ptr<Allocation>> allocations_;
+};
+
+// A reporting kernel's report (its first invalid element's position and index: the outputs
+// invalid_position and invalid_index). A synchronous call reads it back when the kernel has
+// run; a call on a caller's stream (CUDA) has the kernel write it into mapped host memory and
+// queues it, to be read once the stream has run the kernel (cuda_check_reports).
+class KernelReport {
+ public:
+  KernelReport(Device device, DType index);
+  ~KernelReport();
+  KernelReport(const KernelReport&) = delete;
+  KernelReport& operator=(const KernelReport&) = delete;
+  halide_buffer_t* position() { return &position_; }
+  halide_buffer_t* index() { return &index_; }
+  CudaBuffer position_buffer() { return {&position_, deferred(), !deferred()}; }
+  CudaBuffer index_buffer() { return {&index_, deferred(), !deferred()}; }
+  // After the kernel ran (or was queued): the error for an invalid index, as element
+  // `first_position` + the report's position of the call, in planes of `bound` slots; a
+  // deferred report is queued instead and ok returned.
+  Status finish(int64_t first_position, int64_t bound);
+
+ private:
+  bool deferred() const { return slot_ >= 0; }
+  halide_buffer_t position_{}, index_{};
+  int64_t position_value_ = 0, index_value_ = 0;
+  int slot_ = -1;  // the mapped host slot of a deferred report
+  bool i32_;
+};
 
 }  // namespace poolgen::detail

@@ -272,6 +272,7 @@ Status run_checked(int nd, const TensorView& input, const PoolOptions& options,
   POOLGEN_RETURN_IF_ERROR(check_device_view("input", in, kernel.layout, false));
   POOLGEN_RETURN_IF_ERROR(check_device_view("values", out_values, kernel.layout, false));
   POOLGEN_RETURN_IF_ERROR(check_device_view("indices", out_indices, kernel.layout, false));
+  const CudaStreamScope stream(call.device == Device::cuda ? options.cuda_stream : nullptr);
   const Staged staged_in(in, kernel.layout, false, Staged::input);
   const Staged staged_values(out_values, kernel.layout, false, Staged::output);
   const Staged staged_indices(out_indices, kernel.layout, false, Staged::output);

@@ -85,26 +85,6 @@ bool gather(const Kernel& kernel, const View& grad_output, const View& indices,
   return run_kernel(kernel, args, &error, call_bytes) == 0;
 }
 
-// CUDA: the scatter over every plane at once (a thread per plane), in pieces of planes its
-// buffers hold.
-Status scatter_on_device(const Kernel& kernel, const View& grad_output, const View& indices,
-                         const View& grad_input) {
-  const Staged g(grad_output, kernel.layout, true, Staged::input),
-      i(indices, kernel.layout, true, Staged::input),
-      o(grad_input, kernel.layout, true, Staged::output);
-  POOLGEN_RETURN_IF_ERROR(for_each_piece(
-      {g.view(), i.view(), o.view()},
-      [&](const Views& piece) { return fits_kernel(piece, kernel.layout, true); },
-      [&](const Views& piece, int64_t) { return run_flat(kernel, Device::cuda, piece); },
-      [&](const Views& plane, int64_t) {
-        return fail(Code::unsupported, "grad_input: expected planes the ", kernel.name,
-                    " kernel's buffers hold (below 2^31 elements and 2 GiB), got planes of ",
-                    plane[2].plane(), " elements of ", dtype_name(plane[2].dtype));
-      }));
-  o.finish();
-  return {};
-}
-
 // What a call's checks leave for its runs: the call, its indices' and grad_input's views
 // (grad_output's is call.grad_output), and its direct run where it has one.
 struct PoolBackwardPlan {
@@ -136,18 +116,21 @@ Status run_checked(int nd, const TensorView& grad_input, const PoolOptions& opti
     i = packed_indices;
   }
 
-  if (call.window_gather) {
+  const Kernel& scatter_kernel = *call.scatter;
+  if (call.device == Device::cuda) {
+    // The window gather, and the scatter behind it gated on the device by its count.
+    POOLGEN_RETURN_IF_ERROR(check_device_view("grad_output", g, scatter_kernel.layout, true));
+    POOLGEN_RETURN_IF_ERROR(check_device_view("indices", i, scatter_kernel.layout, true));
+    POOLGEN_RETURN_IF_ERROR(check_device_view("grad_input", o, scatter_kernel.layout, true));
+    const CudaStreamScope stream(options.cuda_stream);
+    return gather_then_gated(call.window_gather, call.window, scatter_kernel, Device::cuda,
+                             {g, i, o}, o.plane(), "grad_input");
+  }
+  if (call.window_gather) {  // the CPU twin, with Path::winner
     bool done = false;
     POOLGEN_RETURN_IF_ERROR(
         window_gather(*call.window_gather, call.window, call.device, g, i, o, &done));
     if (done) return {};
-  }
-  const Kernel& scatter_kernel = *call.scatter;
-  if (call.device == Device::cuda) {
-    POOLGEN_RETURN_IF_ERROR(check_device_view("grad_output", g, scatter_kernel.layout, true));
-    POOLGEN_RETURN_IF_ERROR(check_device_view("indices", i, scatter_kernel.layout, true));
-    POOLGEN_RETURN_IF_ERROR(check_device_view("grad_input", o, scatter_kernel.layout, true));
-    return scatter_on_device(scatter_kernel, g, i, o);
   }
   if (call.gather && gather(*call.gather, g, i, o, call.bytes)) return {};
   return scatter(scatter_kernel, ScatterMode::accumulate, g, i, o, call.bytes, nullptr, false,

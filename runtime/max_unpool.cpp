@@ -175,13 +175,9 @@ Status run_checked(int nd, const TensorView& values, const UnpoolOptions& option
     POOLGEN_RETURN_IF_ERROR(check_device_view("values", v, w->layout, true));
     POOLGEN_RETURN_IF_ERROR(check_device_view("indices", i, w->layout, true));
     POOLGEN_RETURN_IF_ERROR(check_device_view("output", o, w->layout, true));
-    if (call.window_gather) {
-      bool done = false;
-      POOLGEN_RETURN_IF_ERROR(
-          window_gather(*call.window_gather, call.gather_window, call.device, v, i, o, &done));
-      if (done) return {};
-    }
-    return run_reporting(*w, call.device, {v, i, o}, o.plane(), "output");
+    const CudaStreamScope stream(call.device == Device::cuda ? options.cuda_stream : nullptr);
+    return gather_then_gated(call.window_gather, call.gather_window, *w, call.device, {v, i, o},
+                             o.plane(), "output");
   }
 
   // Windows within their stride in the outermost spatial dimension: a streamed output may be

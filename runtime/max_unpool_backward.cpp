@@ -91,13 +91,15 @@ struct UnpoolBackwardPlan {
 constexpr const char* kNames[3] = {"grad_output", "indices", "grad_values"};
 
 // Runs a checked call on views of its data.
-Status run_checked(const UnpoolBackwardCall& call, const View& g, const View& i, const View& o) {
+Status run_checked(const UnpoolBackwardCall& call, const UnpoolOptions& options, const View& g,
+                   const View& i, const View& o) {
   if (o.elements() == 0) return {};
   const Kernel& kernel = *call.kernel;
   if (kernel.op == Op::unpool_backward) return gather(kernel, g, i, o);
   POOLGEN_RETURN_IF_ERROR(check_device_view("grad_output", g, kernel.layout, true));
   POOLGEN_RETURN_IF_ERROR(check_device_view("indices", i, kernel.layout, true));
   POOLGEN_RETURN_IF_ERROR(check_device_view("grad_values", o, kernel.layout, true));
+  const CudaStreamScope stream(call.device == Device::cuda ? options.cuda_stream : nullptr);
   return run_reporting(kernel, call.device, {g, i, o}, g.plane(), "grad_output");
 }
 
@@ -109,7 +111,7 @@ Status unpool_backward(int nd, const TensorView& grad_output, const TensorView& 
     View views[3] = {plan->call.grad_output, plan->indices, plan->grad_values};
     POOLGEN_RETURN_IF_ERROR(
         check_views_data(kNames, {&grad_output, &indices, &grad_values}, views));
-    return run_checked(plan->call, views[0], views[1], views[2]);
+    return run_checked(plan->call, options, views[0], views[1], views[2]);
   }
 
   UnpoolBackwardPlan& plan = memo.start();
@@ -124,7 +126,7 @@ Status unpool_backward(int nd, const TensorView& grad_output, const TensorView& 
                   {"grad_values", grad_values, grad_output.dtype, grad_values.shape}, &i, &o));
   POOLGEN_RETURN_IF_ERROR(choose(grad_output, indices.dtype, options, &call));
   if (call.device == Device::cpu) memo.keep(key);
-  return run_checked(call, g, i, o);
+  return run_checked(call, options, g, i, o);
 }
 
 }  // namespace

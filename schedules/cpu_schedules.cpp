@@ -359,19 +359,19 @@ void CpuIndexGatherSchedule::apply(const IndexGatherStages& s, const Target& tar
 
 void CpuWinnerSchedule::read(Knobs& knobs) { knobs.take("elements_per_task", &elements_per_task); }
 
-void CpuWinnerSchedule::apply(const WinnerStages& s, const Target& target) const {
+void CpuWinnerSchedule::apply(const WinnerStages& s, const Target&) const {
   Func winner = s.winner, first_invalid = s.first_invalid, out = s.out;
-  const int lanes = vector_lanes(0, out, target, s.layout);
-  for (Func f : {winner, out}) {
-    f.compute_root().vectorize(f.args()[0], lanes, TailStrategy::GuardWithIf)
-        .parallel(f.args()[2]);
+  // Setting the slots and gathering into them: plain stores, the images in parallel.
+  for (auto [stage, r] : {std::pair{winner.update(0), s.slots}, std::pair{out.update(0), s.outputs}}) {
+    stage.parallel(r[2]);
   }
   // Tasks of elements_per_task consecutive elements (in memory order) race on shared slots; the
   // atomic max makes the result independent of who comes first.
   first_invalid.compute_root();
-  for (auto [f, r] : {std::pair{winner, s.elements}, std::pair{first_invalid, s.invalid_elements}}) {
+  for (auto [stage, r] : {std::pair{winner.update(1), s.elements},
+                          std::pair{first_invalid.update(), s.invalid_elements}}) {
     RVar task("task"), element("element_in_task"), planes("planes"), tasks("tasks");
-    f.update().atomic().split(r[0], task, element, elements_per_task, TailStrategy::GuardWithIf)
+    stage.atomic().split(r[0], task, element, elements_per_task, TailStrategy::GuardWithIf)
         .fuse(r[1], r[2], planes).fuse(task, planes, tasks).parallel(tasks);
   }
 }

@@ -80,6 +80,7 @@ struct ScatterStages {
   Halide::Func out;
   Halide::Var p, c, n;
   Halide::RDom r;
+  Halide::RDom slots;  // GPUs: the zeroing update's domain (every slot); undefined on the CPU
   Layout layout;
 };
 
@@ -163,15 +164,16 @@ struct CpuIndexGatherSchedule {
   void apply(const IndexGatherStages& s, const Halide::Target& target) const;
 };
 
-// Stages of max_unpool_winner (deterministic unpooling, the GPU's general path): winner(p, c, n)
-// (channels-last: winner(c, p, n)) starts at -1, then one atomic max update over `elements` (the
-// valid ones) takes the largest input position naming each slot; first_invalid() starts at the
-// largest int64, then one atomic min update over `invalid_elements` takes the first invalid
-// position; out gathers from the winners; invalid_position and invalid_index read first_invalid.
-// Both RDoms run over (element, c, n) in memory order (channels first in channels-last).
+// Stages of max_unpool_winner (deterministic unpooling, the GPU's general path), every one an
+// update (the gate closes their domains): winner(p, c, n) (channels-last: winner(c, p, n)) is set
+// to -1 over `slots`, then one atomic max update over `elements` (the valid ones) takes the
+// largest input position naming each slot; first_invalid() starts at the largest int64, then
+// one atomic min update over `invalid_elements` takes the first invalid position; out gathers
+// from the winners over `outputs`; invalid_position and invalid_index read first_invalid. Every
+// RDom runs over its buffer's (element, c, n) in memory order (channels first in channels-last).
 struct WinnerStages {
   Halide::Func winner, first_invalid, out, invalid_position, invalid_index;
-  Halide::RDom elements, invalid_elements;
+  Halide::RDom slots, elements, outputs, invalid_elements;
   Layout layout;
 };
 

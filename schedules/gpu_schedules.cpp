@@ -68,10 +68,21 @@ Var tile_threads(Func f, int threads_x, int threads_y, bool fuse_inner,
 // r[0], and the blocks of r[0] fused with the other dimensions into one block dimension; with
 // the planes grid, over a contiguous tensor's (spatial..., c, n), the blocks of r[0] in grid y,
 // the other spatial dimensions (fused) in x, the planes in z and the batch inside each thread.
+// A plain update (stores to distinct elements, `atomic` false) needs no atomics; with
+// fuse_inner its two innermost dimensions run fused (as gpu_fuse fuses a Func's).
 void thread_per_element(Stage update, const RDom& r, int threads, GpuGrid grid = GpuGrid::fused,
-                        Layout layout = Layout::channels_last) {
-  RVar ro("ro"), ri("ri"), outer = r[1];
-  update.atomic().split(r[0], ro, ri, threads, TailStrategy::GuardWithIf);
+                        Layout layout = Layout::channels_last, bool atomic = true,
+                        bool fuse_inner = false) {
+  RVar ro("ro"), ri("ri"), inner = r[0], outer = r[1];
+  int first_outer = 1;
+  if (fuse_inner) {
+    inner = RVar(r[0].name() + "_" + r[1].name());
+    update.fuse(r[0], r[1], inner);
+    outer = r[2];
+    first_outer = 2;
+  }
+  if (atomic) update.atomic();
+  update.split(inner, ro, ri, threads, TailStrategy::GuardWithIf);
   const int dims = r.dimensions();
   if (grid == GpuGrid::planes && layout == Layout::contiguous) {
     const RVar n = r[dims - 1], planes = r[dims - 2];
@@ -88,7 +99,7 @@ void thread_per_element(Stage update, const RDom& r, int threads, GpuGrid grid =
     update.reorder(n, ri, rows, ro, planes).gpu_threads(ri).gpu_blocks(rows, ro, planes);
     return;
   }
-  for (int i = 2; i < dims; ++i) {
+  for (int i = first_outer + 1; i < dims; ++i) {
     RVar fused(outer.name() + "_" + r[i].name());
     update.fuse(outer, r[i], fused);
     outer = fused;
@@ -119,21 +130,20 @@ void GpuPoolSchedule::apply(const PoolStages& s, const Target&) const {
 }
 
 void GpuWinnerSchedule::apply(const WinnerStages& s, const Target&) const {
-  Func winner = s.winner, first_invalid = s.first_invalid;
-  winner.compute_root();
+  Func winner = s.winner, out = s.out;
   const bool fuse = fuses_inner(gpu_fuse, s.layout);
-  tile_threads(winner, gpu_threads, 1, fuse);
-  thread_per_element(winner.update(), s.elements, gpu_threads);
-  tile_threads(s.out, gpu_threads, 1, fuse);
-  first_invalid_threads(first_invalid, s.invalid_elements, {s.invalid_position, s.invalid_index},
-                        gpu_threads);
+  thread_per_element(winner.update(0), s.slots, gpu_threads, GpuGrid::fused, s.layout, false, fuse);
+  thread_per_element(winner.update(1), s.elements, gpu_threads);
+  thread_per_element(out.update(0), s.outputs, gpu_threads, GpuGrid::fused, s.layout, false, fuse);
+  first_invalid_threads(s.first_invalid, s.invalid_elements,
+                        {s.invalid_position, s.invalid_index}, gpu_threads);
 }
 
 void GpuScatterSchedule::apply(const ScatterStages& s, const Target&) const {
   Func out = s.out;
-  tile_threads(out, gpu_threads, 1, false);
+  thread_per_element(out.update(0), s.slots, gpu_threads, GpuGrid::fused, s.layout, false);
   Var planes("planes"), block("block"), thread("thread");
-  out.update().fuse(s.c, s.n, planes)
+  out.update(1).fuse(s.c, s.n, planes)
       .split(planes, block, thread, gpu_threads, TailStrategy::GuardWithIf)
       .gpu_blocks(block).gpu_threads(thread);
 }

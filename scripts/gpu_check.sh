@@ -4,8 +4,11 @@
 # kernels timed the same way (bench/torch_cuda_bench.py, needs python3 with CUDA PyTorch).
 # Logs and JSON go to $OUT (default: build-gpu/), the table to stdout last.
 #
-#   scripts/gpu_check.sh [test|bench|all] [gtest filter]
+#   scripts/gpu_check.sh [test|bench|pytorch|all] [gtest filter]
 #   scripts/gpu_check.sh profile [benchmark filter]
+# pytorch (part of all): builds poolgen's PyTorch package against the machine's CUDA PyTorch
+# from the packed install tree and runs the binding's pytest suite (tests/python/test_cuda.py
+# among it) on the GPU; with bench, the drop-in's column in the table.
 # PEERS=0: no PyTorch runs; QUICK=1: fewer, shorter repetitions (a short lease); SHARDS=N: the
 # tests in N processes at once; TEST_TIMEOUT=S: each stopped after S seconds.
 set -uo pipefail
@@ -14,7 +17,9 @@ what=${1:-all}
 filter=${2:-*}
 out=${OUT:-build-gpu}
 mkdir -p "$out" /tmp/poolgen-gpu
-for f in .gpu/*.xz; do xz -dc "$f" >"/tmp/poolgen-gpu/$(basename "$f" .xz)"; done
+for f in .gpu/*.xz; do
+  [[ $f == *.tar.xz ]] || xz -dc "$f" >"/tmp/poolgen-gpu/$(basename "$f" .xz)"
+done
 chmod +x /tmp/poolgen-gpu/poolgen_*
 export LD_LIBRARY_PATH=/tmp/poolgen-gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$out/device.txt"
@@ -43,6 +48,22 @@ if [[ $what == test || $what == all ]]; then
   done
   grep -E "^\[  FAILED  \]" "$out/cuda_test.log" | sort -u
 fi
+dropin=()
+if [[ $what == pytorch || $what == all ]]; then
+  # The package, built as a user builds it, into an environment that sees the machine's torch.
+  rm -rf /tmp/poolgen-gpu/install /tmp/poolgen-gpu/env
+  tar -xJf .gpu/install.tar.xz -C /tmp/poolgen-gpu
+  python3 -m venv --system-site-packages /tmp/poolgen-gpu/env
+  start=$(date +%s)
+  POOLGEN_PREFIX=/tmp/poolgen-gpu/install MAX_JOBS=16 /tmp/poolgen-gpu/env/bin/python3 -m pip \
+      install -q --no-build-isolation ./python >"$out/pytorch_build.log" 2>&1 || status=1
+  echo "pytorch: the package built in $(($(date +%s) - start)) s"
+  /tmp/poolgen-gpu/env/bin/python3 -m pip install -q expecttest >/dev/null 2>&1
+  /tmp/poolgen-gpu/env/bin/python3 -m pytest -q -p no:cacheprovider tests/python \
+      >"$out/pytest.log" 2>&1 || status=1
+  tail -n 3 "$out/pytest.log"
+  dropin=(--dropin)
+fi
 if [[ $what == bench || $what == all ]]; then
   reps=7 min_time=0.05 torch_time=0.2
   [[ ${QUICK:-0} == 1 ]] && reps=3 min_time=0.02 torch_time=0.1
@@ -62,8 +83,10 @@ if [[ $what == bench || $what == all ]]; then
   done
   ((${#sweep[@]} == 1)) || python3 bench/torch_cuda_bench.py --sweep "${sweep[@]}" | tee "$out/sweep.md"
   if [[ ${PEERS:-1} != 0 ]]; then
-    python3 bench/torch_cuda_bench.py --poolgen "$out/poolgen_cuda.json" --min-time $torch_time \
-        --markdown "$out/cuda_table.md" --json "$out/torch_cuda.json" || status=1
+    python="python3"
+    ((${#dropin[@]})) && python=/tmp/poolgen-gpu/env/bin/python3
+    "$python" bench/torch_cuda_bench.py --poolgen "$out/poolgen_cuda.json" --min-time $torch_time \
+        "${dropin[@]}" --markdown "$out/cuda_table.md" --json "$out/torch_cuda.json" || status=1
   else
     grep -E "median" "$out/poolgen_cuda.log" | awk '{print $1, $2, $3}'
   fi

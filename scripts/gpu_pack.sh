@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs the CUDA test and benchmark programs of a build (default build/) for a GPU machine:
 # stripped and xz-compressed into .gpu/ (ignored by git), with the Google Benchmark library they
-# link. scripts/gpu_check.sh runs them there.
+# link, and the install tree (./install, scripts/build.sh's) that the PyTorch package builds
+# against there. scripts/gpu_check.sh runs them there.
 #
 #   scripts/gpu_pack.sh [BUILD]
 #   scripts/gpu_pack.sh --sweep NAME [CMAKE ARGS...]
@@ -38,4 +39,5 @@ for program in "$build/tests/poolgen_cuda_test" "$build/bench/poolgen_cuda_bench
 done
 library=$(ldd "$build/bench/poolgen_cuda_bench" | awk '/libbenchmark/ {print $3}')
 cp -L "$library" .gpu/ && xz -T2 -6 ".gpu/$(basename "$library")"
+tar cf - install | xz -T2 -6 >.gpu/install.tar.xz
 du -sh .gpu

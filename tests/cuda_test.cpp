@@ -27,6 +27,7 @@
 #if POOLGEN_CUDA_DEVICE_POINTERS
 #include <HalideRuntime.h>
 #include <HalideRuntimeCuda.h>
+#include <dlfcn.h>
 #endif
 
 namespace poolgen {
@@ -438,6 +439,108 @@ TEST(Cuda, UnpoolDevicePointersWithGuards) {
     ASSERT_TRUE(s.ok()) << s.message();
     EXPECT_EQ(inner(out), expected) << "case " << i;
   }
+#endif
+}
+
+#if POOLGEN_CUDA_DEVICE_POINTERS
+// The CUDA driver's stream and memory functions the stream tests need (libcuda is loaded by the
+// time a CUDA call has run).
+struct StreamDriver {
+  int (*stream_create)(void** stream, unsigned flags) = nullptr;
+  int (*stream_synchronize)(void* stream) = nullptr;
+  int (*stream_destroy)(void* stream) = nullptr;
+  int (*mem_alloc)(uint64_t* pointer, size_t bytes) = nullptr;
+  int (*mem_free)(uint64_t pointer) = nullptr;
+  StreamDriver() {
+    void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (!lib) return;
+    stream_create = reinterpret_cast<decltype(stream_create)>(dlsym(lib, "cuStreamCreate"));
+    stream_synchronize =
+        reinterpret_cast<decltype(stream_synchronize)>(dlsym(lib, "cuStreamSynchronize"));
+    stream_destroy = reinterpret_cast<decltype(stream_destroy)>(dlsym(lib, "cuStreamDestroy_v2"));
+    mem_alloc = reinterpret_cast<decltype(mem_alloc)>(dlsym(lib, "cuMemAlloc_v2"));
+    mem_free = reinterpret_cast<decltype(mem_free)>(dlsym(lib, "cuMemFree_v2"));
+  }
+  bool ok() const { return stream_create && stream_synchronize && stream_destroy && mem_alloc && mem_free; }
+};
+
+// An allocator over cuMemAlloc that counts what it hands out and gets back.
+struct CountingAllocator {
+  const StreamDriver* driver;
+  int allocated = 0, released = 0;
+  static void* allocate(void* self, size_t bytes, void*, void** handle) {
+    auto* a = static_cast<CountingAllocator*>(self);
+    uint64_t pointer = 0;
+    if (a->driver->mem_alloc(&pointer, bytes) != 0) return nullptr;
+    ++a->allocated;
+    *handle = reinterpret_cast<void*>(pointer);
+    return reinterpret_cast<void*>(pointer);
+  }
+  static void release(void* self, void* handle, void* stream) {
+    auto* a = static_cast<CountingAllocator*>(self);
+    a->driver->stream_synchronize(stream);  // cuMemFree would not wait for the stream
+    a->driver->mem_free(reinterpret_cast<uint64_t>(handle));
+    ++a->released;
+  }
+};
+#endif
+
+// Calls on a caller's stream (PoolOptions::cuda_stream) with the caller's allocator: they return
+// once queued, their results are complete once the stream has run them, the scratch comes from
+// the allocator and goes back to it, and an invalid unpooling index is reported afterwards by
+// cuda_check_reports, with the CPU's message and nothing written outside the output.
+TEST(Cuda, CallsOnCallersStreamWithCallersAllocator) {
+  POOLGEN_REQUIRE_CUDA();
+  if (!POOLGEN_CUDA_DEVICE_POINTERS) GTEST_SKIP() << "the OpenCL check build has no CUDA streams";
+#if POOLGEN_CUDA_DEVICE_POINTERS
+  const StreamDriver driver;
+  ASSERT_TRUE(driver.ok());
+  void* stream = nullptr;
+  ASSERT_EQ(driver.stream_create(&stream, 1), 0);  // CU_STREAM_NON_BLOCKING
+  CountingAllocator counting{&driver};
+  CudaAllocator allocator;
+  allocator.allocate = CountingAllocator::allocate;
+  allocator.release = CountingAllocator::release;
+  allocator.context = &counting;
+  set_cuda_allocator(allocator);
+  std::mt19937_64 rng(14);
+  for (int i = 0; i < 20; ++i) {
+    const UnpoolCase c = random_unpool_case(rng, i % 2 == 1, true);
+    Ints shape;
+    std::vector<float> expected;
+    const Status ref_status =
+        ref::max_unpool<float>(c.nd, c.shape, c.values, c.indices, c.options, &shape, &expected);
+    std::vector<float> out(static_cast<size_t>(ref::numel(c.out_shape) + 2 * kGuard), kGuardValue);
+    DeviceMemory v(c.values.size() * sizeof(float)), idx(c.indices.size() * sizeof(int64_t)),
+        o(out.size() * sizeof(float));
+    TensorView v_view = contiguous(on_device(v, c.values), DType::f32, c.shape);
+    TensorView i_view = contiguous(on_device(idx, c.indices), DType::i64, c.shape);
+    TensorView o_view = contiguous(static_cast<float*>(on_device(o, out)) + kGuard, DType::f32,
+                                   c.out_shape);
+    for (TensorView* view : {&v_view, &i_view, &o_view}) view->device = Device::cuda;
+    UnpoolOptions options = c.options;
+    options.cuda_stream = stream;
+    const Status s = max_unpool(c.nd, v_view, i_view, o_view, options);
+    ASSERT_TRUE(s.ok()) << "case " << i << ": " << s.message();  // errors come later
+    ASSERT_EQ(driver.stream_synchronize(stream), 0);
+    const Status later = cuda_check_reports(false);
+    ASSERT_TRUE(o.download(out.data()));
+    EXPECT_TRUE(guards_intact(out)) << "case " << i;
+    if (!ref_status.ok()) {
+      UnpoolOptions cpu = c.options;
+      cpu.path = Path::general;
+      EXPECT_EQ(later.code(), Code::index_out_of_range) << later.message();
+      EXPECT_EQ(later.message(), run_unpool<int64_t>(c, cpu).status.message()) << "case " << i;
+      continue;
+    }
+    EXPECT_TRUE(later.ok()) << later.message();
+    EXPECT_EQ(inner(out), expected) << "case " << i;
+  }
+  EXPECT_TRUE(cuda_check_reports(true).ok());
+  set_cuda_allocator(CudaAllocator{});
+  EXPECT_GT(counting.allocated, 0);
+  EXPECT_EQ(counting.released, counting.allocated);
+  driver.stream_destroy(stream);
 #endif
 }
 

@@ -83,6 +83,7 @@ typedef struct poolgen_pool_options {
   int32_t auto_pad;     /* POOLGEN_EXPLICIT_PADDING, POOLGEN_SAME_UPPER, ... */
   int32_t max_rule;     /* POOLGEN_MAX_ANY_NAN (PyTorch) or POOLGEN_MAX_FIRST_TAP */
   int32_t index_format; /* POOLGEN_INDEX_PLANE (PyTorch), POOLGEN_INDEX_ONNX, ... */
+  void* cuda_stream;    /* a CUstream: see PoolOptions::cuda_stream; NULL: synchronous */
 } poolgen_pool_options;
 
 typedef struct poolgen_unpool_options {
@@ -97,6 +98,7 @@ typedef struct poolgen_unpool_options {
   int64_t padding_end[3];
   int32_t output_size_rule; /* POOLGEN_OUTPUT_SIZE_PYTORCH, POOLGEN_OUTPUT_SIZE_ONNX_RUNTIME, ... */
   int32_t index_format;     /* POOLGEN_INDEX_PLANE (PyTorch), POOLGEN_INDEX_ONNX, ... */
+  void* cuda_stream;        /* as poolgen_pool_options.cuda_stream */
 } poolgen_unpool_options;
 
 /* Each returns a POOLGEN_* code; on failure the message (NUL-terminated, truncated to
@@ -150,6 +152,14 @@ void poolgen_set_streaming_bytes(int64_t bytes);
 
 /* 1 when this build has CUDA kernels and a CUDA device is present, else 0. */
 int32_t poolgen_cuda_available(void);
+
+/* poolgen::set_cuda_allocator: allocate NULL restores the default. */
+void poolgen_set_cuda_allocator(void* (*allocate)(void* context, size_t bytes, void* stream,
+                                                  void** handle),
+                                void (*release)(void* context, void* handle, void* stream),
+                                void* context);
+/* poolgen::cuda_check_reports: a POOLGEN_* code and its message. */
+int32_t poolgen_cuda_check_reports(int32_t wait, char* message, size_t message_size);
 
 #ifdef __cplusplus
 }

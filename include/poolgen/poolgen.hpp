@@ -26,6 +26,7 @@ enum class Device : int32_t { cpu = 0, cuda = 1 };
 // loads libcuda; there is no link dependency on it).
 bool cuda_available();
 
+
 // The 16-bit float types have no C++ type of their own: these hold their bits.
 struct f16_t { uint16_t bits; };
 struct bf16_t { uint16_t bits; };
@@ -151,6 +152,12 @@ struct PoolOptions {
   // Where to run: cuda runs on the GPU even for host views (copied there and back). Views on
   // the device always run there.
   Device device = Device::cpu;
+  // The CUstream a CUDA call's kernels run on, in order with the caller's other work there (a
+  // framework's current stream); the call returns once they are queued, with no host
+  // synchronization (host views aside: they are copied back before it returns), and any invalid
+  // index is reported later (cuda_check_reports). Null: Halide's stream of the current context,
+  // and the call returns when its outputs are complete.
+  void* cuda_stream = nullptr;
   // Padding after each dimension's end (ONNX's pads end half); empty: `padding` on both sides.
   // Given, each side may be up to kernel_size - 1 (ONNX Runtime's limit) instead of PyTorch's
   // half the kernel.
@@ -191,6 +198,7 @@ struct UnpoolOptions {
   Ints output_size;
   Path path = Path::automatic;
   Device device = Device::cpu;  // as PoolOptions::device
+  void* cuda_stream = nullptr;  // as PoolOptions::cuda_stream
   Ints padding_end;  // ONNX's pads end half, for the default extent; empty: `padding`
   OutputSizeRule output_size_rule = OutputSizeRule::pytorch;
   // The format of the indices read (all but window): onnx addresses the whole output and may
@@ -332,6 +340,28 @@ void set_min_parallel_bytes(int64_t bytes);
 // contiguous window gathers serve, which lose to the scatter in cache.
 // Process-wide, like set_min_parallel_bytes.
 void set_streaming_bytes(int64_t bytes);
+
+// Device memory for a CUDA call's scratch (the winner unpooling's slots, the counts that gate a
+// fallback kernel on the device), as a framework's caching allocator hands it out: allocate
+// returns `bytes` for work on `stream` (a CUstream; null: the legacy default stream) and sets
+// *handle, which release gets back once the call has queued its last use of the memory on that
+// stream (stream-ordered: the allocator may reuse it for later work on the same stream at
+// once); null on failure. Process-wide; an allocator whose `allocate` is null restores the
+// default, Halide's device allocations (cached, reused on the stream they were freed on).
+struct CudaAllocator {
+  void* (*allocate)(void* context, size_t bytes, void* stream, void** handle) = nullptr;
+  void (*release)(void* context, void* handle, void* stream) = nullptr;
+  void* context = nullptr;
+};
+void set_cuda_allocator(const CudaAllocator& allocator);
+
+// Errors a CUDA call on a caller's stream (PoolOptions::cuda_stream) could not know when it
+// returned: an invalid unpooling index (max_unpool, max_unpool_backward) is found by the kernel,
+// which writes nothing through it and leaves its report in mapped host memory, read once the
+// stream has run the kernel. Returns the first such error of the calls whose kernels have run
+// (with `wait`: of every call so far, waiting for their kernels) and forgets it; ok when there
+// is none. Process-wide, any stream.
+Status cuda_check_reports(bool wait = false);
 
 inline Status max_pool1d(const TensorView& in, const TensorView& values, const TensorView& indices,
                          const PoolOptions& o) {

@@ -3,14 +3,14 @@
 #include <poolgen/poolgen.h>
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/max_pool2d_with_indices_backward_cpu_dispatch.h>
-#include <ATen/ops/max_pool2d_with_indices_cpu_dispatch.h>
-#include <ATen/ops/max_pool3d_with_indices_backward_cpu_dispatch.h>
-#include <ATen/ops/max_pool3d_with_indices_cpu_dispatch.h>
-#include <ATen/ops/max_unpool2d_cpu_dispatch.h>
-#include <ATen/ops/max_unpool3d_cpu_dispatch.h>
+#include <c10/core/DeviceGuard.h>
+#if POOLGEN_TORCH_CUDA
+#include <c10/core/Allocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#endif
 
 #include <algorithm>
 #include <array>
@@ -41,32 +41,58 @@ std::string list_text(at::IntArrayRef list) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// What the installed PyTorch does, asked of its own CPU kernels (at::cpu::*, which bypass the
+// What the installed PyTorch does, asked of its own kernels (POOLGEN_STOCK, which bypass the
 // dispatcher and so the drop-in): which output memory format each op gives a channels-last
 // input, which dtypes each takes, and which exception it raises for a dtype it lacks.
 
 constexpr int kStockOps = 6;
+constexpr int kDevices = 2;  // CPU, CUDA
 
-// Runs the stock op on tensors of `shape` (all zero, indices i64) and returns its output.
+int device_slot(at::DeviceType device) { return device == at::kCUDA ? 1 : 0; }
+
+// Deterministic mode off for a probe of PyTorch's kernels, which would refuse (or warn about)
+// its unpooling kernels there: what is asked is what they take, whenever the probe runs.
+class DeterminismOff {
+ public:
+  DeterminismOff()
+      : on_(at::globalContext().deterministicAlgorithms()),
+        warn_only_(at::globalContext().deterministicAlgorithmsWarnOnly()) {
+    if (on_) at::globalContext().setDeterministicAlgorithms(false, false);
+  }
+  ~DeterminismOff() {
+    if (on_) at::globalContext().setDeterministicAlgorithms(true, warn_only_);
+  }
+
+ private:
+  bool on_, warn_only_;
+};
+
+// Runs the stock op on tensors of `shape` (all zero, indices i64) on `device` and returns its
+// output.
 at::Tensor run_stock(StockOp op, at::IntArrayRef shape, at::ScalarType dtype,
-                     at::MemoryFormat format) {
-  const auto options = at::TensorOptions().dtype(dtype).memory_format(format);
+                     at::MemoryFormat format, at::DeviceType device) {
+  const DeterminismOff probe;
+  const auto options = at::TensorOptions().dtype(dtype).memory_format(format).device(device);
   const at::Tensor x = at::empty(shape, options).zero_();
   const at::Tensor i = at::empty(shape, options.dtype(at::kLong)).zero_();
   const std::vector<int64_t> ones(shape.size() - 2, 1), zeros(shape.size() - 2, 0);
   switch (op) {
     case StockOp::pool2d:
-      return std::get<0>(at::cpu::max_pool2d_with_indices(x, ones, ones, zeros, ones, false));
+      return std::get<0>(
+          POOLGEN_STOCK(device, max_pool2d_with_indices, x, ones, ones, zeros, ones, false));
     case StockOp::pool3d:
-      return std::get<0>(at::cpu::max_pool3d_with_indices(x, ones, ones, zeros, ones, false));
+      return std::get<0>(
+          POOLGEN_STOCK(device, max_pool3d_with_indices, x, ones, ones, zeros, ones, false));
     case StockOp::pool2d_backward:
-      return at::cpu::max_pool2d_with_indices_backward(x, x, ones, ones, zeros, ones, false, i);
+      return POOLGEN_STOCK(device, max_pool2d_with_indices_backward, x, x, ones, ones, zeros,
+                           ones, false, i);
     case StockOp::pool3d_backward:
-      return at::cpu::max_pool3d_with_indices_backward(x, x, ones, ones, zeros, ones, false, i);
+      return POOLGEN_STOCK(device, max_pool3d_with_indices_backward, x, x, ones, ones, zeros,
+                           ones, false, i);
     case StockOp::unpool2d:
-      return at::cpu::max_unpool2d(x, i, shape.slice(2));
+      return POOLGEN_STOCK(device, max_unpool2d, x, i, shape.slice(2));
     case StockOp::unpool3d:
-      return at::cpu::max_unpool3d(x, i, shape.slice(2), ones, zeros);
+      return POOLGEN_STOCK(device, max_unpool3d, x, i, shape.slice(2), ones, zeros);
   }
   return {};
 }
@@ -75,34 +101,33 @@ bool is_3d(StockOp op) {
   return op == StockOp::pool3d || op == StockOp::pool3d_backward || op == StockOp::unpool3d;
 }
 
-// Whether `op` gives a channels-last input a channels-last output (PyTorch 1.13's 3-D pooling
-// does not, 2.x's does).
-bool keeps_channels_last(StockOp op) {
-  static const std::array<bool, kStockOps> answers = [] {
-    std::array<bool, kStockOps> a{};
-    for (int k = 0; k < kStockOps; ++k) {
-      const auto op = static_cast<StockOp>(k);
-      const bool d3 = is_3d(op);
-      try {
-        const at::Tensor out =
-            run_stock(op, d3 ? at::IntArrayRef{1, 2, 2, 2, 2} : at::IntArrayRef{1, 2, 2, 2},
-                      at::kFloat, d3 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast);
-        a[k] = !out.is_contiguous() && out.is_contiguous(d3 ? at::MemoryFormat::ChannelsLast3d
-                                                            : at::MemoryFormat::ChannelsLast);
-      } catch (const c10::Error&) {
-        a[k] = false;
-      }
+// Whether `op` on `device` gives a channels-last input a channels-last output (PyTorch 1.13's
+// 3-D pooling does not, 2.x's does), asked once per pair.
+bool keeps_channels_last(StockOp op, at::DeviceType device) {
+  static std::array<std::atomic<int8_t>, kStockOps * kDevices> known{};  // 0 unknown, 1, 2
+  std::atomic<int8_t>& answer = known[static_cast<int>(op) * kDevices + device_slot(device)];
+  if (answer.load(std::memory_order_relaxed) == 0) {
+    const bool d3 = is_3d(op);
+    bool keeps = false;
+    try {
+      const at::Tensor out =
+          run_stock(op, d3 ? at::IntArrayRef{1, 2, 2, 2, 2} : at::IntArrayRef{1, 2, 2, 2},
+                    at::kFloat, d3 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast,
+                    device);
+      keeps = !out.is_contiguous() && out.is_contiguous(d3 ? at::MemoryFormat::ChannelsLast3d
+                                                           : at::MemoryFormat::ChannelsLast);
+    } catch (const c10::Error&) {
     }
-    return a;
-  }();
-  return answers[static_cast<int>(op)];
+    answer.store(keeps ? 1 : 2, std::memory_order_relaxed);
+  }
+  return answer.load(std::memory_order_relaxed) == 1;
 }
 
 // PyTorch 2.x raises NotImplementedError for a dtype a kernel lacks, 1.13 RuntimeError.
 bool dtype_errors_are_not_implemented() {
   static const bool answer = [] {
     try {
-      run_stock(StockOp::pool2d, {1, 1, 1, 1}, at::kBool, at::MemoryFormat::Contiguous);
+      run_stock(StockOp::pool2d, {1, 1, 1, 1}, at::kBool, at::MemoryFormat::Contiguous, at::kCPU);
     } catch (const c10::NotImplementedError&) {
       return true;
     } catch (const c10::Error&) {
@@ -164,9 +189,46 @@ poolgen_tensor view_of(const at::Tensor& t, at::Tensor* keep) {
     v.shape[d] = s.size(d);
     v.strides[d] = s.stride(d);
   }
-  v.device = POOLGEN_CPU;
+  v.device = s.is_cuda() ? POOLGEN_CUDA : POOLGEN_CPU;
   return v;
 }
+
+// ---------------------------------------------------------------------------------------------
+// CUDA tensors: poolgen runs on the tensors' device, made current as PyTorch's kernels make it,
+// queueing its kernels on that device's current stream, with scratch memory from PyTorch's
+// caching allocator (which keeps each block for its stream's later work).
+
+#if POOLGEN_TORCH_CUDA
+void* allocate_scratch(void*, size_t bytes, void*, void** handle) {
+  auto* block = new c10::DataPtr(c10::GetAllocator(c10::DeviceType::CUDA)->allocate(bytes));
+  *handle = block;
+  return block->get();
+}
+void release_scratch(void*, void* handle, void*) { delete static_cast<c10::DataPtr*>(handle); }
+[[maybe_unused]] const bool allocator_set = [] {
+  poolgen_set_cuda_allocator(allocate_scratch, release_scratch, nullptr);
+  return true;
+}();
+#endif
+
+// Where a call runs: the CPU, or a CUDA device (current for the object's lifetime) and its
+// current stream.
+struct Execution {
+  c10::OptionalDeviceGuard guard;
+  void* stream = nullptr;
+  explicit Execution(const at::Tensor& leading) {
+#if POOLGEN_TORCH_CUDA
+    if (!leading.is_cuda()) return;
+    guard.reset_device(leading.device());
+    stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)
+                 ->getStream(leading.device())
+                 .native_handle();
+    raise_cuda_reports(false);
+#else
+    (void)leading;
+#endif
+  }
+};
 
 // Copies a PyTorch int-or-tuple list (1 or nd entries; `optional`: empty takes the default) into
 // `out`. The C API reads an all-zero stride or dilation as its default, so explicit entries below
@@ -305,13 +367,15 @@ at::Tensor allocate(const int64_t* shape, int rank, const at::TensorOptions& opt
     std::copy_backward(sizes + rank + dim + 1, sizes + rank, sizes + rank + 1);
     sizes[rank + dim + 1] = 1;
   }
-  const bool channels_last = as.dim() == (nd == 3 ? 5 : 4) && keeps_channels_last(op);
+  const bool channels_last =
+      as.dim() == (nd == 3 ? 5 : 4) && keeps_channels_last(op, like.device().type());
   const at::TensorOptions with_format = options.memory_format(
       channels_last ? as.suggest_memory_format() : at::MemoryFormat::Contiguous);
   const at::IntArrayRef extents(sizes, rank + (nd == 1));
-  // Straight from PyTorch's CPU allocator (only CPU kernels get here), as its own kernels get
-  // their outputs: at::empty would pass the dispatcher, a sixth of a tiny call.
-  const at::Tensor out(at::detail::empty_cpu(extents, with_format));
+  // Straight from PyTorch's CPU allocator, as its own kernels get their outputs: at::empty
+  // would pass the dispatcher, a sixth of a tiny call.
+  const at::Tensor out = like.is_cuda() ? at::empty(extents, with_format)
+                                        : at::Tensor(at::detail::empty_cpu(extents, with_format));
   return nd == 1 ? out.squeeze(dim) : out;
 }
 
@@ -348,15 +412,27 @@ Outcome check_output(const char* argument, const at::Tensor& out, const int64_t*
   TORCH_CHECK(false, m);
 }
 
-bool pytorch_takes(StockOp op, at::ScalarType dtype) {
+void raise_cuda_reports(bool wait) {
+  char message[1024];
+  message[0] = '\0';
+  const int32_t code = poolgen_cuda_check_reports(wait, message, sizeof message);
+  if (code != POOLGEN_OK) {
+    raise({code, std::string("an earlier call on CUDA found an invalid index once its kernels "
+                             "had run (nothing was written through it): ") + message});
+  }
+}
+
+bool pytorch_takes(StockOp op, at::ScalarType dtype, at::DeviceType device) {
   constexpr int kTypes = static_cast<int>(at::ScalarType::NumOptions);
-  static std::array<std::atomic<int8_t>, kStockOps * kTypes> known{};  // 0 unknown, 1 yes, 2 no
-  std::atomic<int8_t>& answer = known[static_cast<int>(op) * kTypes + static_cast<int>(dtype)];
+  static std::array<std::atomic<int8_t>, kStockOps * kTypes * kDevices> known{};  // 0, 1 yes, 2 no
+  std::atomic<int8_t>& answer =
+      known[(static_cast<int>(op) * kTypes + static_cast<int>(dtype)) * kDevices +
+            device_slot(device)];
   if (answer.load(std::memory_order_relaxed) == 0) {
     bool takes = true;
     try {
       run_stock(op, is_3d(op) ? at::IntArrayRef{1, 1, 1, 1, 1} : at::IntArrayRef{1, 1, 1, 1},
-                dtype, at::MemoryFormat::Contiguous);
+                dtype, at::MemoryFormat::Contiguous, device);
     } catch (const c10::Error&) {
       takes = false;
     }
@@ -382,6 +458,8 @@ Outcome max_pool(const at::Tensor& self, const PoolWindow& w, at::Tensor* values
     *values = allocate(shape, rank, self.options(), pool_op(w.nd), self, w.nd, -2);
     *indices = allocate(shape, rank, self.options().dtype(at::kLong), pool_op(w.nd), self, w.nd, -2);
   }
+  const Execution on(self);
+  o.cuda_stream = on.stream;
   at::Tensor keep[3];
   const poolgen_tensor in = view_of(self, &keep[0]), v = view_of(*values, &keep[1]),
                        i = view_of(*indices, &keep[2]);
@@ -407,6 +485,8 @@ Outcome max_pool_backward(const at::Tensor& grad_output, const at::Tensor& self,
     *grad_input = allocate(self.sizes().data(), rank, self.options(), pool_backward_op(w.nd), self,
                            w.nd, -2);
   }
+  const Execution on(grad_output);
+  o.cuda_stream = on.stream;
   at::Tensor keep[3];
   const poolgen_tensor g = view_of(grad_output, &keep[0]), i = view_of(indices, &keep[1]),
                        gi = view_of(*grad_input, &keep[2]);
@@ -431,6 +511,8 @@ Outcome max_unpool(const at::Tensor& self, const at::Tensor& indices, const Unpo
   } else {
     *output = allocate(shape, rank, self.options(), unpool_op(w.nd), self, w.nd, -1);
   }
+  const Execution on(self);
+  o.cuda_stream = on.stream;
   at::Tensor keep[3];
   const poolgen_tensor v = view_of(self, &keep[0]), i = view_of(indices, &keep[1]),
                        out = view_of(*output, &keep[2]);
@@ -448,7 +530,11 @@ Outcome max_unpool_backward(const at::Tensor& grad_output, const at::Tensor& ind
     return r;
   }
   // PyTorch's gradient is a gather (its max_pool_double_backward): contiguous, like the indices.
-  *grad_values = at::Tensor(at::detail::empty_cpu(indices.sizes(), grad_output.options()));
+  const Execution on(grad_output);
+  o.cuda_stream = on.stream;
+  *grad_values = grad_output.is_cuda()
+                     ? at::empty(indices.sizes(), grad_output.options())
+                     : at::Tensor(at::detail::empty_cpu(indices.sizes(), grad_output.options()));
   at::Tensor keep[3];
   const poolgen_tensor g = view_of(grad_output, &keep[0]), i = view_of(indices, &keep[1]),
                        gv = view_of(*grad_values, &keep[2]);

@@ -6,7 +6,34 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/max_pool2d_with_indices_backward_cpu_dispatch.h>
+#include <ATen/ops/max_pool2d_with_indices_cpu_dispatch.h>
+#include <ATen/ops/max_pool3d_with_indices_backward_cpu_dispatch.h>
+#include <ATen/ops/max_pool3d_with_indices_cpu_dispatch.h>
+#include <ATen/ops/max_unpool2d_cpu_dispatch.h>
+#include <ATen/ops/max_unpool3d_cpu_dispatch.h>
 #include <c10/util/Optional.h>
+
+// POOLGEN_TORCH_CUDA: the installed PyTorch has CUDA (setup.py), and poolgen serves its CUDA
+// tensors too. It needs no CUDA header: streams, devices and the caching allocator are reached
+// through c10's device-generic interfaces (PyTorch 2).
+#ifndef POOLGEN_TORCH_CUDA
+#define POOLGEN_TORCH_CUDA 0
+#endif
+#if POOLGEN_TORCH_CUDA
+#include <ATen/ops/max_pool2d_with_indices_backward_cuda_dispatch.h>
+#include <ATen/ops/max_pool2d_with_indices_cuda_dispatch.h>
+#include <ATen/ops/max_pool3d_with_indices_backward_cuda_dispatch.h>
+#include <ATen/ops/max_pool3d_with_indices_cuda_dispatch.h>
+#include <ATen/ops/max_unpool2d_cuda_dispatch.h>
+#include <ATen/ops/max_unpool3d_cuda_dispatch.h>
+// PyTorch's own kernel `fn` for a tensor on `device` (at::cpu:: or at::cuda::, which bypass the
+// dispatcher and so the drop-in).
+#define POOLGEN_STOCK(device, fn, ...) \
+  ((device) == at::kCUDA ? at::cuda::fn(__VA_ARGS__) : at::cpu::fn(__VA_ARGS__))
+#else
+#define POOLGEN_STOCK(device, fn, ...) at::cpu::fn(__VA_ARGS__)
+#endif
 
 #include <string>
 
@@ -52,12 +79,17 @@ Outcome max_unpool(const at::Tensor& self, const at::Tensor& indices, const Unpo
 Outcome max_unpool_backward(const at::Tensor& grad_output, const at::Tensor& indices,
                             const UnpoolWindow& w, at::Tensor* grad_values);
 
-// aten's CPU kernels of these ops (the at::cpu:: functions, which bypass the dispatcher and so the
-// drop-in).
+// aten's kernels of these ops (POOLGEN_STOCK).
 enum class StockOp { pool2d, pool3d, pool2d_backward, pool3d_backward, unpool2d, unpool3d };
 
-// Whether the installed PyTorch's own kernel of `op` takes `dtype` (asked of that kernel once
-// per pair): the drop-in serves no dtype PyTorch refuses.
-bool pytorch_takes(StockOp op, at::ScalarType dtype);
+// Whether the installed PyTorch's own kernel of `op` on `device` (CPU or CUDA) takes `dtype`
+// (asked of that kernel once per triple): the drop-in serves no dtype PyTorch refuses.
+bool pytorch_takes(StockOp op, at::ScalarType dtype, at::DeviceType device);
+
+// Raises, as PyTorch's RuntimeError, an error a call on CUDA could only find once its kernels had
+// run on the stream (an invalid unpooling index: poolgen writes nothing through it and reports
+// it later, where PyTorch's kernels assert on the device); with `wait`, after every earlier
+// call's kernels have run. Every op on CUDA tensors checks first, without waiting.
+void raise_cuda_reports(bool wait);
 
 }  // namespace poolgen_torch

@@ -1,20 +1,15 @@
-// The drop-in: poolgen kernels registered as the CPU kernels of aten's own pooling ops, so that
-// torch.nn.functional, nn.MaxPool*d / MaxUnpool*d and autograd run on poolgen unchanged. A
-// registration object that is deleted gives PyTorch's kernels back. Each kernel serves what
-// poolgen and the installed PyTorch both take; anything else (a dtype PyTorch refuses, an
-// argument poolgen refuses, out= tensors that need resizing) goes to PyTorch's own kernel, which
-// raises where PyTorch raises (an invalid unpooling index is raised by poolgen itself, as the
-// same RuntimeError). Counters say which calls ran where.
+// The drop-in: poolgen kernels registered as the CPU (and, where PyTorch has CUDA, the CUDA)
+// kernels of aten's own pooling ops, so that torch.nn.functional, nn.MaxPool*d / MaxUnpool*d
+// and autograd run on poolgen unchanged. A registration object that is deleted gives PyTorch's
+// kernels back. Each kernel serves what poolgen and the installed PyTorch both take; anything
+// else (a dtype PyTorch refuses or poolgen has no kernel for, an argument poolgen refuses, out=
+// tensors that need resizing) goes to PyTorch's own kernel, which raises where PyTorch raises
+// (an invalid unpooling index is raised by poolgen itself, as the same RuntimeError). Counters
+// say which calls ran where, per device.
 #include "binding.hpp"
 
 #include <poolgen/poolgen.h>
 
-#include <ATen/ops/max_pool2d_with_indices_backward_cpu_dispatch.h>
-#include <ATen/ops/max_pool2d_with_indices_cpu_dispatch.h>
-#include <ATen/ops/max_pool3d_with_indices_backward_cpu_dispatch.h>
-#include <ATen/ops/max_pool3d_with_indices_cpu_dispatch.h>
-#include <ATen/ops/max_unpool2d_cpu_dispatch.h>
-#include <ATen/ops/max_unpool3d_cpu_dispatch.h>
 #include <torch/library.h>
 #include <torch/version.h>
 
@@ -43,7 +38,8 @@ enum Op {
   pool3d_backward, pool3d_backward_out, unpool2d, unpool2d_out, unpool3d, unpool3d_out
 };
 
-std::atomic<int64_t> served[kOpCount], fell_back[kOpCount];
+constexpr int kDevices = 2;  // CPU, CUDA
+std::atomic<int64_t> served[kDevices][kOpCount], fell_back[kDevices][kOpCount];
 std::mutex reason_mutex;
 std::string last_reason;  // the latest fallback's, for poolgen.torch.stats()
 
@@ -54,25 +50,28 @@ constexpr StockOp kStock[] = {
     StockOp::pool3d_backward, StockOp::pool3d_backward, StockOp::unpool2d,
     StockOp::unpool2d,        StockOp::unpool3d,        StockOp::unpool3d};
 
-// Runs `ours` when the installed PyTorch takes `dtype` for `op`; true when poolgen served the
-// call, else the reason is noted and the caller runs PyTorch's kernel.
+// Runs `ours` when the installed PyTorch takes `self`'s dtype for `op` on its device; true when
+// poolgen served the call, else the reason is noted and the caller runs PyTorch's kernel.
 template <typename F>
-bool run(Op op, at::ScalarType dtype, F ours) {
+bool run(Op op, const Tensor& self, F ours) {
   std::string why;
-  if (!pytorch_takes(kStock[op], dtype)) {
+  const at::ScalarType dtype = self.scalar_type();
+  const at::DeviceType device = self.device().type();
+  const int d = device == at::kCUDA ? 1 : 0;
+  if (!pytorch_takes(kStock[op], dtype, device)) {
     why = std::string("PyTorch's kernel takes no ") + c10::toString(dtype);
   } else {
     const Outcome outcome = ours();
     // An invalid index PyTorch's kernel would also raise for, but its out= kernels may first
     // write outside their output: poolgen's error is raised instead.
     if (outcome.ok() || outcome.code == POOLGEN_INDEX_OUT_OF_RANGE) {
-      served[op].fetch_add(1, std::memory_order_relaxed);
+      served[d][op].fetch_add(1, std::memory_order_relaxed);
       check(outcome);
       return true;
     }
     why = outcome.message;
   }
-  fell_back[op].fetch_add(1, std::memory_order_relaxed);
+  fell_back[d][op].fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(reason_mutex);
   last_reason = std::string(kOps[op]) + ": " + why;
   return false;
@@ -103,15 +102,15 @@ std::tuple<Tensor, Tensor> aten_max_pool(const Tensor& self, IntArrayRef kernel_
                                     IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation,
                                     bool ceil_mode) {
   Tensor values, indices;
-  if (run(ND == 2 ? pool2d : pool3d, self.scalar_type(), [&] {
+  if (run(ND == 2 ? pool2d : pool3d, self, [&] {
         return max_pool(self, {ND, kernel_size, stride, padding, dilation, ceil_mode},
                                        &values, &indices);
       })) {
     return {values, indices};
   }
-  return ND == 2 ? at::cpu::max_pool2d_with_indices(self, kernel_size, stride, padding, dilation,
+  return ND == 2 ? POOLGEN_STOCK(self.device().type(), max_pool2d_with_indices, self, kernel_size, stride, padding, dilation,
                                                     ceil_mode)
-                 : at::cpu::max_pool3d_with_indices(self, kernel_size, stride, padding, dilation,
+                 : POOLGEN_STOCK(self.device().type(), max_pool3d_with_indices, self, kernel_size, stride, padding, dilation,
                                                     ceil_mode);
 }
 
@@ -122,17 +121,17 @@ std::tuple<Tensor&, Tensor&> aten_max_pool_out(const Tensor& self, IntArrayRef k
                                           IntArrayRef stride, IntArrayRef padding,
                                           IntArrayRef dilation, bool ceil_mode, Tensor& out,
                                           Tensor& indices) {
-  if (run(ND == 2 ? pool2d_out : pool3d_out, self.scalar_type(), [&] {
+  if (run(ND == 2 ? pool2d_out : pool3d_out, self, [&] {
         return max_pool(self, {ND, kernel_size, stride, padding, dilation, ceil_mode},
                                        &out, &indices);
       })) {
     return {out, indices};
   }
   if (ND == 2) {
-    at::cpu::max_pool2d_with_indices_out(out, indices, self, kernel_size, stride, padding,
+    POOLGEN_STOCK(self.device().type(), max_pool2d_with_indices_out, out, indices, self, kernel_size, stride, padding,
                                          dilation, ceil_mode);
   } else {
-    at::cpu::max_pool3d_with_indices_out(out, indices, self, kernel_size, stride, padding,
+    POOLGEN_STOCK(self.device().type(), max_pool3d_with_indices_out, out, indices, self, kernel_size, stride, padding,
                                          dilation, ceil_mode);
   }
   return {out, indices};
@@ -143,16 +142,16 @@ Tensor aten_max_pool_backward(const Tensor& grad_output, const Tensor& self, Int
                          IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation,
                          bool ceil_mode, const Tensor& indices) {
   Tensor grad_input;
-  if (run(ND == 2 ? pool2d_backward : pool3d_backward, self.scalar_type(), [&] {
+  if (run(ND == 2 ? pool2d_backward : pool3d_backward, self, [&] {
         return max_pool_backward(
             grad_output, self, {ND, kernel_size, stride, padding, dilation, ceil_mode}, indices,
             &grad_input);
       })) {
     return grad_input;
   }
-  return ND == 2 ? at::cpu::max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride,
+  return ND == 2 ? POOLGEN_STOCK(self.device().type(), max_pool2d_with_indices_backward, grad_output, self, kernel_size, stride,
                                                              padding, dilation, ceil_mode, indices)
-                 : at::cpu::max_pool3d_with_indices_backward(grad_output, self, kernel_size, stride,
+                 : POOLGEN_STOCK(self.device().type(), max_pool3d_with_indices_backward, grad_output, self, kernel_size, stride,
                                                              padding, dilation, ceil_mode, indices);
 }
 
@@ -161,7 +160,7 @@ Tensor& aten_max_pool_backward_out(const Tensor& grad_output, const Tensor& self
                               IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
                               IntArrayRef dilation, bool ceil_mode, const Tensor& indices,
                               Tensor& grad_input) {
-  if (run(ND == 2 ? pool2d_backward_out : pool3d_backward_out, self.scalar_type(), [&] {
+  if (run(ND == 2 ? pool2d_backward_out : pool3d_backward_out, self, [&] {
         return max_pool_backward(
             grad_output, self, {ND, kernel_size, stride, padding, dilation, ceil_mode}, indices,
             &grad_input);
@@ -169,10 +168,10 @@ Tensor& aten_max_pool_backward_out(const Tensor& grad_output, const Tensor& self
     return grad_input;
   }
   if (ND == 2) {
-    at::cpu::max_pool2d_with_indices_backward_out(grad_input, grad_output, self, kernel_size,
+    POOLGEN_STOCK(self.device().type(), max_pool2d_with_indices_backward_out, grad_input, grad_output, self, kernel_size,
                                                   stride, padding, dilation, ceil_mode, indices);
   } else {
-    at::cpu::max_pool3d_with_indices_backward_out(grad_input, grad_output, self, kernel_size,
+    POOLGEN_STOCK(self.device().type(), max_pool3d_with_indices_backward_out, grad_input, grad_output, self, kernel_size,
                                                   stride, padding, dilation, ceil_mode, indices);
   }
   return grad_input;
@@ -191,18 +190,18 @@ Outcome unpool_by_indices(int nd, const Tensor& self, const Tensor& indices,
 
 Tensor aten_max_unpool2d(const Tensor& self, const Tensor& indices, IntArrayRef output_size) {
   Tensor output;
-  if (run(unpool2d, self.scalar_type(),
+  if (run(unpool2d, self,
           [&] { return unpool_by_indices(2, self, indices, output_size, {}, {}, &output); })) {
     return output;
   }
-  return at::cpu::max_unpool2d(self, indices, output_size);
+  return POOLGEN_STOCK(self.device().type(), max_unpool2d, self, indices, output_size);
 }
 
 Tensor& aten_max_unpool2d_out(const Tensor& self, const Tensor& indices, IntArrayRef output_size,
                          Tensor& out) {
-  if (!run(unpool2d_out, self.scalar_type(),
+  if (!run(unpool2d_out, self,
            [&] { return unpool_by_indices(2, self, indices, output_size, {}, {}, &out); })) {
-    at::cpu::max_unpool2d_out(out, self, indices, output_size);
+    POOLGEN_STOCK(self.device().type(), max_unpool2d_out, out, self, indices, output_size);
   }
   return out;
 }
@@ -210,20 +209,20 @@ Tensor& aten_max_unpool2d_out(const Tensor& self, const Tensor& indices, IntArra
 Tensor aten_max_unpool3d(const Tensor& self, const Tensor& indices, IntArrayRef output_size,
                     IntArrayRef stride, IntArrayRef padding) {
   Tensor output;
-  if (run(unpool3d, self.scalar_type(), [&] {
+  if (run(unpool3d, self, [&] {
         return unpool_by_indices(3, self, indices, output_size, stride, padding, &output);
       })) {
     return output;
   }
-  return at::cpu::max_unpool3d(self, indices, output_size, stride, padding);
+  return POOLGEN_STOCK(self.device().type(), max_unpool3d, self, indices, output_size, stride, padding);
 }
 
 Tensor& aten_max_unpool3d_out(const Tensor& self, const Tensor& indices, IntArrayRef output_size,
                          IntArrayRef stride, IntArrayRef padding, Tensor& out) {
-  if (!run(unpool3d_out, self.scalar_type(), [&] {
+  if (!run(unpool3d_out, self, [&] {
         return unpool_by_indices(3, self, indices, output_size, stride, padding, &out);
       })) {
-    at::cpu::max_unpool3d_out(out, self, indices, output_size, stride, padding);
+    POOLGEN_STOCK(self.device().type(), max_unpool3d_out, out, self, indices, output_size, stride, padding);
   }
   return out;
 }
@@ -232,7 +231,8 @@ Tensor& aten_max_unpool3d_out(const Tensor& self, const Tensor& indices, IntArra
 // The switch and the counters (poolgen.torch.enable / disable / stats).
 
 std::mutex switch_mutex;
-std::unique_ptr<torch::Library> registrations;
+// One registration object per dispatch key served (CPU; CUDA where PyTorch has it).
+std::vector<std::unique_ptr<torch::Library>> registrations;
 
 #if TORCH_VERSION_MAJOR < 2
 // PyTorch 1.x warns, on every registration, that a kernel replaces one of aten's: replacing them
@@ -243,49 +243,63 @@ class DropWarnings : public c10::WarningHandler {
 };
 #endif
 
+// The drop-in's kernels as the kernels of `key` (CPU or CUDA).
+std::unique_ptr<torch::Library> register_kernels(c10::DispatchKey key) {
+  auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__,
+                                              __LINE__);
+  lib->impl(kOps[pool2d], TORCH_FN(aten_max_pool<2>));
+  lib->impl(kOps[pool2d_out], TORCH_FN(aten_max_pool_out<2>));
+  lib->impl(kOps[pool3d], TORCH_FN(aten_max_pool<3>));
+  lib->impl(kOps[pool3d_out], TORCH_FN(aten_max_pool_out<3>));
+  lib->impl(kOps[pool2d_backward], TORCH_FN(aten_max_pool_backward<2>));
+  lib->impl(kOps[pool2d_backward_out], TORCH_FN(aten_max_pool_backward_out<2>));
+  lib->impl(kOps[pool3d_backward], TORCH_FN(aten_max_pool_backward<3>));
+  lib->impl(kOps[pool3d_backward_out], TORCH_FN(aten_max_pool_backward_out<3>));
+  lib->impl(kOps[unpool2d], TORCH_FN(aten_max_unpool2d));
+  lib->impl(kOps[unpool2d_out], TORCH_FN(aten_max_unpool2d_out));
+  lib->impl(kOps[unpool3d], TORCH_FN(aten_max_unpool3d));
+  lib->impl(kOps[unpool3d_out], TORCH_FN(aten_max_unpool3d_out));
+  return lib;
+}
+
 // Turns the drop-in on or off; returns whether it was on.
 bool set_dropin(bool on) {
   std::lock_guard<std::mutex> lock(switch_mutex);
-  const bool was_on = registrations != nullptr;
+  const bool was_on = !registrations.empty();
   if (on && !was_on) {
 #if TORCH_VERSION_MAJOR < 2
     DropWarnings drop;
     c10::Warning::WarningHandlerGuard quiet(&drop);
 #endif
-    auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
-                                                c10::DispatchKey::CPU, __FILE__, __LINE__);
-    lib->impl(kOps[pool2d], TORCH_FN(aten_max_pool<2>));
-    lib->impl(kOps[pool2d_out], TORCH_FN(aten_max_pool_out<2>));
-    lib->impl(kOps[pool3d], TORCH_FN(aten_max_pool<3>));
-    lib->impl(kOps[pool3d_out], TORCH_FN(aten_max_pool_out<3>));
-    lib->impl(kOps[pool2d_backward], TORCH_FN(aten_max_pool_backward<2>));
-    lib->impl(kOps[pool2d_backward_out], TORCH_FN(aten_max_pool_backward_out<2>));
-    lib->impl(kOps[pool3d_backward], TORCH_FN(aten_max_pool_backward<3>));
-    lib->impl(kOps[pool3d_backward_out], TORCH_FN(aten_max_pool_backward_out<3>));
-    lib->impl(kOps[unpool2d], TORCH_FN(aten_max_unpool2d));
-    lib->impl(kOps[unpool2d_out], TORCH_FN(aten_max_unpool2d_out));
-    lib->impl(kOps[unpool3d], TORCH_FN(aten_max_unpool3d));
-    lib->impl(kOps[unpool3d_out], TORCH_FN(aten_max_unpool3d_out));
-    registrations = std::move(lib);
+    registrations.push_back(register_kernels(c10::DispatchKey::CPU));
+#if POOLGEN_TORCH_CUDA
+    registrations.push_back(register_kernels(c10::DispatchKey::CUDA));
+#endif
   } else if (!on) {
-    registrations.reset();
+    registrations.clear();
   }
   return was_on;
 }
 
 bool dropin_enabled() {
   std::lock_guard<std::mutex> lock(switch_mutex);
-  return registrations != nullptr;
+  return !registrations.empty();
 }
 
 std::vector<std::string> dropin_ops() { return std::vector<std::string>(kOps, kOps + kOpCount); }
 
-// served, fell back, for each op in dropin_ops() order.
-std::vector<int64_t> dropin_counts() {
+// served, fell back, for each op in dropin_ops() order, on `device` ("cpu", "cuda"; "": both).
+std::vector<int64_t> dropin_counts(const std::string& device) {
   std::vector<int64_t> counts;
   for (int op = 0; op < kOpCount; ++op) {
-    counts.push_back(served[op].load(std::memory_order_relaxed));
-    counts.push_back(fell_back[op].load(std::memory_order_relaxed));
+    int64_t s = 0, f = 0;
+    for (int d = 0; d < kDevices; ++d) {
+      if (!device.empty() && device != (d ? "cuda" : "cpu")) continue;
+      s += served[d][op].load(std::memory_order_relaxed);
+      f += fell_back[d][op].load(std::memory_order_relaxed);
+    }
+    counts.push_back(s);
+    counts.push_back(f);
   }
   return counts;
 }
@@ -296,9 +310,11 @@ std::string last_fallback() {
 }
 
 void reset_dropin_counts() {
-  for (int op = 0; op < kOpCount; ++op) {
-    served[op].store(0, std::memory_order_relaxed);
-    fell_back[op].store(0, std::memory_order_relaxed);
+  for (int d = 0; d < kDevices; ++d) {
+    for (int op = 0; op < kOpCount; ++op) {
+      served[d][op].store(0, std::memory_order_relaxed);
+      fell_back[d][op].store(0, std::memory_order_relaxed);
+    }
   }
   std::lock_guard<std::mutex> lock(reason_mutex);
   last_reason.clear();
@@ -312,7 +328,9 @@ TORCH_LIBRARY_FRAGMENT(poolgen, m) {
   m.def("_set_dropin(bool on) -> bool", &poolgen_torch::set_dropin);
   m.def("_dropin_enabled() -> bool", &poolgen_torch::dropin_enabled);
   m.def("_dropin_ops() -> str[]", &poolgen_torch::dropin_ops);
-  m.def("_dropin_counts() -> int[]", &poolgen_torch::dropin_counts);
+  m.def("_dropin_counts(str device) -> int[]", &poolgen_torch::dropin_counts);
+  m.def("_cuda_check(bool wait) -> ()", &poolgen_torch::raise_cuda_reports);
+  m.def("_serves_cuda() -> bool", [] { return bool(POOLGEN_TORCH_CUDA); });
   m.def("_dropin_last_fallback() -> str", &poolgen_torch::last_fallback);
   m.def("_reset_dropin_counts() -> ()", &poolgen_torch::reset_dropin_counts);
 }

@@ -1,7 +1,8 @@
 // torch.ops.poolgen: max pooling with indices, max unpooling and their backward passes, 1-D to
 // 3-D, with aten's signatures where aten has the op (unpooling takes the window, as
-// torch.nn.functional.max_unpool*d does, so that poolgen can pick its window kernels). CPU
-// kernels run poolgen; Autograd kernels make the ops differentiable twice, as PyTorch's are.
+// torch.nn.functional.max_unpool*d does, so that poolgen can pick its window kernels). CPU (and,
+// where PyTorch has CUDA, CUDA) kernels run poolgen; Autograd kernels make the ops
+// differentiable twice, as PyTorch's are.
 #include "binding.hpp"
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -21,10 +22,10 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // ---------------------------------------------------------------------------------------------
-// CPU kernels.
+// The kernels of the CPU and CUDA dispatch keys (the binding runs each on its tensors' device).
 
 template <int ND>
-std::tuple<Tensor, Tensor> max_pool_cpu(const Tensor& self, IntArrayRef kernel_size,
+std::tuple<Tensor, Tensor> max_pool_kernel(const Tensor& self, IntArrayRef kernel_size,
                                         IntArrayRef stride, IntArrayRef padding,
                                         IntArrayRef dilation, bool ceil_mode) {
   Tensor values, indices;
@@ -33,7 +34,7 @@ std::tuple<Tensor, Tensor> max_pool_cpu(const Tensor& self, IntArrayRef kernel_s
 }
 
 template <int ND>
-Tensor max_pool_backward_cpu(const Tensor& grad_output, const Tensor& self, IntArrayRef kernel_size,
+Tensor max_pool_backward_kernel(const Tensor& grad_output, const Tensor& self, IntArrayRef kernel_size,
                              IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation,
                              bool ceil_mode, const Tensor& indices) {
   Tensor grad_input;
@@ -43,7 +44,7 @@ Tensor max_pool_backward_cpu(const Tensor& grad_output, const Tensor& self, IntA
 }
 
 template <int ND>
-Tensor max_unpool_cpu(const Tensor& self, const Tensor& indices, IntArrayRef kernel_size,
+Tensor max_unpool_kernel(const Tensor& self, const Tensor& indices, IntArrayRef kernel_size,
                       IntArrayRef stride, IntArrayRef padding, OptionalIntArrayRef output_size) {
   Tensor output;
   check(max_unpool(self, indices, {ND, kernel_size, stride, padding, output_size}, &output));
@@ -53,7 +54,7 @@ Tensor max_unpool_cpu(const Tensor& self, const Tensor& indices, IntArrayRef ker
 // grad_output's extents are the unpooled ones: they are the output_size poolgen checks, and a
 // failure of that check is grad_output's.
 template <int ND>
-Tensor max_unpool_backward_cpu(const Tensor& grad_output, const Tensor& indices,
+Tensor max_unpool_backward_kernel(const Tensor& grad_output, const Tensor& indices,
                                IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding) {
   const IntArrayRef sizes = grad_output.sizes();
   const IntArrayRef unpooled = sizes.size() >= ND ? sizes.slice(sizes.size() - ND) : sizes;
@@ -94,17 +95,17 @@ const c10::TypedOperatorHandle<Signature>& handle(const char* format, int64_t nd
 
 // The kernels' signatures are the same at every rank.
 const auto& pool_op(int64_t nd) {
-  return handle<decltype(max_pool_cpu<1>)>("poolgen::max_pool#d_with_indices", nd);
+  return handle<decltype(max_pool_kernel<1>)>("poolgen::max_pool#d_with_indices", nd);
 }
 const auto& pool_backward_op(int64_t nd) {
-  return handle<decltype(max_pool_backward_cpu<1>)>("poolgen::max_pool#d_with_indices_backward",
+  return handle<decltype(max_pool_backward_kernel<1>)>("poolgen::max_pool#d_with_indices_backward",
                                                     nd);
 }
 const auto& unpool_op(int64_t nd) {
-  return handle<decltype(max_unpool_cpu<1>)>("poolgen::max_unpool#d", nd);
+  return handle<decltype(max_unpool_kernel<1>)>("poolgen::max_unpool#d", nd);
 }
 const auto& unpool_backward_op(int64_t nd) {
-  return handle<decltype(max_unpool_backward_cpu<1>)>("poolgen::max_unpool#d_backward", nd);
+  return handle<decltype(max_unpool_backward_kernel<1>)>("poolgen::max_unpool#d_backward", nd);
 }
 
 // The window lists an autograd node keeps for its backward.
@@ -315,9 +316,9 @@ void implement(torch::Library& m, Pool pool, PoolBackward pool_backward, Unpool 
 }
 
 template <int ND>
-void implement_cpu(torch::Library& m) {
-  implement<ND>(m, TORCH_FN(max_pool_cpu<ND>), TORCH_FN(max_pool_backward_cpu<ND>),
-                TORCH_FN(max_unpool_cpu<ND>), TORCH_FN(max_unpool_backward_cpu<ND>));
+void implement_kernels(torch::Library& m) {
+  implement<ND>(m, TORCH_FN(max_pool_kernel<ND>), TORCH_FN(max_pool_backward_kernel<ND>),
+                TORCH_FN(max_unpool_kernel<ND>), TORCH_FN(max_unpool_backward_kernel<ND>));
 }
 template <int ND>
 void implement_autograd(torch::Library& m) {
@@ -335,10 +336,18 @@ TORCH_LIBRARY(poolgen, m) {
 }
 
 TORCH_LIBRARY_IMPL(poolgen, CPU, m) {
-  poolgen_torch::implement_cpu<1>(m);
-  poolgen_torch::implement_cpu<2>(m);
-  poolgen_torch::implement_cpu<3>(m);
+  poolgen_torch::implement_kernels<1>(m);
+  poolgen_torch::implement_kernels<2>(m);
+  poolgen_torch::implement_kernels<3>(m);
 }
+
+#if POOLGEN_TORCH_CUDA
+TORCH_LIBRARY_IMPL(poolgen, CUDA, m) {
+  poolgen_torch::implement_kernels<1>(m);
+  poolgen_torch::implement_kernels<2>(m);
+  poolgen_torch::implement_kernels<3>(m);
+}
+#endif
 
 TORCH_LIBRARY_IMPL(poolgen, Autograd, m) {
   poolgen_torch::implement_autograd<1>(m);
