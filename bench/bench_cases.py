@@ -19,6 +19,14 @@ SMALL = [
     (2, (1, 64, 14, 14), 2, 2, 0, False),
     (2, (1, 64, 14, 14), 2, 2, 0, True),
 ]
+# Large tensors on CUDA, where a call's fixed cost is negligible: the rows held against a
+# device copy's bandwidth (bench/cuda_bench.cpp has them too).
+LARGE = [
+    (2, (32, 64, 224, 224), 2, 2, 0, False),
+    (2, (32, 64, 224, 224), 2, 2, 0, True),
+    (3, (16, 32, 64, 128, 128), 2, 2, 0, False),
+    (3, (16, 32, 64, 128, 128), 2, 2, 0, True),
+]
 # The fixed cost of a call.
 PER_CALL = (2, (1, 1, 2, 2), 2, 2, 0, False)
 

@@ -203,12 +203,16 @@ const char* op_name(Op op) {
   return "";
 }
 
-// The v0.1 shapes (bench/cases.cpp's), both layouts for 2-D and 3-D, and the per-call case.
+// The v0.1 shapes (bench/cases.cpp's), both layouts for 2-D and 3-D, the per-call case, and
+// large tensors where a call's fixed cost is negligible (the memory limit's rows;
+// bench/bench_cases.py's LARGE).
 const Case kCases[] = {
     {2, {8, 64, 112, 112}, 2, 2, 0, false}, {2, {8, 64, 112, 112}, 3, 2, 1, false},
     {3, {2, 16, 32, 64, 64}, 2, 2, 0, false}, {1, {8, 64, 65536}, 2, 2, 0, false},
     {2, {8, 64, 112, 112}, 2, 2, 0, true},  {2, {8, 64, 112, 112}, 3, 2, 1, true},
     {3, {2, 16, 32, 64, 64}, 2, 2, 0, true},  {2, {1, 1, 2, 2}, 2, 2, 0, false},
+    {2, {32, 64, 224, 224}, 2, 2, 0, false}, {2, {32, 64, 224, 224}, 2, 2, 0, true},
+    {3, {16, 32, 64, 128, 128}, 2, 2, 0, false}, {3, {16, 32, 64, 128, 128}, 2, 2, 0, true},
 };
 
 std::string case_name(const Case& c) {

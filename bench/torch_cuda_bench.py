@@ -28,7 +28,8 @@ import bench_cases  # beside this script
 torch = F = None  # imported by main() unless --sweep, which needs no PyTorch
 
 # (poolgen_cuda_bench's case name, rank, shape, kernel, stride, padding, channels-last)
-CASES = [(bench_cases.cuda_name(c),) + c for c in bench_cases.V01 + [bench_cases.PER_CALL]]
+CASES = [(bench_cases.cuda_name(c),) + c
+         for c in bench_cases.V01 + [bench_cases.PER_CALL] + bench_cases.LARGE]
 OPS = ["pool", "unpool", "pool_backward", "unpool_backward"]
 
 
