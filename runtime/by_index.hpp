@@ -4,8 +4,8 @@
 //   latest duplicate winning) and max_pool_backward (each gradient added to its slot in input
 //   order, indices outside the plane dropped): plane groups sized for the cache, one group per
 //   task, and a plain loop for planes beyond a kernel's buffers;
-// - the kernels that report their first invalid index instead of stopping (the winner
-//   unpooling, CUDA's unpooling backward), which GPUs need.
+// (The GPU algorithms' runs, which report their first invalid index instead of stopping, are
+// gpu_runs.hpp's.)
 #pragma once
 
 #include "kernels.hpp"
@@ -92,35 +92,5 @@ int64_t slab_stride(const Window& window);
 // first plane is plane `first_plane` of the call).
 Status gather_large(const View& values, const View& indices, const View& output, Layout layout,
                     int64_t first_plane);
-
-// Runs `kernel` on flat views (its three buffers, in argument order) in its layout, on the CPU
-// (its parallel loops shared as run_kernel decides from the views' bytes) or on CUDA.
-Status run_flat(const Kernel& kernel, Device device, const Views& views);
-
-// Any window's gather (max_pool_backward_gather; CUDA's, or its CPU twin) over views (values,
-// indices, output: pooling's grad_output, indices, grad_input) dense in its layout: *done false
-// when it cannot take them or found an index outside its window (the scatter or the winner then
-// runs).
-Status window_gather(const Kernel& kernel, const Window& window, Device device,
-                     const View& values, const View& indices, const View& output, bool* done);
-// Unpooling (fallback: the winner) and pooling's gradient (fallback: CUDA's accumulating
-// scatter) on CUDA, and unpooling with Path::winner on the CPU: in pieces of planes one launch
-// takes (the kernels' buffers, CUDA's grid), the window gather where one is built (`gather`; it
-// counts the indices it cannot serve) and behind it the fallback, gated by that count where it
-// lies (on the device): it runs where the count is not 0, always where no gather ran, so no
-// count is read back between the two. The winner reports an index outside [0, bound) as
-// index_out_of_range naming the first in input order (on a caller's stream, later:
-// cuda_check_reports). Host views go through packed copies where needed; planes too large for
-// a kernel's buffers are unsupported, naming `indexed`.
-Status gather_then_gated(const Kernel* gather, const Window& window, const Kernel& fallback,
-                         Device device, const Views& views, int64_t bound, const char* indexed);
-
-// Runs a reporting kernel (CUDA's max_unpool_backward, its twin) over views (values,
-// indices, output) in pieces of planes its buffers hold; host views go through packed copies
-// where needed, device views were checked to need none. An index outside [0, bound) is
-// index_out_of_range naming the first in input order. Planes too large for its buffers are
-// unsupported, naming `indexed`, the argument whose planes the indices address.
-Status run_reporting(const Kernel& kernel, Device device, const Views& views, int64_t bound,
-                     const char* indexed);
 
 }  // namespace poolgen::detail

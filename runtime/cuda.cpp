@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
 #include <limits>
 #include <mutex>
 
@@ -44,6 +43,16 @@ Status check_device_view(const char* argument, const View& view, Layout layout, 
               " as a whole (no packed copies are made on the device), got strides ",
               format_shape(Ints(view.strides, view.strides + view.rank)), " for shape ",
               format_shape(Ints(view.shape, view.shape + view.rank)));
+}
+
+void MagicArgs::append(const int64_t* divisors, int count, KernelArgs* args) {
+  for (int i = 0; i < count; ++i) {
+    const MagicDivisor m(divisors[i]);
+    pairs[i][0] = m.multiplier;
+    pairs[i][1] = m.shift;
+    args->push_back(&pairs[i][0]);
+    args->push_back(&pairs[i][1]);
+  }
 }
 
 bool fits_cuda_grid(const View& view, Layout layout) {
@@ -204,7 +213,8 @@ struct Driver {
   int (*event_query)(void* event) = nullptr;
   int (*event_synchronize)(void* event) = nullptr;
   int (*event_destroy)(void* event) = nullptr;
-  bool loaded() const { return event_destroy != nullptr; }
+  int (*stream_synchronize)(void* stream) = nullptr;
+  bool loaded() const { return stream_synchronize != nullptr; }
 };
 
 const Driver& driver() {
@@ -223,7 +233,8 @@ const Driver& driver() {
         find(&found.event_create, "cuEventCreate") && find(&found.event_record, "cuEventRecord") &&
         find(&found.event_query, "cuEventQuery") &&
         find(&found.event_synchronize, "cuEventSynchronize") &&
-        find(&found.event_destroy, "cuEventDestroy_v2")) {
+        find(&found.event_destroy, "cuEventDestroy_v2") &&
+        find(&found.stream_synchronize, "cuStreamSynchronize")) {
       return found;
     }
     return d;
@@ -253,25 +264,24 @@ class DeferredReports {
         return -1;
       }
       slab_ = static_cast<int64_t*>(slab);
-      for (int s = kSlots - 1; s >= 0; --s) free_.push_back(s);
+      for (int s = 0; s < kSlots; ++s) free_[s] = s;
+      free_count_ = kSlots;
     }
-    while (free_.empty()) {
-      collect(true, nullptr);  // a full slab: the oldest report is read, and waited for
-    }
-    const int slot = free_.back();
+    while (free_count_ == 0) collect(true, true);  // a full slab: the oldest report, waited for
+    const int slot = free_[free_count_ - 1];
     if (d.host_device_pointer(device, slab_ + 2 * slot, 0) != 0) return -1;
-    free_.pop_back();
+    --free_count_;
     slab_[2 * slot] = std::numeric_limits<int64_t>::max();
     return slot;
   }
 
   void give_back(int slot) {
     std::lock_guard<std::mutex> lock(mutex_);
-    free_.push_back(slot);
+    free_[free_count_++] = slot;
   }
 
-  // Queues `slot`'s report behind the work now on `stream`; an error of the driver reads it
-  // at once (synchronously), as a report without an event.
+  // Queues `slot`'s report behind the work now on `stream`; where the driver gives no event,
+  // the stream is waited for instead (the report is then complete, as one without an event).
   void queue(int slot, void* stream, int64_t first_position, int64_t bound, bool i32) {
     std::lock_guard<std::mutex> lock(mutex_);
     const Driver& d = driver();
@@ -279,16 +289,19 @@ class DeferredReports {
     if (d.event_create(&event, kEventDisableTiming) != 0 || d.event_record(event, stream) != 0) {
       if (event) d.event_destroy(event);
       event = nullptr;
+      d.stream_synchronize(stream);
     }
-    pending_.push_back({event, slot, first_position, bound, i32});
+    pending_[(first_pending_ + pending_count_++) % kSlots] = {event, slot, first_position, bound,
+                                                               i32};
   }
 
   // The first error among the reports whose kernels have run (wait: among all, waiting), in
   // the order the calls queued them; reports read without an error are forgotten.
   Status check(bool wait) {
     std::lock_guard<std::mutex> lock(mutex_);
-    Status found;
-    collect(wait, &found);
+    if (held_.ok()) collect(wait, false);
+    Status found = std::move(held_);
+    held_ = Status();
     return found;
   }
 
@@ -301,11 +314,13 @@ class DeferredReports {
   };
 
   // Reads pending reports in order while their events have completed (or, with wait, waiting
-  // for them; with no `found` to fill, just the oldest), stopping after the first error.
-  void collect(bool wait, Status* found) {
+  // for them), stopping at the first error, which is held for check() (later reports wait
+  // behind it); with `one` (a full slab), just the oldest, whose error counts only if none is
+  // held.
+  void collect(bool wait, bool one) {
     const Driver& d = driver();
-    while (!pending_.empty()) {
-      Pending& p = pending_.front();
+    while (pending_count_ > 0 && (one || held_.ok())) {
+      Pending& p = pending_[first_pending_];
       if (p.event) {
         const int state = wait ? d.event_synchronize(p.event) : d.event_query(p.event);
         if (state == kCudaNotReady) return;
@@ -318,21 +333,22 @@ class DeferredReports {
         std::memcpy(&narrow, &slab_[2 * p.slot + 1], sizeof narrow);
         index = narrow;
       }
-      free_.push_back(p.slot);
-      const Pending done = p;
-      pending_.pop_front();
-      if (position != std::numeric_limits<int64_t>::max() && found && found->ok()) {
-        *found = invalid_index_at(done.first_position + position, index, done.bound);
-        return;
+      free_[free_count_++] = p.slot;
+      if (position != std::numeric_limits<int64_t>::max() && held_.ok()) {
+        held_ = invalid_index_at(p.first_position + position, index, p.bound);
       }
-      if (!found) return;
+      first_pending_ = (first_pending_ + 1) % kSlots;
+      --pending_count_;
+      if (one) return;
     }
   }
 
   std::mutex mutex_;
+  Status held_;  // the first error read and not yet returned by check()
   int64_t* slab_ = nullptr;  // kSlots x (position, index); kept for the process
-  std::vector<int> free_;
-  std::deque<Pending> pending_;
+  int free_[kSlots], free_count_ = 0;
+  Pending pending_[kSlots];  // a ring: pending_count_ from first_pending_, in queue order
+  int first_pending_ = 0, pending_count_ = 0;
 };
 
 DeferredReports& deferred_reports() {
@@ -342,7 +358,7 @@ DeferredReports& deferred_reports() {
 
 }  // namespace
 
-Status cuda_check_reports_now(bool wait) { return deferred_reports().check(wait); }
+Status check_deferred_reports(bool wait) { return deferred_reports().check(wait); }
 
 int take_report_slot(uint64_t* device) { return deferred_reports().take(device); }
 void give_back_report_slot(int slot) { deferred_reports().give_back(slot); }
@@ -354,25 +370,20 @@ void queue_report(int slot, int64_t first_position, int64_t bound, bool i32) {
 // `owner` then holds it); the raw device pointer, or an error.
 Status device_scratch(size_t bytes, halide_buffer_t* owner, void** handle, uint8_t** pointer) {
   const CudaAllocator a = current_allocator();
+  std::string error = "none from the allocator set with set_cuda_allocator";
   if (a.allocate) {
     *pointer = static_cast<uint8_t*>(a.allocate(a.context, bytes, callers_stream(), handle));
-    if (*pointer) return {};
-    return fail(Code::internal, "device memory: expected ", bytes,
-                " bytes of scratch from the CUDA allocator set with set_cuda_allocator, got none");
+  } else {
+    use_callers_context();
+    const int result = with_error_capture(
+        [&](void* user_context) {
+          return halide_device_malloc(user_context, owner, gpu_interface());
+        },
+        &error);
+    *pointer = result == 0 ? reinterpret_cast<uint8_t*>(owner->device) : nullptr;
   }
-  use_callers_context();
-  std::string error;
-  const int result = with_error_capture(
-      [&](void* user_context) {
-        return halide_device_malloc(user_context, owner, gpu_interface());
-      },
-      &error);
-  if (result != 0) {
-    return fail(Code::internal, "device memory: expected ", bytes, " bytes of scratch, got ",
-                error.empty() ? "error " + std::to_string(result) : error);
-  }
-  *pointer = reinterpret_cast<uint8_t*>(owner->device);
-  return {};
+  if (*pointer) return {};
+  return fail(Code::internal, "device memory: expected ", bytes, " bytes of scratch, got ", error);
 }
 
 void release_device_scratch(void* handle, halide_buffer_t* owner) {
@@ -472,7 +483,7 @@ int run_cuda_kernel(const Kernel&, KernelArgs&, const CudaBuffers&,
   return -1;
 }
 
-Status cuda_check_reports_now(bool) { return {}; }
+Status check_deferred_reports(bool) { return {}; }
 int take_report_slot(uint64_t*) { return -1; }
 void give_back_report_slot(int) {}
 void queue_report(int, int64_t, int64_t, bool) {}
@@ -487,43 +498,42 @@ void release_device_scratch(void*, halide_buffer_t*) {}
 // Scratch and reports (every build: the CPU twins take host memory).
 
 KernelScratch::~KernelScratch() {
-  for (auto& a : allocations_) {
-    if (a->handle || a->owner.device) release_device_scratch(a->handle, &a->owner);
+  for (int k = 0; k < count_; ++k) {
+    Buffer& b = buffers_[k];
+    if (b.handle || b.owner.device) release_device_scratch(b.handle, &b.owner);
   }
 }
 
 Status KernelScratch::make(halide_type_t type, std::initializer_list<int32_t> extents,
                            Buffer** made) {
-  auto b = std::make_unique<Buffer>();
-  b->buffer.type = type;
-  b->buffer.dimensions = static_cast<int32_t>(extents.size());
-  b->buffer.dim = b->dims;
+  if (count_ == kBuffers) return fail(Code::internal, "scratch: full");
+  Buffer& b = buffers_[count_];
+  b.buffer.type = type;
+  b.buffer.dimensions = static_cast<int32_t>(extents.size());
+  b.buffer.dim = b.dims;
   int64_t elements = 1;
   int d = 0;
   for (int32_t extent : extents) {
-    b->dims[d++] = {0, extent, static_cast<int32_t>(elements), 0};
+    b.dims[d++] = {0, extent, static_cast<int32_t>(elements), 0};
     elements *= extent;
   }
   const size_t bytes = static_cast<size_t>(std::max<int64_t>(1, elements)) * (type.bits / 8);
-  auto a = std::make_unique<Allocation>();
-  a->handle = nullptr;
 #if POOLGEN_WITH_CUDA && !POOLGEN_GPU_OPENCL
   if (device_ == Device::cuda) {
-    a->dim = {0, static_cast<int32_t>(bytes), 1, 0};
-    a->owner.type = {halide_type_uint, 8};
-    a->owner.dimensions = 1;
-    a->owner.dim = &a->dim;
-    POOLGEN_RETURN_IF_ERROR(device_scratch(bytes, &a->owner, &a->handle, &b->buffer.host));
-    b->on_device = true;
+    b.owner_dim = {0, static_cast<int32_t>(bytes), 1, 0};
+    b.owner.type = {halide_type_uint, 8};
+    b.owner.dimensions = 1;
+    b.owner.dim = &b.owner_dim;
+    POOLGEN_RETURN_IF_ERROR(device_scratch(bytes, &b.owner, &b.handle, &b.buffer.host));
+    b.on_device = true;
   }
 #endif
-  if (!b->on_device) {
-    a->host.resize(bytes);
-    b->buffer.host = a->host.data();
+  if (!b.on_device) {
+    b.host.reset(new uint8_t[bytes]());
+    b.buffer.host = b.host.get();
   }
-  allocations_.push_back(std::move(a));
-  buffers_.push_back(std::move(b));
-  *made = buffers_.back().get();
+  ++count_;
+  *made = &b;
   return {};
 }
 
@@ -567,9 +577,7 @@ void set_cuda_allocator(const CudaAllocator& a) {
   detail::allocator = a.allocate ? a : CudaAllocator{};
 }
 
-Status cuda_check_reports(bool wait) {
-  return detail::without_exceptions([&] { return detail::cuda_check_reports_now(wait); });
-}
+Status cuda_check_reports(bool wait) { return detail::check_deferred_reports(wait); }
 
 namespace detail {
 

@@ -85,13 +85,20 @@ class KernelScratch {
     halide_buffer_t buffer{};
     halide_dimension_t dims[3]{};
     bool on_device = false;
+    // Its memory: the caller's allocator's (handle), Halide's (owner), or host memory.
+    void* handle = nullptr;
+    halide_buffer_t owner{};
+    halide_dimension_t owner_dim{};
+    std::unique_ptr<uint8_t[]> host;
   };
   explicit KernelScratch(Device device) : device_(device) {}
   ~KernelScratch();
   KernelScratch(const KernelScratch&) = delete;
   KernelScratch& operator=(const KernelScratch&) = delete;
 
-  // A buffer of `type` over `dims` (Halide's order: innermost first; none: a scalar).
+  // A buffer of `type` over `extents` (Halide's order: innermost first; none: a scalar); at
+  // most kBuffers a scratch.
+  static constexpr int kBuffers = 2;
   Status make(halide_type_t type, std::initializer_list<int32_t> extents, Buffer** made);
   // `b` as a kernel's buffer, written by the kernel or read.
   static CudaBuffer use(Buffer* b, bool written) {
@@ -99,15 +106,9 @@ class KernelScratch {
   }
 
  private:
-  struct Allocation {
-    void* handle;
-    std::vector<uint8_t> host;
-    halide_buffer_t owner{};
-    halide_dimension_t dim{};
-  };
   Device device_;
-  std::vector<std::unique_ptr<Buffer>> buffers_;
-  std::vector<std::unique_ptr<Allocation>> allocations_;
+  Buffer buffers_[kBuffers];
+  int count_ = 0;
 };
 
 // A reporting kernel's report (its first invalid element's position and index: the outputs

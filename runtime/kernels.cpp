@@ -57,6 +57,24 @@ const char* op_name(Op op) {
   return kNames[static_cast<int>(op)];
 }
 
+WindowArgs::WindowArgs(const Window& window, const Kernel& kernel, KernelArgs* args) {
+  int64_t strides[3], dilations[3];  // innermost first
+  for (int i = 0; i < window.nd; ++i) {
+    const int d = window.nd - 1 - i;
+    params[i][0] = static_cast<int32_t>(window.kernel[d]);
+    params[i][1] = static_cast<int32_t>(window.stride[d]);
+    params[i][2] = static_cast<int32_t>(window.padding[d]);
+    params[i][3] = static_cast<int32_t>(window.dilation[d]);
+    for (int32_t& p : params[i]) args->push_back(&p);
+    strides[i] = window.stride[d];
+    dilations[i] = window.dilation[d];
+  }
+  if (kernel.device == Device::cuda) {
+    stride_magic.append(strides, window.nd, args);
+    dilation_magic.append(dilations, window.nd, args);
+  }
+}
+
 const char* layout_name(Layout layout) {
   return layout == Layout::channels_last ? "channels_last" : "contiguous";
 }

@@ -9,7 +9,6 @@
 
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -171,21 +170,12 @@ struct MagicDivisor {
   }
 };
 
-// The magic pairs of `count` divisors appended to a kernel's arguments (MagicInputs: per
+// The magic pairs of up to three divisors, for a kernel's arguments (MagicInputs: per
 // dimension, multiplier then shift). The object holds the values while the kernel runs.
 struct MagicArgs {
   uint32_t pairs[3][2];
-  MagicArgs(const int64_t* divisors, int count, KernelArgs* args) {
-    for (int i = 0; i < count; ++i) {
-      const MagicDivisor m(divisors[i]);
-      pairs[i][0] = m.multiplier;
-      pairs[i][1] = m.shift;
-      args->push_back(&pairs[i][0]);
-      args->push_back(&pairs[i][1]);
-    }
-  }
-  MagicArgs(const MagicArgs&) = delete;
-  MagicArgs& operator=(const MagicArgs&) = delete;
+  // Sets the pairs of divisors[0, count) and appends them to `args`.
+  void append(const int64_t* divisors, int count, KernelArgs* args);
 };
 
 // A window's scalars appended to a kernel's arguments as max_pool's generator declares them:
@@ -194,24 +184,8 @@ struct MagicArgs {
 // kernel runs.
 struct WindowArgs {
   int32_t params[3][4];
-  int64_t strides[3], dilations[3];  // innermost first
-  std::optional<MagicArgs> stride_magic, dilation_magic;
-  WindowArgs(const Window& window, const Kernel& kernel, KernelArgs* args) {
-    for (int i = 0; i < window.nd; ++i) {
-      const int d = window.nd - 1 - i;
-      params[i][0] = static_cast<int32_t>(window.kernel[d]);
-      params[i][1] = static_cast<int32_t>(window.stride[d]);
-      params[i][2] = static_cast<int32_t>(window.padding[d]);
-      params[i][3] = static_cast<int32_t>(window.dilation[d]);
-      for (int32_t& p : params[i]) args->push_back(&p);
-      strides[i] = window.stride[d];
-      dilations[i] = window.dilation[d];
-    }
-    if (kernel.device == Device::cuda) {
-      stride_magic.emplace(strides, window.nd, args);
-      dilation_magic.emplace(dilations, window.nd, args);
-    }
-  }
+  MagicArgs stride_magic, dilation_magic;
+  WindowArgs(const Window& window, const Kernel& kernel, KernelArgs* args);
   WindowArgs(const WindowArgs&) = delete;
   WindowArgs& operator=(const WindowArgs&) = delete;
 };

@@ -4,6 +4,7 @@
 // CPU with Path::winner, where the twin is built) it is any window's, with a thread per input
 // position, and the scatter behind it has a thread per plane.
 #include "by_index.hpp"
+#include "gpu_runs.hpp"
 #include "call_memo.hpp"
 #include "cuda.hpp"
 #include "index_formats.hpp"
@@ -123,13 +124,13 @@ Status run_checked(int nd, const TensorView& grad_input, const PoolOptions& opti
     POOLGEN_RETURN_IF_ERROR(check_device_view("indices", i, scatter_kernel.layout, true));
     POOLGEN_RETURN_IF_ERROR(check_device_view("grad_input", o, scatter_kernel.layout, true));
     const CudaStreamScope stream(options.cuda_stream);
-    return gather_then_gated(call.window_gather, call.window, scatter_kernel, Device::cuda,
+    return run_gpu_algorithm(call.window_gather, &call.window, scatter_kernel, Device::cuda,
                              {g, i, o}, o.plane(), "grad_input");
   }
   if (call.window_gather) {  // the CPU twin, with Path::winner
     bool done = false;
     POOLGEN_RETURN_IF_ERROR(
-        window_gather(*call.window_gather, call.window, call.device, g, i, o, &done));
+        window_gather(*call.window_gather, call.window, g, i, o, &done));
     if (done) return {};
   }
   if (call.gather && gather(*call.gather, g, i, o, call.bytes)) return {};

@@ -6,6 +6,7 @@
 #include "index_formats.hpp"
 #include "kernels.hpp"
 #include "by_index.hpp"
+#include "gpu_runs.hpp"
 #include "shapes.hpp"
 #include "tensors.hpp"
 
@@ -176,8 +177,8 @@ Status run_checked(int nd, const TensorView& values, const UnpoolOptions& option
     POOLGEN_RETURN_IF_ERROR(check_device_view("indices", i, w->layout, true));
     POOLGEN_RETURN_IF_ERROR(check_device_view("output", o, w->layout, true));
     const CudaStreamScope stream(call.device == Device::cuda ? options.cuda_stream : nullptr);
-    return gather_then_gated(call.window_gather, call.gather_window, *w, call.device, {v, i, o},
-                             o.plane(), "output");
+    return run_gpu_algorithm(call.window_gather, &call.gather_window, *w, call.device,
+                             {v, i, o}, o.plane(), "output");
   }
 
   // Windows within their stride in the outermost spatial dimension: a streamed output may be

@@ -1,6 +1,7 @@
 // max_unpool_backward: validate, then gather every value's gradient from the slot its index
 // names (max_unpool_backward kernels, per element width); name the first invalid index.
 #include "by_index.hpp"
+#include "gpu_runs.hpp"
 #include "call_memo.hpp"
 #include "cuda.hpp"
 #include "kernels.hpp"
@@ -100,7 +101,8 @@ Status run_checked(const UnpoolBackwardCall& call, const UnpoolOptions& options,
   POOLGEN_RETURN_IF_ERROR(check_device_view("indices", i, kernel.layout, true));
   POOLGEN_RETURN_IF_ERROR(check_device_view("grad_values", o, kernel.layout, true));
   const CudaStreamScope stream(call.device == Device::cuda ? options.cuda_stream : nullptr);
-  return run_reporting(kernel, call.device, {g, i, o}, g.plane(), "grad_output");
+  return run_gpu_algorithm(nullptr, nullptr, kernel, call.device, {g, i, o}, g.plane(),
+                           "grad_output");
 }
 
 Status unpool_backward(int nd, const TensorView& grad_output, const TensorView& indices,
