@@ -87,10 +87,11 @@ foreach (generator max_pool max_unpool_winner max_unpool_scatter max_unpool_back
 endforeach ()
 
 # The CUDA changes that a GPU run has yet to time (bench/results/cuda, "Owed"), built together:
-# the fixed-window kernels (k2s2p0, k3s2p1), and for pooling and the window gathers the planes
-# grid (blocks found without division) and magic-number division by the runtime window and
-# extents (schedules/gpu_schedules.h). Their results are checked without a GPU on PoCL
-# (scripts/reliability.sh opencl) and their PTX by tools/ptx_budget.py.
+# the fixed-window kernels (k2s2p0, k3s2p1), for pooling and the window gathers the planes grid
+# (blocks found without division) and magic-number division by the runtime window and extents
+# (schedules/gpu_schedules.h), and unpooling's window gather in contiguous 2-D and 3-D too (with
+# no division left, it may now beat the winner there). Their results are checked without a GPU
+# on PoCL (scripts/reliability.sh opencl) and their PTX by tools/ptx_budget.py.
 option(POOLGEN_CUDA_CANDIDATE "Build the CUDA kernels with the changes a GPU has yet to time" OFF)
 if (POOLGEN_CUDA_CANDIDATE)
   foreach (generator max_pool max_pool_backward_gather)
@@ -197,7 +198,7 @@ foreach (cc IN LISTS POOLGEN_CUDA_CAPABILITIES)
         if (bits IN_LIST POOLGEN_CUDA_UNPOOL_GATHER_WIDTHS AND
             index IN_LIST POOLGEN_CUDA_UNPOOL_GATHER_INDEX_TYPES)
           foreach (nd 1 2 3)
-            if (layout STREQUAL "contiguous" AND nd GREATER 1)
+            if (layout STREQUAL "contiguous" AND nd GREATER 1 AND NOT POOLGEN_CUDA_CANDIDATE)
               break ()
             endif ()
             poolgen_kernel(max_unpool${nd}d_gather${tag}_b${bits}_${index}${sm}
