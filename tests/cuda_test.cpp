@@ -294,6 +294,26 @@ void* on_device(DeviceMemory& memory, const std::vector<T>& data) {
 }
 #endif
 
+#if POOLGEN_CUDA_DEVICE_POINTERS
+// An unpooling case's values, indices and guarded output in device memory, and their views.
+struct DeviceUnpool {
+  std::vector<float> out;  // the output with kGuard guard elements on each side
+  DeviceMemory v, idx, o;
+  TensorView values, indices, output;
+  explicit DeviceUnpool(const UnpoolCase& c)
+      : out(static_cast<size_t>(ref::numel(c.out_shape) + 2 * kGuard), kGuardValue),
+        v(c.values.size() * sizeof(float)), idx(c.indices.size() * sizeof(int64_t)),
+        o(out.size() * sizeof(float)),
+        values(contiguous(on_device(v, c.values), DType::f32, c.shape)),
+        indices(contiguous(on_device(idx, c.indices), DType::i64, c.shape)),
+        output(contiguous(static_cast<float*>(on_device(o, out)) + kGuard, DType::f32,
+                          c.out_shape)) {
+    for (TensorView* view : {&values, &indices, &output}) view->device = Device::cuda;
+  }
+  bool download() { return o.download(out.data()); }
+};
+#endif
+
 struct PoolCase {
   int nd;
   Ints shape;
@@ -421,23 +441,16 @@ TEST(Cuda, UnpoolDevicePointersWithGuards) {
     std::vector<float> expected;
     const Status ref_status =
         ref::max_unpool<float>(c.nd, c.shape, c.values, c.indices, c.options, &shape, &expected);
-    std::vector<float> out(static_cast<size_t>(ref::numel(c.out_shape) + 2 * kGuard), kGuardValue);
-    DeviceMemory v(c.values.size() * sizeof(float)), idx(c.indices.size() * sizeof(int64_t)),
-        o(out.size() * sizeof(float));
-    TensorView v_view = contiguous(on_device(v, c.values), DType::f32, c.shape);
-    TensorView i_view = contiguous(on_device(idx, c.indices), DType::i64, c.shape);
-    TensorView o_view = contiguous(static_cast<float*>(on_device(o, out)) + kGuard, DType::f32,
-                                   c.out_shape);
-    for (TensorView* view : {&v_view, &i_view, &o_view}) view->device = Device::cuda;
-    const Status s = max_unpool(c.nd, v_view, i_view, o_view, c.options);
-    ASSERT_TRUE(o.download(out.data()));
-    EXPECT_TRUE(guards_intact(out)) << "case " << i;
+    DeviceUnpool d(c);
+    const Status s = max_unpool(c.nd, d.values, d.indices, d.output, c.options);
+    ASSERT_TRUE(d.download());
+    EXPECT_TRUE(guards_intact(d.out)) << "case " << i;
     if (!ref_status.ok()) {
       EXPECT_EQ(s.code(), Code::index_out_of_range) << s.message();
       continue;
     }
     ASSERT_TRUE(s.ok()) << s.message();
-    EXPECT_EQ(inner(out), expected) << "case " << i;
+    EXPECT_EQ(inner(d.out), expected) << "case " << i;
   }
 #endif
 }
@@ -510,22 +523,15 @@ TEST(Cuda, CallsOnCallersStreamWithCallersAllocator) {
     std::vector<float> expected;
     const Status ref_status =
         ref::max_unpool<float>(c.nd, c.shape, c.values, c.indices, c.options, &shape, &expected);
-    std::vector<float> out(static_cast<size_t>(ref::numel(c.out_shape) + 2 * kGuard), kGuardValue);
-    DeviceMemory v(c.values.size() * sizeof(float)), idx(c.indices.size() * sizeof(int64_t)),
-        o(out.size() * sizeof(float));
-    TensorView v_view = contiguous(on_device(v, c.values), DType::f32, c.shape);
-    TensorView i_view = contiguous(on_device(idx, c.indices), DType::i64, c.shape);
-    TensorView o_view = contiguous(static_cast<float*>(on_device(o, out)) + kGuard, DType::f32,
-                                   c.out_shape);
-    for (TensorView* view : {&v_view, &i_view, &o_view}) view->device = Device::cuda;
+    DeviceUnpool d(c);
     UnpoolOptions options = c.options;
     options.cuda_stream = stream;
-    const Status s = max_unpool(c.nd, v_view, i_view, o_view, options);
+    const Status s = max_unpool(c.nd, d.values, d.indices, d.output, options);
     ASSERT_TRUE(s.ok()) << "case " << i << ": " << s.message();  // errors come later
     ASSERT_EQ(driver.stream_synchronize(stream), 0);
     const Status later = cuda_check_reports(false);
-    ASSERT_TRUE(o.download(out.data()));
-    EXPECT_TRUE(guards_intact(out)) << "case " << i;
+    ASSERT_TRUE(d.download());
+    EXPECT_TRUE(guards_intact(d.out)) << "case " << i;
     if (!ref_status.ok()) {
       UnpoolOptions cpu = c.options;
       cpu.path = Path::general;
@@ -534,7 +540,7 @@ TEST(Cuda, CallsOnCallersStreamWithCallersAllocator) {
       continue;
     }
     EXPECT_TRUE(later.ok()) << later.message();
-    EXPECT_EQ(inner(out), expected) << "case " << i;
+    EXPECT_EQ(inner(d.out), expected) << "case " << i;
   }
   EXPECT_TRUE(cuda_check_reports(true).ok());
   set_cuda_allocator(CudaAllocator{});
