@@ -44,9 +44,10 @@ else ()
   if (NOT halide_runtime_headers)
     message(FATAL_ERROR "No HalideRuntime*.h under ${POOLGEN_HALIDE_PREFIX}/include")
   endif ()
-  file(GLOB runtime_headers ${PROJECT_SOURCE_DIR}/runtime/*.hpp)
-  install(FILES ${POOLGEN_RUNTIME_SOURCES} ${runtime_headers} ${halide_runtime_headers}
-                ${PROJECT_BINARY_DIR}/generated/kernel_table.inc
+  # The runtime's layers (runtime/core, validate, ...) keep their folders: its includes name them.
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/ DESTINATION ${POOLGEN_RUNTIME_SOURCE_DIR}
+          FILES_MATCHING PATTERN "*.cpp" PATTERN "*.hpp" PATTERN "tsan_memory_hooks.cpp" EXCLUDE)
+  install(FILES ${halide_runtime_headers} ${PROJECT_BINARY_DIR}/generated/kernel_table.inc
                 ${PROJECT_BINARY_DIR}/generated/backward_kernel_table.inc
           DESTINATION ${POOLGEN_RUNTIME_SOURCE_DIR})
 endif ()

@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels.hpp"
+#include "dispatch/launch.hpp"
 
 namespace poolgen::detail {
 namespace {

@@ -1,0 +1,219 @@
+#include "dispatch/kernel_table.hpp"
+
+#include "parallel/settings.hpp"
+
+#include <HalideRuntime.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+
+extern "C" {
+#define POOLGEN_KERNEL POOLGEN_KERNEL_DECLARATION
+#include "kernel_table.inc"
+#undef POOLGEN_KERNEL
+}
+
+namespace poolgen::detail {
+
+const KernelTable& forward_kernels() {
+  static const KernelTable table({
+#define POOLGEN_KERNEL POOLGEN_KERNEL_ENTRY
+#include "kernel_table.inc"
+#undef POOLGEN_KERNEL
+  });
+  return table;
+}
+
+namespace {
+
+std::vector<const KernelTable*>& tables() {
+  static std::vector<const KernelTable*> registered{&forward_kernels()};
+  return registered;
+}
+
+}  // namespace
+
+// Tables register from static initializers, before main and before any thread could ask.
+void register_kernel_table(const KernelTable& table) { tables().push_back(&table); }
+
+const std::vector<const KernelTable*>& registered_kernel_tables() { return tables(); }
+
+const char* op_name(Op op) {
+  static const char* const kNames[] = {"pool",
+                                       "unpool_scatter",
+                                       "unpool_gather",
+                                       "unpool_winner",
+                                       "pool_backward_scatter",
+                                       "pool_backward_gather",
+                                       "unpool_backward",
+                                       "unpool_backward_reporting",
+                                       "pool_backward_window_gather",
+                                       "unpool_window_gather"};
+  return kNames[static_cast<int>(op)];
+}
+
+const char* layout_name(Layout layout) {
+  return layout == Layout::channels_last ? "channels_last" : "contiguous";
+}
+
+namespace {
+
+// Every kernel's code (a CUDA kernel's host side too) assumes the instruction sets of the
+// build's last CPU target, which Halide's multitarget wrapper runs without asking the CPU
+// (cmake/PoolgenKernels.cmake: SSE4.1 by default on x86). Asked once, through Halide's hook,
+// which tests use to force a variant.
+bool cpu_meets_floor() {
+  static const bool meets = [] {
+    constexpr int kWords = (halide_target_feature_end + 63) / 64;
+    uint64_t wanted[kWords] = {};
+    bool any = false;
+    for (int feature : {POOLGEN_CPU_FLOOR_FEATURES halide_target_feature_end}) {
+      if (feature == halide_target_feature_end) break;
+      wanted[feature >> 6] |= uint64_t{1} << (feature & 63);
+      any = true;
+    }
+    return !any || halide_can_use_target_features(kWords, wanted) != 0;
+  }();
+  return meets;
+}
+
+bool window_matches(const Kernel& k, const Window* w) {
+  if (k.kernel == 0) return true;
+  if (w == nullptr) return false;
+  // A fixed window without padding is compiled without bounds tests.
+  if (k.padding == 0 && w->overhangs) return false;
+  for (int i = 0; i < w->nd; ++i) {
+    if (w->kernel[i] != k.kernel || w->stride[i] != k.stride || w->padding[i] != k.padding ||
+        w->padding_end[i] != k.padding || w->dilation[i] != 1) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// What a kernel and a query must share exactly. Pooling compares values and its backward adds
+// them, so their kernels are per dtype; the others only move values, so their kernels serve
+// every dtype of their width.
+// A bucket's key, its fields packed into one integer: a lookup is a binary search of integers.
+using Bucket = uint32_t;
+
+bool per_dtype(Op op) {
+  return op == Op::pool || op == Op::pool_backward_scatter || op == Op::pool_backward_gather ||
+         op == Op::pool_backward_window_gather;
+}
+
+Bucket bucket_of(Op op, Layout layout, DType value, DType index, Device device) {
+  const int value_class = per_dtype(op) ? 100 + static_cast<int>(value)
+                                        : static_cast<int>(element_size(value));
+  auto field = [](auto v) { return static_cast<uint32_t>(v); };
+  // Op < 16, value_class < 128, DType < 16: each field keeps its own bits.
+  return (((field(op) * 2 + field(layout)) * 128 + field(value_class)) * 16 + field(index)) * 2 +
+         field(device);
+}
+
+}  // namespace
+
+// The table grouped by bucket: a call scans the few kernels of its own.
+struct KernelTable::Buckets {
+  std::vector<Bucket> keys;                          // sorted
+  std::vector<std::vector<const Kernel*>> kernels;  // kernels[i]: bucket keys[i]'s
+};
+
+KernelTable::KernelTable(std::vector<Kernel> kernels) : kernels_(std::move(kernels)) {
+  std::map<Bucket, std::vector<const Kernel*>> grouped;
+  for (const Kernel& k : kernels_) {
+    grouped[bucket_of(k.op, k.layout, k.value, k.index, k.device)].push_back(&k);
+  }
+  auto buckets = std::make_shared<Buckets>();
+  for (auto& [key, members] : grouped) {
+    buckets->keys.push_back(key);
+    buckets->kernels.push_back(std::move(members));
+  }
+  buckets_ = std::move(buckets);
+}
+
+const std::vector<const Kernel*>& KernelTable::candidates(Op op, Layout layout, DType value,
+                                                          DType index, Device device) const {
+  static const std::vector<const Kernel*> none;
+  const std::vector<Bucket>& keys = buckets_->keys;
+  const Bucket key = bucket_of(op, layout, value, index, device);
+  const auto found = std::lower_bound(keys.begin(), keys.end(), key);
+  return found == keys.end() || *found != key ? none : buckets_->kernels[found - keys.begin()];
+}
+
+const Kernel* find_kernel(const KernelTable& table, const KernelQuery& query) {
+  // A fixed window beats the general kernel; then the larger capability (CUDA).
+  auto rank = [](const Kernel& k) { return std::make_pair(k.kernel != 0, k.capability); };
+  const Kernel* best = nullptr;
+  if (!cpu_meets_floor()) return best;
+  for (const Kernel* k :
+       table.candidates(query.op, query.layout, query.value, query.index, query.device)) {
+    if ((k->nd == 0 || k->nd == query.nd) && k->capability <= query.capability &&
+        window_matches(*k, query.window) && (!best || rank(*k) > rank(*best))) {
+      best = k;
+    }
+  }
+  return best;
+}
+
+namespace {
+
+// Why no kernel of `table` serves `query`. Cold: only a call the build cannot serve gets here.
+[[gnu::cold]] Status no_kernel(const KernelTable& table, const KernelQuery& query,
+                               const char* argument) {
+  if (!cpu_meets_floor()) {  // find_kernel found none for that reason
+    return fail(Code::unsupported, "CPU: expected the instruction sets of this build's least ",
+                "CPU target, " POOLGEN_CPU_FLOOR_TARGET ", got a CPU without them (a build whose ",
+                "POOLGEN_CPU_TARGETS end in the architecture's baseline, such as x86-64-linux, ",
+                "runs on every CPU)");
+  }
+  std::set<std::string> values, indices;
+  for (const Kernel& k : table.kernels()) {
+    if (per_dtype(k.op)) values.insert(dtype_name(k.value));
+    indices.insert(dtype_name(k.index));
+  }
+  auto join = [](const std::set<std::string>& names) {
+    std::string list;
+    for (const std::string& name : names) list += (list.empty() ? "" : " ") + name;
+    return list;
+  };
+  std::string device;
+  if (query.device == Device::cuda) {
+    device = " CUDA (capability " + std::to_string(query.capability) + " or below)";
+  }
+  return fail(Code::unsupported, argument, ": expected a combination this build compiled ",
+              "(value types {", join(values), "}, index types {", join(indices),
+              "}: CMake options POOLGEN_VALUE_TYPES, POOLGEN_INDEX_TYPES), got dtype ",
+              dtype_name(query.value), " with ", dtype_name(query.index), " indices (",
+              layout_name(query.layout), " layout), for which this build has no", device, " ",
+              op_title(query.op), " kernel");
+}
+
+}  // namespace
+
+Status choose_kernel(const KernelTable& table, const KernelQuery& query, const char* argument,
+                     const Kernel** kernel) {
+  *kernel = find_kernel(table, query);
+  return *kernel ? Status() : no_kernel(table, query, argument);
+}
+
+const char* op_title(Op op) {
+  switch (op) {
+    case Op::pool: return "max_pool";
+    case Op::pool_backward_scatter:
+    case Op::pool_backward_gather:
+    case Op::pool_backward_window_gather: return "max_pool_backward";
+    case Op::unpool_backward:
+    case Op::unpool_backward_reporting: return "max_unpool_backward";
+    default: return "max_unpool";
+  }
+}
+
+bool gather_pays(const Kernel& gather, int64_t bytes) {
+  return gather.layout == Layout::channels_last || bytes >= streaming_bytes();
+}
+
+}  // namespace poolgen::detail

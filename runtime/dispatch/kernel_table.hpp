@@ -1,0 +1,112 @@
+// The dispatch table: every compiled kernel (from the generated kernel_table.inc), chosen by
+// operation, rank, layout, element types and window; compiled_kernels() lists them.
+#pragma once
+
+#include "core/status.hpp"
+#include "core/view.hpp"
+#include "validate/window.hpp"
+
+#include <memory>
+#include <vector>
+
+namespace poolgen::detail {
+
+enum class Op {
+  pool,
+  unpool_scatter,
+  unpool_gather,
+  unpool_winner,
+  // The backward ops: max pooling's is unpooling that adds (the scatter and the window gather
+  // with accumulate), max unpooling's a gather by index (stopping at an invalid index on the
+  // CPU, reporting it on CUDA).
+  pool_backward_scatter,
+  pool_backward_gather,
+  unpool_backward,
+  unpool_backward_reporting,  // CUDA's: reports the first invalid index instead of stopping
+  // CUDA's max pooling backward: the gather over the windows covering each input position, any
+  // window; it counts indices outside their windows (the scatter then runs instead).
+  pool_backward_window_gather,
+  // CUDA's max unpooling where every index lies in its own window: the same gather taking the
+  // last covering output's value (the winner runs instead when one does not).
+  unpool_window_gather,
+};
+const char* op_name(Op op);   // "pool", "pool_backward_scatter", ... (KernelInfo::op)
+const char* op_title(Op op);  // the API function whose calls run it: "max_pool", ...
+
+struct Kernel {
+  Op op;
+  int nd;                       // 0: any rank
+  int kernel, stride, padding;  // the fixed window (dilation 1) in every dimension; 0: any
+  Layout layout;
+  DType value, index;  // unpooling kernels serve every value dtype of their width
+  Device device;
+  int capability;             // CUDA kernels: the compute capability (70: sm_70); CPU: 0
+  int (*entry)(void** args);  // Halide's <name>_argv
+  const char* name;
+};
+
+// A generated table of kernels, grouped once by what a query must match exactly.
+class KernelTable {
+ public:
+  explicit KernelTable(std::vector<Kernel> kernels);
+  const std::vector<Kernel>& kernels() const { return kernels_; }
+  // The kernels a query's op, layout, value class, index dtype and device allow.
+  const std::vector<const Kernel*>& candidates(Op op, Layout layout, DType value, DType index,
+                                               Device device) const;
+
+ private:
+  std::vector<Kernel> kernels_;
+  struct Buckets;
+  std::shared_ptr<const Buckets> buckets_;
+};
+
+// The forward ops' kernels (kernel_table.inc), and the backward ops' (backward_kernel_table.inc,
+// runtime/backward_kernels.cpp): separate so that a program calling only forward ops links no
+// backward kernel. A table registers itself for compiled_kernels() when its translation unit is
+// linked.
+const KernelTable& forward_kernels();
+const KernelTable& backward_kernels();
+void register_kernel_table(const KernelTable& table);
+const std::vector<const KernelTable*>& registered_kernel_tables();
+
+// A generated table's rows (POOLGEN_KERNEL(op, nd, k, s, p, layout, value, index, device,
+// capability, name)) as declarations of the kernels' argv entry points, or as Kernel entries.
+#define POOLGEN_KERNEL_DECLARATION(op, nd, k, s, p, layout, value, index, device, capability, \
+                                   name)                                                      \
+  int name##_argv(void** args);
+#define POOLGEN_KERNEL_ENTRY(op, nd, k, s, p, layout, value, index, device, capability, name) \
+  {::poolgen::detail::Op::op, nd, k, s, p, ::poolgen::Layout::layout,                          \
+   ::poolgen::DType::value, ::poolgen::DType::index, ::poolgen::Device::device, capability,    \
+   name##_argv, #name},
+
+// What a call needs of a kernel.
+struct KernelQuery {
+  Op op;
+  int nd;
+  Layout layout;
+  DType value, index;
+  const Window* window;  // null: the general kernel only
+  Device device;
+  int capability;  // CUDA: the device's compute capability (86: sm_86); CPU: 0
+};
+
+// The fastest kernel of `table` serving `query`: one whose fixed window matches, else the
+// general one; on CUDA, of the largest capability the device meets. Null if the build has none.
+const Kernel* find_kernel(const KernelTable& table, const KernelQuery& query);
+
+// find_kernel, or an `unsupported` error naming `argument` (the tensor whose dtype and layout
+// decided) and the combination this build lacks.
+Status choose_kernel(const KernelTable& table, const KernelQuery& query, const char* argument,
+                     const Kernel** kernel);
+
+// Whether a CPU gather by fixed window (max_unpool's, max_pool_backward's) is tried before the
+// scatter on a call moving `bytes`. The channels-last ones win at every size. The contiguous
+// ones write each slot once: beyond the last-level cache that saves the scatter's zeroing pass,
+// but on calls it holds they measured slower than the scatter (small planes, and 22 MB calls,
+// where perf finds them waiting on their stores; docs/kernels.md). They are tried from
+// streaming_bytes() on, where no cache holds the call.
+bool gather_pays(const Kernel& gather, int64_t bytes);
+
+const char* layout_name(Layout layout);
+
+}  // namespace poolgen::detail

@@ -1,0 +1,99 @@
+// Launching a kernel: its arguments (Halide buffers over views, the window's scalars), the limits
+// of what its buffers address, and the call itself, on the CPU with its errors captured and its
+// parallel loops on poolgen's workers.
+#pragma once
+
+#include "core/inline_vector.hpp"
+#include "core/limits.hpp"
+#include "core/status.hpp"
+#include "core/view.hpp"
+#include "dispatch/kernel_table.hpp"
+
+#include <HalideRuntime.h>
+
+#include <functional>
+#include <initializer_list>
+#include <string>
+
+namespace poolgen::detail {
+
+// A halide_buffer_t over a View of `layout` (Halide's dimension order: innermost first), typed
+// as `type` (unpooling kernels move any dtype of their width). With flat, the spatial
+// dimensions are presented as one (flat_planes(layout) must hold). fits_kernel must hold.
+struct HalideView {
+  halide_buffer_t buffer{};
+  halide_dimension_t dims[5]{};
+  HalideView(const View& view, Layout layout, DType type, bool flat = false);
+};
+
+// Whether a kernel of `layout` can address `v` (with flat planes, if asked): Halide's buffers
+// hold 32-bit extents and strides and, without its large_buffers feature, span less than 2 GiB.
+// Larger calls are split into pieces that fit.
+bool fits_kernel(const View& v, Layout layout, bool flat = false);
+
+// fits_kernel for every view of a call.
+bool fits_kernel(const Views& views, Layout layout, bool flat = false);
+
+// Whether a kernel of `layout` takes each of `views` whole, as it is: fits and fits_kernel (the
+// fast paths that leave other calls to a general kernel).
+bool takes_whole(std::initializer_list<const View*> views, Layout layout);
+
+// The internal error of a kernel that failed with Halide's message `error`.
+Status kernel_failed(const Kernel& kernel, const std::string& error);
+
+// A kernel's argv: the user context, then its buffers and scalars (3-D pooling backward's CUDA
+// window gather has the most: 35, with its magic pairs).
+using KernelArgs = InlineVector<void*, 35>;
+
+// The pair that divides every numerator in [0, 2^31) by d (1 <= d < 2^31) with a multiply and a
+// shift, as GPU kernels divide by runtime values (generators/window.h, Divisor): with
+// l = ceil(log2 d), multiplier = ceil(2^(31+l) / d) (below 2^32) and shift = 31 + l,
+// n / d == (n * multiplier) >> shift.
+struct MagicDivisor {
+  uint32_t multiplier, shift;
+  explicit MagicDivisor(int64_t d) {
+    int l = 0;
+    while ((int64_t{1} << l) < d) ++l;
+    shift = static_cast<uint32_t>(31 + l);
+    multiplier = static_cast<uint32_t>(((uint64_t{1} << shift) + d - 1) / d);
+  }
+  int64_t divide(int64_t n) const {
+    return static_cast<int64_t>((static_cast<uint64_t>(n) * multiplier) >> shift);
+  }
+};
+
+// The magic pairs of up to three divisors, for a kernel's arguments (MagicInputs: per
+// dimension, multiplier then shift). The object holds the values while the kernel runs.
+struct MagicArgs {
+  uint32_t pairs[3][2];
+  // Sets the pairs of divisors[0, count) and appends them to `args`.
+  void append(const int64_t* divisors, int count, KernelArgs* args);
+};
+
+// A window's scalars appended to a kernel's arguments as max_pool's generator declares them:
+// per spatial dimension, innermost first, kernel, stride, padding and dilation; for a GPU kernel
+// then the strides' and the dilations' magic pairs. The object holds the values while the
+// kernel runs.
+struct WindowArgs {
+  int32_t params[3][4];
+  MagicArgs stride_magic, dilation_magic;
+  WindowArgs(const Window& window, const Kernel& kernel, KernelArgs* args);
+  WindowArgs(const WindowArgs&) = delete;
+  WindowArgs& operator=(const WindowArgs&) = delete;
+};
+
+// Runs `kernel` with args[1...] already filled (args[0] is set to the call's context). Returns
+// Halide's error code; the message Halide reported goes to *error. The call moves `call_bytes`
+// (inputs and outputs): unless that is worth_sharing, the kernel's parallel loops run on the
+// calling thread; otherwise on the workers (parallel_for), several small iterations to a task.
+int run_kernel(const Kernel& kernel, KernelArgs& args, std::string* error,
+               int64_t call_bytes);
+
+// Calls f(user_context) with a user context that collects the first message Halide's runtime
+// reports (kernels and runtime calls alike) and carries the call's bytes, which decide how
+// parallel loops run (run_kernel). Returns f's result; the message goes to *error.
+int with_error_capture(const std::function<int(void* user_context)>& f, std::string* error,
+                       int64_t call_bytes = 0);
+
+
+}  // namespace poolgen::detail

@@ -1,0 +1,31 @@
+// The runtime's own memory kernels: hand-written loops over views and bytes (element copies,
+// zeroing, non-temporal copies, index shifts and range checks), each tested and timed on its own
+// (tests/internals_test.cpp, bench/memory_bench.cpp).
+#pragma once
+
+#include "core/view.hpp"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace poolgen::detail {
+
+// Adds `offset` to every element of a host view of i32 or i64 indices.
+void add_to_indices(const View& indices, int64_t offset);
+
+// Copies every element of `from` into `to` (same shape and dtype, any strides).
+void copy_elements(const View& from, const View& to);
+
+// Sets every element of a host view to zero bits: one memset when it is packed in `layout`.
+void zero_elements(const View& view, Layout layout);
+
+// Copies `bytes` from `from` to `to` with non-temporal stores where the target has them (x86-64:
+// SSE2's, 16 bytes at a time after an aligning head), ordered before the function returns; a
+// plain memcpy elsewhere.
+void copy_streaming(void* to, const void* from, size_t bytes);
+
+// Whether each of the `count` i32 or i64 indices at `indices` lies in [lo, hi), where
+// 0 <= lo <= hi < 2^31 (x86-64: SSE2, four 32-bit words a step; no early exit).
+bool indices_within(const void* indices, DType dtype, int64_t count, int64_t lo, int64_t hi);
+
+}  // namespace poolgen::detail

@@ -1,0 +1,124 @@
+#include "parallel/settings.hpp"
+
+#include "parallel/workers.hpp"
+
+#include <HalideRuntime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <limits>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#define POOLGEN_SSE2 1
+#if defined(__GNUC__)
+#include <cpuid.h>
+#endif
+#endif
+
+namespace poolgen::detail {
+
+namespace {
+
+// The thread count, 0 until first read from Halide.
+std::atomic<int> known_threads{0};
+std::atomic<int64_t> min_parallel{kDefaultMinParallelBytes};
+std::atomic<int64_t> streaming{-1};  // -1: default_streaming_bytes()
+std::atomic<int64_t> settings_changed{0};
+
+}  // namespace
+
+void note_thread_count() { known_threads = halide_get_num_threads(); }
+
+int thread_count() {
+  // Read from Halide once, not per call: its default (HL_NUM_THREADS, else the host's cores)
+  // costs system calls. Halide fills it in when its pool starts; asking for the default with 0
+  // fills it in now, as the pool would.
+  int threads = known_threads;
+  if (threads == 0) {
+    if (halide_get_num_threads() == 0) halide_set_num_threads(0);
+    note_thread_count();
+    threads = known_threads;
+  }
+  return std::max(1, threads);
+}
+
+int64_t min_parallel_bytes() { return min_parallel; }
+
+int64_t streaming_bytes() {
+  const int64_t bytes = streaming;
+  return bytes >= 0 ? bytes : default_streaming_bytes();
+}
+
+int64_t settings_changes() { return settings_changed.load(std::memory_order_relaxed); }
+
+void note_settings_change() { settings_changed.fetch_add(1, std::memory_order_relaxed); }
+
+int sharing_threads(int64_t bytes) {
+  const int64_t least = min_parallel_bytes();
+  if (in_child_of_workers() || bytes < least) return 1;
+  const int64_t per_thread = std::max<int64_t>(1, least / 2);
+  return static_cast<int>(std::min<int64_t>(thread_count(), bytes / per_thread));
+}
+
+bool worth_sharing(int64_t bytes) { return sharing_threads(bytes) > 1; }
+
+int parallel_for(int count, const std::function<int(int)>& body, int64_t call_bytes) {
+  const int threads = sharing_threads(call_bytes);
+  if (count <= 1 || threads <= 1) return run_in_order(count, body);
+  // Waking a sleeping worker repays itself from about 2 MiB (docs/kernels.md, "Threads").
+  constexpr int64_t kWakeBytes = 2 << 20;
+  return run_on_workers(count, threads, thread_count(), call_bytes >= kWakeBytes, body);
+}
+
+#if defined(POOLGEN_SSE2) && defined(__GNUC__)
+namespace {
+// The largest data or unified cache that a deterministic-cache-parameters leaf lists (Intel's 4,
+// AMD's 0x8000001D: same layout, and each reads as empty on the other vendor's processors).
+// glibc's sysconf(_SC_LEVEL3_CACHE_SIZE) is no substitute: on the AMD EPYC VM of 2026-11-27 it
+// gave 320 MiB, the socket's ten L3s together, for the 32 MiB a core shares. Cold: it runs once,
+// and optimized for speed its loop unrolled into 4 KB.
+[[gnu::cold]] int64_t largest_cache(unsigned leaf) {
+  if (__get_cpuid_max(leaf & 0x80000000u, nullptr) < leaf) return 0;
+  int64_t largest = 0;
+  for (unsigned level = 0; level < 16; ++level) {
+    unsigned a, b, c, d;
+    __cpuid_count(leaf, level, a, b, c, d);
+    const unsigned type = a & 31;  // 0: no more caches; 2: an instruction cache
+    if (type == 0) break;
+    if (type == 2) continue;
+    const int64_t ways = ((b >> 22) & 0x3ff) + 1, partitions = ((b >> 12) & 0x3ff) + 1,
+                  line = (b & 0xfff) + 1, sets = int64_t{c} + 1;
+    largest = std::max(largest, ways * partitions * line * sets);
+  }
+  return largest;
+}
+}  // namespace
+
+int64_t default_streaming_bytes() {
+  static const int64_t bytes = [] {
+    const int64_t intel = largest_cache(4), cache = intel > 0 ? intel : largest_cache(0x8000001D);
+    return cache > 0 ? cache : int64_t{8} << 20;
+  }();
+  return bytes;
+}
+#elif defined(POOLGEN_SSE2)
+int64_t default_streaming_bytes() { return int64_t{8} << 20; }
+#else
+int64_t default_streaming_bytes() { return std::numeric_limits<int64_t>::max(); }
+#endif
+
+}  // namespace poolgen::detail
+
+namespace poolgen {
+
+void set_min_parallel_bytes(int64_t bytes) {
+  detail::min_parallel = bytes < 0 ? detail::kDefaultMinParallelBytes : bytes;
+  detail::note_settings_change();
+}
+
+void set_streaming_bytes(int64_t bytes) {
+  detail::streaming = bytes < 0 ? -1 : bytes;
+  detail::note_settings_change();
+}
+
+}  // namespace poolgen

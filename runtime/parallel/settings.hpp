@@ -1,0 +1,53 @@
+// The process-wide settings that decide how calls run (set_num_threads, set_min_parallel_bytes,
+// set_streaming_bytes), how many threads a call of so many bytes shares, and the parallel loop
+// that shares it (over the worker threads of parallel/workers.hpp).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace poolgen::detail {
+
+// The threads a shared call runs on (runtime/workers.hpp): set_num_threads's count, kept by
+// Halide's runtime, else Halide's default (HL_NUM_THREADS, else the host's cores).
+// note_thread_count() rereads it after a change.
+int thread_count();
+void note_thread_count();
+
+// Calls touching fewer bytes than min_parallel_bytes() run on the calling thread: below the
+// default, sharing the work costs more than it saves, even with the workers awake
+// (docs/kernels.md, "Threads"). set_min_parallel_bytes changes it.
+constexpr int64_t kDefaultMinParallelBytes = int64_t{128} << 10;
+int64_t min_parallel_bytes();
+
+// The threads a call touching `bytes` (inputs and outputs) runs on: one below
+// min_parallel_bytes(), else one for each half of it, up to thread_count() (a smaller share
+// costs more to hand out than it saves). worth_sharing: more than one.
+int sharing_threads(int64_t bytes);
+bool worth_sharing(int64_t bytes);
+
+// Outputs of at least streaming_bytes() go to memory by copy_streaming (set_streaming_bytes;
+// default_streaming_bytes(), tensors.hpp): an ordinary store reads each line before writing it
+// (read-for-ownership, 1.5x a scatter's compulsory traffic), while an output larger than the
+// caches leaves them before anything reads it.
+int64_t streaming_bytes();
+
+// How many times the settings that plans depend on (set_min_parallel_bytes, set_streaming_bytes,
+// set_num_threads: threads, streaming, the gathers that pay) have changed; a call's remembered
+// plan holds for the count it was made at (call_memo.hpp).
+int64_t settings_changes();
+void note_settings_change();
+
+// streaming_bytes()'s default (kernels.hpp): where copy_streaming has non-temporal stores, the
+// size of the largest data cache a core reaches (x86-64: cpuid's cache parameters; 8 MiB if it
+// lists none), so an output that a cache could still hold for its consumer stays there; elsewhere
+// no output streams, copy_streaming being a plain copy. Read from the processor once.
+int64_t default_streaming_bytes();
+
+// Runs body(task) for every task in [0, count) for a call moving `call_bytes`: on
+// sharing_threads(call_bytes) threads, each a contiguous range of the tasks (run_on_workers,
+// which wakes sleeping workers for calls of 2 MiB or more). Returns the first non-zero result.
+int parallel_for(int count, const std::function<int(int)>& body, int64_t call_bytes);
+
+
+}  // namespace poolgen::detail
