@@ -30,7 +30,7 @@ set(POOLGEN_CPU_TARGETS "${poolgen_default_cpu_targets}"
 # Halide's multitarget wrapper runs its last variant without asking the CPU, and the CUDA
 # kernels' host code is built for it too: the last target's instruction-set features, as
 # Halide's feature enum (its target string minus arch-bits-os, without processor tunings), are
-# what the runtime checks the CPU against before any call (runtime/kernels.cpp).
+# what the runtime checks the CPU against before any call (runtime/dispatch/kernel_table.cpp).
 list(GET POOLGEN_CPU_TARGETS -1 poolgen_floor)
 set(POOLGEN_CPU_FLOOR_TARGET ${poolgen_floor})
 string(REPLACE "-" ";" poolgen_floor "${poolgen_floor}")
@@ -307,7 +307,7 @@ endforeach ()
 # window, and the scatter runs), the 2-D one takes 0.68-0.81x the scatter's time in cache and
 # 0.6x at 8x64x112x112, the 3-D one 0.74-0.80x at 2x16x32x64x64 (docs/kernels.md). And f32's
 # contiguous 2-D k2s2p0 one, with vectors of cells: 0.7-0.85x the scatter's time on calls no
-# cache holds, the only ones the runtime gives it (runtime/kernels.hpp, gather_pays).
+# cache holds, the only ones the runtime gives it (runtime/dispatch/kernel_table.hpp, gather_pays).
 set(POOLGEN_DEFAULT_BACKWARD_WINDOWS f32:max_pool2d_backward_k2s2p0_cl f32:max_pool3d_backward_k2s2p0_cl
     f32:max_pool2d_backward_k2s2p0)
 set(POOLGEN_GRADIENT_TYPES "")

@@ -63,7 +63,7 @@ class MaxPool : public Generator<MaxPool> {
       std::vector<Var> args(rank + 2);
       padded(args) = undef(value_type);
       // Every window starts inside the row or its padding before it (pool_output_shape's rule,
-      // runtime/shapes.cpp), so its taps reach at most its dilated span minus one past the row.
+      // runtime/validate/window.cpp), so its taps reach at most its dilated span minus one past the row.
       const Range& row = spatial_bounds[0];
       const Expr before = -window[0].start(0), past = (window[0].kernel - 1) * window[0].dilation;
       std::vector<Expr> at(args.begin(), args.end());

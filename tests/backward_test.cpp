@@ -561,7 +561,7 @@ TEST(BackwardKernelChoice, PoolNamesFollowLayoutDTypesAndPath) {
             for (const TensorView& v : views) {
               for (Path path : {Path::automatic, Path::general}) {
                 // These small calls out of cache (streaming_bytes 0) and in it: there only the
-                // channels-last gathers pay (runtime/kernels.hpp, gather_pays).
+                // channels-last gathers pay (runtime/dispatch/kernel_table.hpp, gather_pays).
                 for (const bool out_of_cache : {true, false}) {
                   set_streaming_bytes(out_of_cache ? 0 : -1);
                   PoolOptions o = windows[w];

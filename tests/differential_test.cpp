@@ -33,7 +33,7 @@ using test::str;
 constexpr int kConfigsPerRank = 2000;
 constexpr int kMaxReportedFailures = 5;
 // The automatic path runs twice: the second call repeats the first's shapes in buffers of its
-// own, so it takes the checks the runtime remembers of the first (runtime/call_memo.hpp).
+// own, so it takes the checks the runtime remembers of the first (runtime/ops/call_memo.hpp).
 constexpr Path kPathsRepeated[] = {Path::automatic, Path::automatic, Path::general};
 
 const float kNan = std::numeric_limits<float>::quiet_NaN();

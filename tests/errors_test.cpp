@@ -103,7 +103,7 @@ template <typename Call, typename Break, typename CodeT>
 // one whose whole output is checked leaves it as it was unless the error is index_out_of_range
 // (found while the output is written: docs/errors.md). Twice: on a thread of its own, whose
 // runtime remembers no call, and after the valid default call on this thread, whose checks
-// the runtime then remembers (runtime/call_memo.hpp): a call breaking only its data (null, or
+// the runtime then remembers (runtime/ops/call_memo.hpp): a call breaking only its data (null, or
 // overlapping) takes that plan, and must be refused all the same.
 template <typename Call, typename Break, typename CodeT>
 ::testing::AssertionResult FailsWhen(Break breaks, CodeT code,

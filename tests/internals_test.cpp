@@ -1,5 +1,5 @@
 // The runtime's internal pieces on their own, where a wrong answer would show end to end only
-// on some machine: the magic divisors GPU kernels divide by (runtime/kernels.hpp).
+// on some machine: the magic divisors GPU kernels divide by (runtime/dispatch/launch.hpp).
 #include <gtest/gtest.h>
 
 #include <cstdint>

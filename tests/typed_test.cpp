@@ -183,7 +183,7 @@ INSTANTIATE_TEST_SUITE_P(, TypedPool, ::testing::ValuesIn(all_params(test::kAllD
 // Unpooling.
 
 // streaming: the calls run with streaming_bytes 0, so that every call is out of cache, as the
-// contiguous gathers need (runtime/kernels.hpp, gather_pays).
+// contiguous gathers need (runtime/dispatch/kernel_table.hpp, gather_pays).
 template <typename T, typename I>
 void unpool_configs(const Param& p, bool streaming) {
   const int nd = p.nd;
@@ -986,7 +986,7 @@ TEST_F(PoolWorkers, SmallPlanesShareTasksOfSeveralPlanes) {
 }
 
 // A repeated unpooling or gradient call small enough for one kernel call on one thread keeps
-// that run (runtime/by_index.hpp, DirectScatter); a repeat must still follow the settings of its
+// that run (runtime/execute/scatter.hpp, DirectScatter); a repeat must still follow the settings of its
 // own time (shared when min_parallel_bytes drops to 0, streamed when streaming_bytes does) and
 // its own data (an invalid index named, one outside the plane dropped from the gradient).
 TEST_F(PoolWorkers, RepeatedScatterCallsFollowTheirSettingsAndData) {

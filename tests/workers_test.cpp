@@ -1,4 +1,4 @@
-// The runtime's worker threads (runtime/workers.hpp), on their own: every task runs once
+// The runtime's worker threads (runtime/parallel/workers.hpp), on their own: every task runs once
 // whatever the thread count and however tasks are stolen, failures come back, calls nest and
 // race, and the wake policy keeps a small call on its calling thread while the workers sleep.
 #include "parallel/workers.hpp"

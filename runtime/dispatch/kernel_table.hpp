@@ -61,7 +61,7 @@ class KernelTable {
 };
 
 // The forward ops' kernels (kernel_table.inc), and the backward ops' (backward_kernel_table.inc,
-// runtime/backward_kernels.cpp): separate so that a program calling only forward ops links no
+// dispatch/backward_kernel_table.cpp): separate so that a program calling only forward ops links no
 // backward kernel. A table registers itself for compiled_kernels() when its translation unit is
 // linked.
 const KernelTable& forward_kernels();

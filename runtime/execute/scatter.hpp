@@ -5,7 +5,7 @@
 //   order, indices outside the plane dropped): plane groups sized for the cache, one group per
 //   task, and a plain loop for planes beyond a kernel's buffers;
 // (The GPU algorithms' runs, which report their first invalid index instead of stopping, are
-// gpu_runs.hpp's.)
+// execute/gpu_algorithms.hpp's.)
 #pragma once
 
 #include "core/view.hpp"

@@ -3,7 +3,7 @@
 // Every check of a call but those of its data pointers (data present, outputs apart from the
 // inputs and from each other) depends only on what a CallKey holds: the views' dtypes, devices,
 // shapes and strides, nd and the options; so does the choice of kernels, with the settings'
-// count of changes (kernels.hpp, settings_changes). A CPU call whose key
+// count of changes (parallel/settings.hpp, settings_changes). A CPU call whose key
 // equals the last successful call's on the same thread therefore passes those checks and takes
 // the same kernels: it reruns the data checks alone. Inference and training loops repeat their
 // shapes: the checks were two thirds of a small call's fixed cost (docs/kernels.md, "Threads

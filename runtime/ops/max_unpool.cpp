@@ -185,7 +185,7 @@ Status run_checked(int nd, const TensorView& values, const UnpoolOptions& option
   }
 
   // Windows within their stride in the outermost spatial dimension: a streamed output may be
-  // scattered by slabs of rows (by_index.hpp).
+  // scattered by slabs of rows (execute/scatter.hpp).
   const int64_t slabs = slab_stride(call.window);
   if (rewrites_indices(options)) {
     // Each group of planes has its indices rewritten into plane offsets just before its

@@ -8,7 +8,7 @@
 
 namespace poolgen::detail {
 
-// The threads a shared call runs on (runtime/workers.hpp): set_num_threads's count, kept by
+// The threads a shared call runs on (parallel/workers.hpp): set_num_threads's count, kept by
 // Halide's runtime, else Halide's default (HL_NUM_THREADS, else the host's cores).
 // note_thread_count() rereads it after a change.
 int thread_count();
@@ -27,18 +27,18 @@ int sharing_threads(int64_t bytes);
 bool worth_sharing(int64_t bytes);
 
 // Outputs of at least streaming_bytes() go to memory by copy_streaming (set_streaming_bytes;
-// default_streaming_bytes(), tensors.hpp): an ordinary store reads each line before writing it
+// default_streaming_bytes(), below): an ordinary store reads each line before writing it
 // (read-for-ownership, 1.5x a scatter's compulsory traffic), while an output larger than the
 // caches leaves them before anything reads it.
 int64_t streaming_bytes();
 
 // How many times the settings that plans depend on (set_min_parallel_bytes, set_streaming_bytes,
 // set_num_threads: threads, streaming, the gathers that pay) have changed; a call's remembered
-// plan holds for the count it was made at (call_memo.hpp).
+// plan holds for the count it was made at (ops/call_memo.hpp).
 int64_t settings_changes();
 void note_settings_change();
 
-// streaming_bytes()'s default (kernels.hpp): where copy_streaming has non-temporal stores, the
+// streaming_bytes()'s default: where copy_streaming has non-temporal stores, the
 // size of the largest data cache a core reaches (x86-64: cpuid's cache parameters; 8 MiB if it
 // lists none), so an output that a cache could still hold for its consumer stays there; elsewhere
 // no output streams, copy_streaming being a plain copy. Read from the processor once.

@@ -21,7 +21,7 @@ namespace {
 // How long an idle worker watches for the next call, and a caller for the workers still in its
 // tasks, before sleeping: kSpin on the processor, then up to kAwake yielding it to whatever else
 // wants it. Calls less than kAwake apart find the workers awake; a program that calls seldom
-// meets them asleep (runtime/workers.hpp). 100 us awake left two-thread calls 500 us apart 1.4x
+// meets them asleep (parallel/workers.hpp). 100 us awake left two-thread calls 500 us apart 1.4x
 // slower than 2 ms did (docs/kernels.md, "Threads"); GNU OpenMP spins up to 300,000 iterations
 // by default, pthreadpool up to a million.
 using Clock = std::chrono::steady_clock;

@@ -86,7 +86,7 @@ Status check_views(int nd, const TensorView& first, const Argument& first_view,
                    View* output_view);
 
 // check_views' checks of data alone, for views a call with the same key passed them with
-// (call_memo.hpp): `views` (first, second, output, named `names`) take the data of `tensors`,
+// (ops/call_memo.hpp): `views` (first, second, output, named `names`) take the data of `tensors`,
 // which must be present, and the output's memory must be apart from the inputs' (tested with
 // `spans`, the views' kept sizes in the order (output, first, second), where given).
 Status check_views_data(const char* const (&names)[3], const TensorView* const (&tensors)[3],

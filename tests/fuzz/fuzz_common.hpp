@@ -380,7 +380,7 @@ struct ShapeModel {
   bool valid = false;
   bool representable = false;  // valid and every output extent fits int64
   bool huge = false;           // an intermediate of the rules beyond 2^62
-  // Beyond the library's limits (runtime/shapes.hpp): a window parameter of 2^31 or more, a
+  // Beyond the library's limits (runtime/core/limits.hpp): a window parameter of 2^31 or more, a
   // pooling window whose d(k-1)+1 + s + 2p exceeds 2^29 or whose spans multiply past 2^26, an
   // unknown options device (unsupported), more than 2^59 elements or an unpooled extent beyond
   // 2^59 (invalid_argument).
