@@ -67,6 +67,11 @@ inline int64_t plane_size(int nd, const Ints& shape) {
 struct PoolConfigOptions {
   bool unit_dilation = false;  // dilation 1 everywhere (unpooling has none)
   bool many_channels = false;  // sometimes 13 to 40 channels on a small plane
+  // How often (percent of the draws) rows are long (full vectors plus tails; the contiguous
+  // gathers take only rows of whole vectors of windows) and many_channels gives them (the
+  // channels-last gathers take only channels a whole vector wide).
+  int64_t long_rows_percent = 15;
+  int64_t many_channels_percent = 12;
 };
 
 // (N, C, spatial...) or (C, spatial...); N sometimes 0; C mostly small, sometimes many channels
@@ -102,10 +107,10 @@ inline void random_pool_config(Rng& rng, int nd, int window, const PoolConfigOpt
     }
     const int64_t r = rng.uniform(0, 99);
     bool many_channels = false;
-    if (r < 15) {
+    if (r < opts.long_rows_percent) {
       // Long innermost rows: full vectors plus tails, work split across threads.
       sp[nd - 1] = rng.uniform(max_extent, 6 * max_extent);
-    } else if (opts.many_channels && r < 27) {
+    } else if (opts.many_channels && r < opts.long_rows_percent + opts.many_channels_percent) {
       // Many channels on a small plane, e.g. 2x37x5x9 (rows of 2 to 4 outputs at k2s2p0).
       many_channels = true;
       if (nd == 2) sp = {5, rng.uniform(5, 9)};

@@ -58,6 +58,13 @@ View packed(const View& view, Layout layout, void* data) {
   return p;
 }
 
+View packed_like(const View& view, DType dtype, const Ints& shape, int nd, Layout layout) {
+  View like = view;
+  like.dtype = dtype;
+  for (int i = 0; i < nd; ++i) like.shape[2 + i] = shape[shape.size() - nd + i];
+  return packed(like, layout, nullptr);
+}
+
 bool is_packed(const View& view, Layout layout) {
   const View p = packed(view, layout, view.data);
   for (int d = 0; d < view.rank; ++d) {

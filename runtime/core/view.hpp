@@ -52,6 +52,11 @@ Layout layout_of(const View& view);
 // channel innermost, then the spatial dimensions row-major, then the batch.
 View packed(const View& view, Layout layout, void* data);
 
+// A view with `view`'s batch and channels, `dtype` and the spatial extents of `shape` (its last
+// nd), packed in `layout`, without data: the view a call's other tensor would have (for the
+// kernel-name queries, which know the leading tensor alone).
+View packed_like(const View& view, DType dtype, const Ints& shape, int nd, Layout layout);
+
 // Whether `view` is packed(view, layout, its data): one run of memory (extents of 1 aside).
 bool is_packed(const View& view, Layout layout);
 

@@ -1,5 +1,6 @@
 #include "dispatch/cuda.hpp"
 
+#include "dispatch/cpu.hpp"
 #include "validate/views.hpp"
 
 #include <algorithm>
@@ -44,6 +45,7 @@ Status check_device_view(const char* argument, const View& view, Layout layout, 
               format_shape(Ints(view.shape, view.shape + view.rank)));
 }
 
+// GPU launches' plumbing, here to be compiled for size with the rest of it.
 void MagicArgs::append(const int64_t* divisors, int count, KernelArgs* args) {
   for (int i = 0; i < count; ++i) {
     const MagicDivisor m(divisors[i]);
@@ -52,6 +54,14 @@ void MagicArgs::append(const int64_t* divisors, int count, KernelArgs* args) {
     args->push_back(&pairs[i][0]);
     args->push_back(&pairs[i][1]);
   }
+}
+
+Status check_device_views(const char* const (&names)[3], const View (&views)[3], Layout layout,
+                          bool flat) {
+  for (int k = 0; k < 3; ++k) {
+    POOLGEN_RETURN_IF_ERROR(check_device_view(names[k], views[k], layout, flat));
+  }
+  return {};
 }
 
 bool fits_cuda_grid(const View& view, Layout layout) {
@@ -66,17 +76,17 @@ bool fits_cuda_grid(const Views& views, Layout layout) {
   return true;
 }
 
-void merge_planes(std::initializer_list<halide_buffer_t*> buffers, Layout layout) {
+void merge_planes(halide_buffer_t* const* buffers, int count, Layout layout) {
   if (layout != Layout::contiguous) return;
   auto planes = [](halide_buffer_t* b) {
     return std::make_pair(&b->dim[b->dimensions - 2], &b->dim[b->dimensions - 1]);
   };
-  for (halide_buffer_t* b : buffers) {
-    const auto [c, n] = planes(b);  // a channel of one plane has any stride
+  for (int k = 0; k < count; ++k) {
+    const auto [c, n] = planes(buffers[k]);  // a channel of one plane has any stride
     if (c->extent > 1 && int64_t{n->stride} != int64_t{c->stride} * c->extent) return;
   }
-  for (halide_buffer_t* b : buffers) {
-    const auto [c, n] = planes(b);
+  for (int k = 0; k < count; ++k) {
+    const auto [c, n] = planes(buffers[k]);
     if (c->extent == 1) c->stride = n->stride;
     c->extent *= n->extent;  // below 2^31: the buffer's elements are
     n->extent = 1;
@@ -91,7 +101,7 @@ thread_local void* t_callers_stream = nullptr;
 std::mutex allocator_mutex;
 CudaAllocator allocator;
 
-CudaAllocator current_allocator() {
+[[maybe_unused]] CudaAllocator current_allocator() {  // unused without CUDA kernels
   std::lock_guard<std::mutex> lock(allocator_mutex);
   return allocator;
 }

@@ -5,7 +5,7 @@
 
 #include "core/view.hpp"
 #include "dispatch/kernel_table.hpp"
-#include "dispatch/launch.hpp"
+#include "dispatch/arguments.hpp"
 
 #include <HalideRuntime.h>
 
@@ -27,6 +27,9 @@ Status cuda_capability(int* capability);
 // A device view must fit the kernel's layout as it is (with flat planes, if asked): the runtime
 // makes no packed copies on the device.
 Status check_device_view(const char* argument, const View& view, Layout layout, bool flat);
+// check_device_view for each of a call's views, named `names`.
+Status check_device_views(const char* const (&names)[3], const View (&views)[3], Layout layout,
+                          bool flat);
 
 // CUDA's grid holds at most 65535 blocks in y and z, where the kernels built with the planes grid
 // (schedules/gpu_schedules.h, GpuGrid) put a contiguous call's (n, c) planes and a channels-last
@@ -39,20 +42,7 @@ bool fits_cuda_grid(const Views& views, Layout layout);
 // dimension of N * C planes, where every buffer's n stride is C times its c stride (dense
 // tensors): the planes grid then needs no division to find a block's plane. Nothing changes
 // otherwise.
-void merge_planes(std::initializer_list<halide_buffer_t*> buffers, Layout layout);
-
-// One buffer of a CUDA call: its data is a device pointer (on_device) or host memory; outputs
-// in host memory are copied back after the kernel.
-struct CudaBuffer {
-  halide_buffer_t* buffer;
-  bool on_device;
-  bool output;
-  // An output the kernel may leave partly unwritten (a gated kernel's): in host memory, its data
-  // goes to the device first, so that what the kernel leaves comes back unchanged.
-  bool kept = false;
-};
-// A call's buffers, held in place (at most eight: the winner unpooling's).
-using CudaBuffers = InlineVector<CudaBuffer, 8>;
+void merge_planes(halide_buffer_t* const* buffers, int count, Layout layout);
 
 // Runs a CUDA kernel with args[1...] filled: wraps device pointers, runs, copies host outputs
 // back, and releases every device allocation and wrapping whatever happened. Device outputs are

@@ -1,99 +1,102 @@
-// Launching a kernel: its arguments (Halide buffers over views, the window's scalars), the limits
-// of what its buffers address, and the call itself, on the CPU with its errors captured and its
-// parallel loops on poolgen's workers.
+// One kernel call, on the CPU or on CUDA alike: its arguments in its generator's order (the
+// user context, buffers over views in the kernel's layout, scalars, buffers of the call's own),
+// then the run on the kernel's device, whose failures come back as a Status. Every op and
+// driver launches its kernels through it.
 #pragma once
 
-#include "core/inline_vector.hpp"
-#include "core/limits.hpp"
-#include "core/status.hpp"
-#include "core/view.hpp"
-#include "dispatch/kernel_table.hpp"
+#include "dispatch/arguments.hpp"
 
-#include <HalideRuntime.h>
-
-#include <functional>
-#include <initializer_list>
 #include <string>
 
 namespace poolgen::detail {
 
-// A halide_buffer_t over a View of `layout` (Halide's dimension order: innermost first), typed
-// as `type` (unpooling kernels move any dtype of their width). With flat, the spatial
-// dimensions are presented as one (flat_planes(layout) must hold). fits_kernel must hold.
-struct HalideView {
-  halide_buffer_t buffer{};
-  halide_dimension_t dims[5]{};
-  HalideView(const View& view, Layout layout, DType type, bool flat = false);
+// How a kernel uses a view's buffer.
+enum class Access {
+  read,
+  write,
+  // Written where the kernel decides (a gated kernel's output): on CUDA, a host view's data
+  // goes to the device first, so that what the kernel leaves comes back unchanged.
+  write_some,
 };
 
-// Whether a kernel of `layout` can address `v` (with flat planes, if asked): Halide's buffers
-// hold 32-bit extents and strides and, without its large_buffers feature, span less than 2 GiB.
-// Larger calls are split into pieces that fit.
-bool fits_kernel(const View& v, Layout layout, bool flat = false);
+// The arguments point into the object, which therefore stays where it is made.
+class Launch {
+ public:
+  // flat: the views' spatial dimensions as one (the kernels over flat planes).
+  explicit Launch(const Kernel& kernel, bool flat = false) : kernel_(kernel), flat_(flat) {}
+  Launch(const Launch&) = delete;
+  Launch& operator=(const Launch&) = delete;
 
-// fits_kernel for every view of a call.
-bool fits_kernel(const Views& views, Layout layout, bool flat = false);
+  const Kernel& kernel() const { return kernel_; }
 
-// Whether a kernel of `layout` takes each of `views` whole, as it is: fits and fits_kernel (the
-// fast paths that leave other calls to a general kernel).
-bool takes_whole(std::initializer_list<const View*> views, Layout layout);
+  // Appends a buffer over `view` in the kernel's layout, typed as `type` (the kernel's value or
+  // index dtype); at most kViews of them.
+  static constexpr int kViews = 3;
+  void add_view(const View& view, DType type, Access access);
+  // Appends the window's scalars (WindowArgs).
+  void add_window(const Window& window) { window_.append(window, kernel_, &args_); }
+  // Appends the magic pairs of `count` divisors, which GPU kernels take (none for CPU kernels).
+  void add_magic(const int64_t* divisors, int count) {
+    if (kernel_.device == Device::cuda) magic_.append(divisors, count, &args_);
+  }
+  // Appends a 64-bit scalar or a flag (at most kScalars in all).
+  static constexpr int kScalars = 2;
+  void add_scalar(int64_t value);
+  void add_flag(bool value);
+  // Appends a buffer of the call's own (a count, a gate, a report), as CUDA takes it.
+  void add_buffer(const CudaBuffer& buffer) {
+    args_.push_back(buffer.buffer);
+    if (kernel_.device == Device::cuda) cuda_.push_back(buffer);
+  }
+
+  // View k's buffer (in the order added), to move its data or its coordinates.
+  halide_buffer_t& view_buffer(int k) { return views_[k].view.buffer; }
+  void set_data(int k, void* data) { views_[k].view.buffer.host = static_cast<uint8_t*>(data); }
+
+  // Runs the kernel on its device. On the CPU the call moves `call_bytes` (inputs and outputs),
+  // which decide whether its parallel loops are shared (run_on_cpu); on CUDA a contiguous
+  // call's dense planes are merged into one dimension first (merge_planes). A kernel that stops
+  // at one of its own requirements (Halide's requirement_failed: an unpooling gather at an index
+  // outside its window, the scatter or unpooling's gradient at an invalid index), whose
+  // schedule has no case for the call (specialize_fail: a gather's rows not a whole number of
+  // windows) or whose buffers' constraints the views break (constraint_violated: a gather built
+  // for windows that cover their slots alone, on an output of another extent) has declined:
+  // with `declined` given that is no error (*declined is set, and its caller decides what
+  // follows); every other failure is an internal error naming the kernel and Halide's message.
+  Status run(int64_t call_bytes, bool* declined = nullptr);
+
+  // Whether a CPU kernel reads and writes nothing outside its views: Halide's bounds query (the
+  // region of every buffer the kernel would touch), which a schedule's vectors can widen past
+  // a narrow view (a channels-last gather past fewer channels than its lanes); such a launch
+  // fails its bounds checks, so the kernel must not run. The views are left as they were.
+  [[gnu::cold]] Status within_views(bool* within);
+
+ private:
+  int run_on_cuda(std::string* error);
+  [[gnu::cold]] Status failed(int result, const std::string& error, bool* declined) const;
+
+  const Kernel& kernel_;
+  bool flat_;
+  // Made by add_view: constructed up front, unused ones too, they cost a small call more than
+  // 100 instructions.
+  union ViewSlot {
+    ViewSlot() {}
+    ~ViewSlot() {}
+    HalideView view;
+  } views_[kViews];
+  int view_count_ = 0;
+  KernelArgs args_{nullptr};
+  CudaBuffers cuda_;  // CUDA kernels' buffers
+  WindowArgs window_;
+  MagicArgs magic_;
+  union Scalar {
+    int64_t value;
+    bool flag;
+  } scalars_[kScalars];
+  int scalar_count_ = 0;
+};
 
 // The internal error of a kernel that failed with Halide's message `error`.
-Status kernel_failed(const Kernel& kernel, const std::string& error);
-
-// A kernel's argv: the user context, then its buffers and scalars (3-D pooling backward's CUDA
-// window gather has the most: 35, with its magic pairs).
-using KernelArgs = InlineVector<void*, 35>;
-
-// The pair that divides every numerator in [0, 2^31) by d (1 <= d < 2^31) with a multiply and a
-// shift, as GPU kernels divide by runtime values (generators/window.h, Divisor): with
-// l = ceil(log2 d), multiplier = ceil(2^(31+l) / d) (below 2^32) and shift = 31 + l,
-// n / d == (n * multiplier) >> shift.
-struct MagicDivisor {
-  uint32_t multiplier, shift;
-  explicit MagicDivisor(int64_t d) {
-    int l = 0;
-    while ((int64_t{1} << l) < d) ++l;
-    shift = static_cast<uint32_t>(31 + l);
-    multiplier = static_cast<uint32_t>(((uint64_t{1} << shift) + d - 1) / d);
-  }
-  int64_t divide(int64_t n) const {
-    return static_cast<int64_t>((static_cast<uint64_t>(n) * multiplier) >> shift);
-  }
-};
-
-// The magic pairs of up to three divisors, for a kernel's arguments (MagicInputs: per
-// dimension, multiplier then shift). The object holds the values while the kernel runs.
-struct MagicArgs {
-  uint32_t pairs[3][2];
-  // Sets the pairs of divisors[0, count) and appends them to `args`.
-  void append(const int64_t* divisors, int count, KernelArgs* args);
-};
-
-// A window's scalars appended to a kernel's arguments as max_pool's generator declares them:
-// per spatial dimension, innermost first, kernel, stride, padding and dilation; for a GPU kernel
-// then the strides' and the dilations' magic pairs. The object holds the values while the
-// kernel runs.
-struct WindowArgs {
-  int32_t params[3][4];
-  MagicArgs stride_magic, dilation_magic;
-  WindowArgs(const Window& window, const Kernel& kernel, KernelArgs* args);
-  WindowArgs(const WindowArgs&) = delete;
-  WindowArgs& operator=(const WindowArgs&) = delete;
-};
-
-// Runs `kernel` with args[1...] already filled (args[0] is set to the call's context). Returns
-// Halide's error code; the message Halide reported goes to *error. The call moves `call_bytes`
-// (inputs and outputs): unless that is worth_sharing, the kernel's parallel loops run on the
-// calling thread; otherwise on the workers (parallel_for), several small iterations to a task.
-int run_kernel(const Kernel& kernel, KernelArgs& args, std::string* error,
-               int64_t call_bytes);
-
-// Calls f(user_context) with a user context that collects the first message Halide's runtime
-// reports (kernels and runtime calls alike) and carries the call's bytes, which decide how
-// parallel loops run (run_kernel). Returns f's result; the message goes to *error.
-int with_error_capture(const std::function<int(void* user_context)>& f, std::string* error,
-                       int64_t call_bytes = 0);
-
+[[gnu::cold]] Status kernel_failed(const Kernel& kernel, const std::string& error);
 
 }  // namespace poolgen::detail

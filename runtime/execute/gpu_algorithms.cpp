@@ -20,80 +20,46 @@ struct FlatExtras {
 
 // Runs `kernel` on flat views in its layout, arguments in its generator's order: values,
 // indices, [gate, always], output, [invalid_position, invalid_index], [winners].
-Status run_flat_buffers(const Kernel& kernel, Device device, const Views& views,
-                        const FlatExtras& x = {}) {
-  HalideView values_buffer(views[0], kernel.layout, kernel.value, true),
-      indices_buffer(views[1], kernel.layout, kernel.index, true),
-      output_buffer(views[2], kernel.layout, kernel.value, true);
-  const bool on_device = views[0].device == Device::cuda;
-  KernelArgs args{nullptr, &values_buffer.buffer, &indices_buffer.buffer};
-  CudaBuffers buffers = {{&values_buffer.buffer, on_device, false},
-                         {&indices_buffer.buffer, on_device, false}};
-  bool always = x.always;
+Status run_flat_buffers(const Kernel& kernel, const Views& views, const FlatExtras& x,
+                        bool* declined = nullptr) {
+  Launch launch(kernel, true);
+  launch.add_view(views[0], kernel.value, Access::read);
+  launch.add_view(views[1], kernel.index, Access::read);
   if (x.gate) {
-    args.push_back(&x.gate->buffer);
-    args.push_back(&always);
-    buffers.push_back(KernelScratch::use(x.gate, false));
+    launch.add_buffer(KernelScratch::use(x.gate, false));
+    launch.add_flag(x.always);
   }
-  args.push_back(&output_buffer.buffer);
-  buffers.push_back({&output_buffer.buffer, on_device, true, x.gate != nullptr});
+  launch.add_view(views[2], kernel.value, x.gate ? Access::write_some : Access::write);
   if (x.report) {
-    args.push_back(x.report->position());
-    args.push_back(x.report->index());
-    buffers.push_back(x.report->position_buffer());
-    buffers.push_back(x.report->index_buffer());
+    launch.add_buffer(x.report->position_buffer());
+    launch.add_buffer(x.report->index_buffer());
   }
-  if (x.winners) {
-    args.push_back(&x.winners->buffer);
-    buffers.push_back(KernelScratch::use(x.winners, true));
-  }
-  std::string error;
-  const int result = device == Device::cuda ? run_cuda_kernel(kernel, args, buffers, &error)
-                                            : run_kernel(kernel, args, &error, total_bytes(views));
-  if (result != 0) return kernel_failed(kernel, error);
-  return {};
+  if (x.winners) launch.add_buffer(KernelScratch::use(x.winners, true));
+  return launch.run(total_bytes(views), declined);
 }
 
 // The window gather on views a launch takes whole; it writes its count of the indices it could
 // not serve (outside their windows; unpooling's: or their planes) to `count`.
-Status window_gather_piece(const Kernel& kernel, const Window& window, Device device,
-                           const View& values, const View& indices, const View& output,
-                           halide_buffer_t* count, const CudaBuffer& count_use) {
-  HalideView values_buffer(values, kernel.layout, kernel.value),
-      indices_buffer(indices, kernel.layout, kernel.index),
-      output_buffer(output, kernel.layout, kernel.value);
-  KernelArgs args{nullptr, &values_buffer.buffer, &indices_buffer.buffer};
-  const WindowArgs window_args(window, kernel, &args);
+Status window_gather_piece(const Kernel& kernel, const Window& window, const Views& views,
+                           const CudaBuffer& count) {
+  Launch launch(kernel);
+  launch.add_view(views[0], kernel.value, Access::read);
+  launch.add_view(views[1], kernel.index, Access::read);
+  launch.add_window(window);
   // A GPU kernel's check divides by the input's spatial extents (innermost first).
+  const View& output = views[2];
   int64_t extents[3];
   for (int i = 0; i < window.nd; ++i) extents[i] = output.shape[output.rank - 1 - i];
-  MagicArgs extent_magic;
-  if (kernel.device == Device::cuda) extent_magic.append(extents, window.nd, &args);
-  args.push_back(&output_buffer.buffer);
-  args.push_back(count);
-  std::string error;
-  const bool on_device = values.device == Device::cuda;
-  if (device == Device::cuda) {
-    merge_planes({&values_buffer.buffer, &indices_buffer.buffer, &output_buffer.buffer},
-                 kernel.layout);
-  }
-  const int result =
-      device == Device::cuda
-          ? run_cuda_kernel(kernel, args,
-                            {{&values_buffer.buffer, on_device, false},
-                             {&indices_buffer.buffer, on_device, false},
-                             {&output_buffer.buffer, on_device, true}, count_use},
-                            &error)
-          : run_kernel(kernel, args, &error,
-                       values.bytes() + indices.bytes() + output.bytes());
-  if (result != 0) return kernel_failed(kernel, error);
-  return {};
+  launch.add_magic(extents, window.nd);
+  launch.add_view(output, kernel.value, Access::write);
+  launch.add_buffer(count);
+  return launch.run(total_bytes(views));
 }
 
 }  // namespace
 
-Status run_flat(const Kernel& kernel, Device device, const Views& views) {
-  return run_flat_buffers(kernel, device, views);
+Status run_flat(const Kernel& kernel, const Views& views, bool* declined) {
+  return run_flat_buffers(kernel, views, {}, declined);
 }
 
 Status window_gather(const Kernel& kernel, const Window& window, const View& values,
@@ -104,8 +70,8 @@ Status window_gather(const Kernel& kernel, const Window& window, const View& val
   halide_buffer_t count{};
   count.host = reinterpret_cast<uint8_t*>(&outside);
   count.type = {halide_type_int, 32};
-  POOLGEN_RETURN_IF_ERROR(window_gather_piece(kernel, window, Device::cpu, values, indices,
-                                              output, &count, {&count, false, true}));
+  POOLGEN_RETURN_IF_ERROR(
+      window_gather_piece(kernel, window, {values, indices, output}, {&count, false, true}));
   *done = outside == 0;
   return {};
 }
@@ -133,9 +99,8 @@ Status run_gpu_algorithm(const Kernel* gather, const Window* window, const Kerne
           x.always = gather == nullptr;
         }
         if (gather) {
-          POOLGEN_RETURN_IF_ERROR(window_gather_piece(*gather, *window, device, piece[0],
-                                                      piece[1], piece[2], &x.gate->buffer,
-                                                      KernelScratch::use(x.gate, true)));
+          POOLGEN_RETURN_IF_ERROR(
+              window_gather_piece(*gather, *window, piece, KernelScratch::use(x.gate, true)));
         }
         if (winner) {
           const View& o = piece[2];
@@ -149,10 +114,10 @@ Status run_gpu_algorithm(const Kernel* gather, const Window* window, const Kerne
                                               : std::initializer_list<int32_t>{slots, c, n},
               &x.winners));
         }
-        if (kernel.op == Op::pool_backward_scatter) return run_flat_buffers(kernel, device, piece, x);
+        if (kernel.op == Op::pool_backward_scatter) return run_flat_buffers(kernel, piece, x);
         KernelReport report(device, kernel.index);
         x.report = &report;
-        POOLGEN_RETURN_IF_ERROR(run_flat_buffers(kernel, device, piece, x));
+        POOLGEN_RETURN_IF_ERROR(run_flat_buffers(kernel, piece, x));
         return report.finish(first_plane * piece[1].plane(), bound);
       },
       [&](const Views& plane, int64_t) {

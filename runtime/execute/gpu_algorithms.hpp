@@ -10,9 +10,10 @@
 
 namespace poolgen::detail {
 
-// Runs `kernel` on flat views (its three buffers, in argument order) in its layout, on the CPU
-// (its parallel loops shared as run_kernel decides from the views' bytes) or on CUDA.
-Status run_flat(const Kernel& kernel, Device device, const Views& views);
+// Runs `kernel` on flat views (its three buffers, in argument order) in its layout, on its
+// device (on the CPU its parallel loops shared as the views' bytes decide); `declined` as
+// Launch::run takes it.
+Status run_flat(const Kernel& kernel, const Views& views, bool* declined = nullptr);
 
 // The CPU twin of pooling's gradient gather (max_pool_backward_gather, Path::winner) over views
 // (grad_output, indices, grad_input) dense in its layout: *done false when it cannot take them

@@ -29,6 +29,12 @@ namespace poolgen::detail {
   return status;
 }
 
+Status declined_at_index(const Kernel& kernel, const View& indices, int64_t plane) {
+  const Status invalid = invalid_index_error(indices, plane);
+  return invalid.ok() ? kernel_failed(kernel, "stopped at an index, yet none is invalid")
+                      : invalid;
+}
+
 int64_t by_index_bytes(const View& values, DType index, int64_t plane, int64_t slot_plane) {
   const int64_t elements = values.elements();
   const int64_t slots = plane > 0 ? elements / plane * slot_plane : 0;
@@ -102,7 +108,7 @@ struct ScatterGroups {
   int64_t parts = 1;
   std::vector<char> redo;
   std::mutex mutex;
-  std::string error;  // the first kernel error message, if any
+  Status failure;  // the first kernel failure (not a declined run), if any
   Status rewrite_failed;
   int64_t slab = slab_bytes();  // a slab's output bytes at most
 
@@ -152,12 +158,13 @@ struct ScatterGroups {
         thread_local std::vector<char> staging;
         const bool stream = g.streaming && is_packed(o, layout) && o.bytes() <= kStagingBytes;
         if (stream) staging.resize(static_cast<size_t>(o.bytes()));
-        std::string error;
-        if (const int result =
-                launch(v, i, stream ? packed(o, layout, staging.data()) : o, first, 0, &error)) {
+        bool declined = false;
+        Status status =
+            launch(v, i, stream ? packed(o, layout, staging.data()) : o, first, 0, &declined);
+        if (!status.ok() || declined) {
           std::lock_guard<std::mutex> lock(g.mutex);
-          if (g.error.empty()) g.error = error;
-          return result;
+          if (g.failure.ok()) g.failure = std::move(status);
+          return 1;
         }
         if (stream) copy_streaming(o.data, staging.data(), static_cast<size_t>(o.bytes()));
       }
@@ -168,15 +175,16 @@ struct ScatterGroups {
 
   // The kernel on a group's planes (from plane `first` of the call), its output's flat
   // dimension starting at slot `first_slot` (a slab's).
-  int launch(const View& v, const View& i, const View& o, int64_t first, int64_t first_slot,
-             std::string* error) const {
+  // *declined where the store kernel stopped at an invalid index.
+  Status launch(const View& v, const View& i, const View& o, int64_t first, int64_t first_slot,
+                bool* declined) const {
     const Layout layout = kernel->layout;
-    ScatterArgs call(*kernel, v, i, o, first, global ? o.plane() : 0);
-    call.output.dims[layout == Layout::channels_last ? 1 : 0].min =
+    ScatterLaunch call(*kernel, v, i, o, first, global ? o.plane() : 0);
+    call.view_buffer(2).dim[layout == Layout::channels_last ? 1 : 0].min =
         static_cast<int32_t>(first_slot);
     zero_elements(o, layout);  // the CPU kernel scatters into zeroed planes
     // The scatter kernel is serial (the groups are the tasks): no bytes to share.
-    return run_kernel(*kernel, call.args, error, 0);
+    return call.run(0, declined);
   }
 
   // At most 256 KiB of output a slab (its scratch then stays in L2), and no more than the
@@ -233,11 +241,14 @@ struct ScatterGroups {
       if (out.elements() == 0) return false;
       if (streaming) staging.resize(static_cast<size_t>(out.bytes()));
       const View indices = slice(i, 2, q, count);
-      std::string error;
-      // The check after the kernel, which brought the indices into cache.
-      if (launch(slice(v, 2, q, count), indices,
-                 streaming ? packed(out, layout, staging.data()) : out, first, top * row_slots,
-                 &error) != 0 ||
+      bool declined = false;
+      // The check after the kernel, which brought the indices into cache. A slab that failed
+      // sends its group back whole, whose run reports the failure.
+      if (!launch(slice(v, 2, q, count), indices,
+                  streaming ? packed(out, layout, staging.data()) : out, first, top * row_slots,
+                  &declined)
+               .ok() ||
+          declined ||
           (accumulates() && !indices_within(indices.data, indices.dtype, indices.elements(),
                                          top * row_slots, bottom * row_slots))) {
         return false;
@@ -385,39 +396,31 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
   }
   if (failed != 0) {
     if (!groups.rewrite_failed.ok()) return groups.rewrite_failed;
+    if (!groups.failure.ok()) return groups.failure;
+    // The store kernel declined: it stopped at an invalid index.
     if (global) return Status(Code::index_out_of_range, "indices: some index outside its plane");
-    Status invalid = mode == ScatterMode::store ? invalid_index_error(indices, output.plane())
-                                                : Status();
-    return invalid.ok() ? kernel_failed(kernel, groups.error) : invalid;
+    return declined_at_index(kernel, indices, output.plane());
   }
   o.finish();
   return {};
 }
 
-ScatterArgs::ScatterArgs(const Kernel& kernel, const View& v, const View& i, const View& o,
-                         int64_t origin, int64_t stride)
-    : values(v, kernel.layout, kernel.value, true),
-      indices(i, kernel.layout, kernel.index, true),
-      output(o, kernel.layout, kernel.value, true),
-      plane_origin(origin),
-      plane_stride(stride),
-      args{nullptr, &values.buffer, &indices.buffer} {
+ScatterLaunch::ScatterLaunch(const Kernel& kernel, const View& v, const View& i, const View& o,
+                             int64_t origin, int64_t stride)
+    : Launch(kernel, true) {
+  add_view(v, kernel.value, Access::read);
+  add_view(i, kernel.index, Access::read);
   if (kernel.op == Op::unpool_scatter) {  // the accumulating kernel has no origin
-    args.push_back(&plane_origin);
-    args.push_back(&plane_stride);
+    add_scalar(origin);
+    add_scalar(stride);
   }
-  args.push_back(&output.buffer);
+  add_view(o, kernel.value, Access::write);
 }
 
 std::unique_ptr<DirectScatter> DirectScatter::make(const Kernel& kernel, ScatterMode mode,
                                                    const Views& views, int64_t slab_stride) {
   const View& o = views[2];
-  for (const View& view : views) {
-    if (!fits(view, kernel.layout) || !view.flat_planes(kernel.layout) ||
-        !fits_kernel(view, kernel.layout, true)) {
-      return nullptr;
-    }
-  }
+  if (!takes_flat(views, kernel.layout)) return nullptr;
   // One group: the cache's (ScatterGroups) on one thread.
   const int64_t call_bytes = total_bytes(views);
   if (o.elements() == 0 || o.bytes() > kGroupBytes || o.bytes() >= streaming_bytes() ||
@@ -430,7 +433,7 @@ std::unique_ptr<DirectScatter> DirectScatter::make(const Kernel& kernel, Scatter
 
 DirectScatter::DirectScatter(const Kernel& kernel, ScatterMode mode, const Views& views,
                              int64_t call_bytes, int64_t slab_stride)
-    : spans({&views[2]}, {&views[0], &views[1]}),
+    : DirectRun(KeptSpans(views, 1)),
       kernel_(kernel),
       mode_(mode),
       views_{views[0], views[1], views[2]},
@@ -438,16 +441,14 @@ DirectScatter::DirectScatter(const Kernel& kernel, ScatterMode mode, const Views
       slab_stride_(slab_stride),
       call_(kernel, views[0], views[1], views[2]) {}
 
-Status DirectScatter::run(void* values, void* indices, void* output) {
-  void* data[3] = {values, indices, output};
+Status DirectScatter::run(void* const (&data)[3]) {
   for (int k = 0; k < 3; ++k) views_[k].data = data[k];
   if (sharing_threads(call_bytes_) <= 1 && views_[2].bytes() < streaming_bytes()) {
-    call_.values.buffer.host = static_cast<uint8_t*>(values);
-    call_.indices.buffer.host = static_cast<uint8_t*>(indices);
-    call_.output.buffer.host = static_cast<uint8_t*>(output);
+    for (int k = 0; k < 3; ++k) call_.set_data(k, data[k]);
     zero_elements(views_[2], kernel_.layout);
-    std::string error;
-    if (run_kernel(kernel_, call_.args, &error, 0) == 0) return {};
+    bool declined = false;  // at an invalid index, which scatter() names
+    POOLGEN_RETURN_IF_ERROR(call_.run(0, &declined));
+    if (!declined) return {};
   }
   return scatter(kernel_, mode_, views_[0], views_[1], views_[2], call_bytes_, nullptr, false,
                  slab_stride_);

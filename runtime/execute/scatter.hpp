@@ -10,6 +10,7 @@
 
 #include "core/view.hpp"
 #include "dispatch/launch.hpp"
+#include "execute/direct_run.hpp"
 #include "validate/views.hpp"
 
 #include <functional>
@@ -26,6 +27,10 @@ int64_t by_index_bytes(const View& values, DType index, int64_t plane, int64_t s
 // Names the first index, in input order, that lies outside its output plane (ok when none does);
 // the view's first element is element `first_position` of the call.
 Status invalid_index_error(const View& indices, int64_t plane, int64_t first_position = 0);
+
+// The error of `kernel`, which declined (Launch::run) at an index: the first invalid one, named,
+// or an internal error where every index is valid.
+Status declined_at_index(const Kernel& kernel, const View& indices, int64_t plane);
 
 // Indices of another format rewritten into plane offsets: src, part of the indices (one image's
 // channels from plane (n, c)), into dst, a packed view of its shape and dtype.
@@ -47,17 +52,11 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
                const View& output, int64_t call_bytes, const IndexRewrite* rewrite = nullptr,
                bool global = false, int64_t slab_stride = 0);
 
-// A scatter kernel's arguments over flat views (values, indices, output) in its layout; the
-// unpooling kernel takes its plane origin and stride between the indices and the output. The
-// arguments point into the object, which therefore stays where it is made.
-struct ScatterArgs {
-  HalideView values, indices, output;
-  int64_t plane_origin, plane_stride;
-  KernelArgs args;
-  ScatterArgs(const Kernel& kernel, const View& v, const View& i, const View& o,
-              int64_t origin = 0, int64_t stride = 0);
-  ScatterArgs(const ScatterArgs&) = delete;
-  ScatterArgs& operator=(const ScatterArgs&) = delete;
+// A scatter kernel's launch over flat views (values, indices, output) in its layout; the
+// unpooling kernel takes its plane origin and stride between the indices and the output.
+struct ScatterLaunch : Launch {
+  ScatterLaunch(const Kernel& kernel, const View& v, const View& i, const View& o,
+                int64_t origin = 0, int64_t stride = 0);
 };
 
 // A CPU scatter in one kernel call (no index rewrite): built once for a call that repeats its
@@ -66,12 +65,11 @@ struct ScatterArgs {
 // scatter() would do more than one kernel call on the views as they are (copies, more than a
 // group's bytes, streaming); run() leaves to scatter() a call that would now share threads or
 // stream, or whose kernel fails (scatter() names the index).
-class DirectScatter {
+class DirectScatter : public DirectRun {
  public:
   static std::unique_ptr<DirectScatter> make(const Kernel& kernel, ScatterMode mode,
                                              const Views& views, int64_t slab_stride);
-  Status run(void* values, void* indices, void* output);
-  KeptSpans spans;  // (output, values, indices): the overlap check's sizes
+  Status run(void* const (&data)[3]) override;  // (values, indices, output)
 
  private:
   DirectScatter(const Kernel& kernel, ScatterMode mode, const Views& views, int64_t call_bytes,
@@ -80,7 +78,7 @@ class DirectScatter {
   ScatterMode mode_;
   View views_[3];
   int64_t call_bytes_, slab_stride_;
-  ScatterArgs call_;  // plane offsets: origin and stride 0
+  ScatterLaunch call_;  // plane offsets: origin and stride 0
 };
 
 // The window's stride in its outermost spatial dimension where every window lies within it

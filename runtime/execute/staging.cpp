@@ -23,6 +23,13 @@ bool takes_whole(std::initializer_list<const View*> views, Layout layout) {
   return true;
 }
 
+bool takes_flat(const Views& views, Layout layout) {
+  for (const View& v : views) {
+    if (!fits(v, layout) || !v.flat_planes(layout) || !fits_kernel(v, layout, true)) return false;
+  }
+  return true;
+}
+
 int64_t largest_fitting(int64_t extent, const std::function<bool(int64_t)>& fits) {
   int64_t lo = 0, hi = extent;
   while (lo < hi) {

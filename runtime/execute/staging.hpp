@@ -33,6 +33,8 @@ using PieceFn = std::function<Status(const Views& p, int64_t first_plane)>;
 // Whether a kernel of `layout` takes each of `views` whole, as it is: fits and fits_kernel (the
 // fast paths that leave other calls to a general kernel).
 bool takes_whole(std::initializer_list<const View*> views, Layout layout);
+// The same for the kernels over flat planes: each view fits, with flat planes, as it is.
+bool takes_flat(const Views& views, Layout layout);
 
 // Runs `run` on pieces of whole (n, c) planes of `views`, in input order, each as many planes as
 // `fits` allows; a single plane that does not fit goes to `run_plane` (in channels-last, all

@@ -6,7 +6,7 @@
 #include "dispatch/launch.hpp"
 #include "execute/memory.hpp"
 #include "execute/staging.hpp"
-#include "ops/call_memo.hpp"
+#include "ops/op.hpp"
 #include "parallel/settings.hpp"
 #include "validate/views.hpp"
 #include "validate/window.hpp"
@@ -20,70 +20,45 @@ using namespace detail;
 namespace {
 
 // Checks everything that depends only on shapes and options.
-Status plan(int nd, const Ints& input_shape, const PoolOptions& options, Window* window,
+Status plan_shapes(int nd, const Ints& input_shape, const PoolOptions& options, Window* window,
             Ints* output_shape) {
   POOLGEN_RETURN_IF_ERROR(pool_window(nd, options, window));
   POOLGEN_RETURN_IF_ERROR(check_input_shape("max_pool", nd, "input", input_shape));
   return pool_output_shape(window, input_shape, output_shape);
 }
 
-struct PoolCall {
+struct PoolPlan : OpPlan {  // views: input, values, indices
   Window window;
   Ints output_shape;
-  View input;
-  Device device = Device::cpu;
   KernelQuery query{};  // what chose `kernel`, but its window (the call's copies move)
   bool match_window = false;  // whether the query takes the window (fixed-window kernels)
   const Kernel* kernel = nullptr;
 };
 
 // Everything about a call but its outputs' views, the data and the kernel: shapes, types.
-Status prepare(int nd, const TensorView& input, DType index_dtype, const PoolOptions& options,
-               PoolCall* call) {
-  POOLGEN_RETURN_IF_ERROR(plan(nd, input.shape, options, &call->window, &call->output_shape));
+[[gnu::cold]] Status prepare(int nd, const TensorView& input, DType index_dtype, const PoolOptions& options,
+               PoolPlan* plan) {
+  POOLGEN_RETURN_IF_ERROR(plan_shapes(nd, input.shape, options, &plan->window,
+                                      &plan->output_shape));
   return check_leading_view("input", input, input.shape, nd, index_dtype,
-                            spatial_elements(nd, input.shape), &call->input);
+                            spatial_elements(nd, input.shape), &plan->views[0]);
 }
 
 // The kernel for the input's device, layout and types (after the arguments are known valid, so
 // that a malformed call is reported as such even when the build lacks its dtype).
-Status choose(const TensorView& input, DType index_dtype, const PoolOptions& options,
-              PoolCall* call) {
-  const int nd = call->window.nd;
-  call->device = call_device(options.device, input);
+[[gnu::cold]] Status choose(const TensorView& input, DType index_dtype, const PoolOptions& options,
+              PoolPlan* plan) {
+  const int nd = plan->window.nd;
+  plan->device = call_device(options.device, input);
   int capability = 0;
-  if (call->device == Device::cuda) POOLGEN_RETURN_IF_ERROR(cuda_capability(&capability));
-  call->match_window = options.path == Path::automatic;
-  call->query = {Op::pool, nd,      layout_of(call->input), input.dtype, index_dtype,
-                 nullptr,  call->device, capability};
-  KernelQuery query = call->query;
-  if (call->match_window) query.window = &call->window;
-  return choose_kernel(forward_kernels(), query, "input", &call->kernel);
+  if (plan->device == Device::cuda) POOLGEN_RETURN_IF_ERROR(cuda_capability(&capability));
+  plan->match_window = options.path == Path::automatic;
+  plan->query = {Op::pool, nd,           layout_of(plan->views[0]), input.dtype, index_dtype,
+                 nullptr,  plan->device, capability};
+  KernelQuery query = plan->query;
+  if (plan->match_window) query.window = &plan->window;
+  return choose_kernel(forward_kernels(), query, "input", &plan->kernel);
 }
-
-// A kernel call on views (input, values, indices) in its layout: its buffers and arguments,
-// which point into the object (so it stays where it was made).
-struct PoolRun {
-  HalideView in, values, indices;
-  KernelArgs args{nullptr, &in.buffer};
-  WindowArgs window_args;
-  PoolRun(const Kernel& kernel, const Window& window, const Views& views)
-      : in(views[0], kernel.layout, kernel.value),
-        values(views[1], kernel.layout, kernel.value),
-        indices(views[2], kernel.layout, kernel.index),
-        window_args(window, kernel, &args) {
-    args.push_back(&values.buffer);
-    args.push_back(&indices.buffer);
-  }
-  PoolRun(const PoolRun&) = delete;
-  PoolRun& operator=(const PoolRun&) = delete;
-
-  Status run_on_cpu(const Kernel& kernel, int64_t call_bytes) {
-    std::string error;
-    if (run_kernel(kernel, args, &error, call_bytes) != 0) return kernel_failed(kernel, error);
-    return {};
-  }
-};
 
 // The bytes that decide how many threads a pooling call runs on (sharing_threads). Channels-last
 // pooling moves its bytes about twice as fast as the other ops (90 against 35-50 GB/s on one
@@ -93,27 +68,25 @@ int64_t sharing_bytes(const Kernel& kernel, const Views& views) {
   return total_bytes(views) / (kernel.layout == Layout::channels_last ? 2 : 1);
 }
 
-// Runs `kernel` with `window` on views (input, values, indices) in its layout.
-Status run_pool(const Kernel& kernel, const Window& window, Device device, const Views& views) {
-  PoolRun run(kernel, window, views);
-  if (device != Device::cuda) return run.run_on_cpu(kernel, sharing_bytes(kernel, views));
-  std::string error;
-  const bool on_device = views[0].device == Device::cuda;
-  merge_planes({&run.in.buffer, &run.values.buffer, &run.indices.buffer}, kernel.layout);
-  const int result = run_cuda_kernel(kernel, run.args,
-                                     {{&run.in.buffer, on_device, false},
-                                      {&run.values.buffer, on_device, true},
-                                      {&run.indices.buffer, on_device, true}},
-                                     &error);
-  if (result != 0) return kernel_failed(kernel, error);
-  return {};
+// A pooling kernel's launch with `window` on views (input, values, indices) in its layout.
+struct PoolLaunch : Launch {
+  PoolLaunch(const Kernel& kernel, const Window& window, const Views& views) : Launch(kernel) {
+    add_view(views[0], kernel.value, Access::read);
+    add_window(window);
+    add_view(views[1], kernel.value, Access::write);
+    add_view(views[2], kernel.index, Access::write);
+  }
+};
+
+Status run_pool(const Kernel& kernel, const Window& window, const Views& views) {
+  return PoolLaunch(kernel, window, views).run(sharing_bytes(kernel, views));
 }
 
 // Planes too large for a kernel's buffers (one, or one image's in channels-last): runs of output
 // rows (the outermost spatial dimension) with the input rows their windows reach, each run with
 // the padding its first window sees; its indices, offsets from the run's first input row, are
 // shifted to the plane's.
-Status pool_rows(const PoolCall& call, const Views& plane) {
+[[gnu::cold]] Status pool_rows(const PoolPlan& call, const Views& plane) {
   const Window& w = call.window;
   const View &in = plane[0], &values = plane[1], &indices = plane[2];
   const int64_t s = w.stride[0], pad = w.padding[0];
@@ -154,34 +127,13 @@ Status pool_rows(const PoolCall& call, const Views& plane) {
     if (call.match_window) query.window = &local;
     const Kernel* kernel = nullptr;
     POOLGEN_RETURN_IF_ERROR(choose_kernel(forward_kernels(), query, "input", &kernel));
-    POOLGEN_RETURN_IF_ERROR(run_pool(*kernel, local, call.device, run));
+    POOLGEN_RETURN_IF_ERROR(run_pool(*kernel, local, run));
     if (top > 0) add_to_indices(run[2], top * row_elements);
   }
   return {};
 }
 
 }  // namespace
-
-Status max_pool_output_shape(int nd, const Ints& input_shape, const PoolOptions& options,
-                             Ints* output_shape) {
-  Window window;
-  return plan(nd, input_shape, options, &window, output_shape);
-}
-
-Status max_pool_kernel_name(int nd, const TensorView& input, DType index_dtype,
-                            const PoolOptions& options, std::string* name) {
-  PoolCall call;
-  POOLGEN_RETURN_IF_ERROR(prepare(nd, input, index_dtype, options, &call));
-  POOLGEN_RETURN_IF_ERROR(choose(input, index_dtype, options, &call));
-  *name = call.kernel->name;
-  return {};
-}
-
-Status max_pool_kernel_name(int nd, const Ints& input_shape, const PoolOptions& options,
-                            std::string* name) {
-  return max_pool_kernel_name(nd, contiguous(nullptr, DType::f32, input_shape), DType::i64,
-                              options, name);
-}
 
 namespace {
 
@@ -191,7 +143,7 @@ namespace {
 // channels short) run on the kernels' thread pool where the call is worth sharing, each pass
 // over a block while it is in cache; the first failing block in (n, c) order names its index,
 // as one pass over all would.
-Status apply_other_rules(int nd, const Ints& input_shape, const PoolOptions& options,
+[[gnu::cold]] Status apply_other_rules(int nd, const Ints& input_shape, const PoolOptions& options,
                          const Window& window, const Views& views) {
   const View& indices = views[2];
   const int dim = indices.shape[0] > 1 ? 0 : 1;
@@ -227,140 +179,128 @@ Status apply_other_rules(int nd, const Ints& input_shape, const PoolOptions& opt
 }
 
 // A CPU call that runs its kernel once on its views as they are (each in the kernel's layout,
-// within its buffers' limits) under PyTorch's rules: the run, built once, so that a call
+// within its buffers' limits) under PyTorch's rules: the launch, built once, so that a call
 // repeating it sets the three data pointers and calls the kernel, without the copies, pieces
-// and buffers run_checked decides each time, and checks the overlap with its spans' sizes kept
+// and buffers MaxPool::run decides each time, and checks the overlap with its spans' sizes kept
 // (f32 NHWC, one thread: 1x64x2x2 250 -> 140 ns a call, 1x64x7x7 400 -> 280 ns).
-struct DirectPool {
-  PoolRun run;
-  int64_t call_bytes;
-  KeptSpans spans;  // (values, indices, input): the overlap check's sizes
+class DirectPool : public DirectRun {
+ public:
   DirectPool(const Kernel& kernel, const Window& window, const Views& views)
-      : run(kernel, window, views), call_bytes(sharing_bytes(kernel, views)),
-        spans({&views[1], &views[2]}, {&views[0]}) {}
+      : DirectRun(KeptSpans(views, 2)),
+        launch_(kernel, window, views),
+        call_bytes_(sharing_bytes(kernel, views)) {}
 
-  Status run_on(const Kernel& kernel, void* input, void* values, void* indices) {
-    run.in.buffer.host = static_cast<uint8_t*>(input);
-    run.values.buffer.host = static_cast<uint8_t*>(values);
-    run.indices.buffer.host = static_cast<uint8_t*>(indices);
-    return run.run_on_cpu(kernel, call_bytes);
+  Status run(void* const (&data)[3]) override {
+    for (int k = 0; k < 3; ++k) launch_.set_data(k, data[k]);
+    return launch_.run(call_bytes_);
   }
+
+ private:
+  PoolLaunch launch_;
+  int64_t call_bytes_;
 };
 
-// What a call's checks leave for its runs: the call, its outputs' views (the input's is
-// call.input), and its direct run where it has one.
-struct PoolPlan {
-  PoolCall call;
-  View values, indices;
-  std::unique_ptr<DirectPool> direct;
-};
+struct MaxPool {
+  using Options = PoolOptions;
+  using Plan = PoolPlan;
+  static constexpr const char* kNames[3] = {"input", "values", "indices"};
+  static constexpr int kOutputs = 2;
 
-// The direct run of a checked call, or null where the call needs copies, pieces or passes after
-// the kernel.
-std::unique_ptr<DirectPool> direct_run(const PoolOptions& options, const PoolCall& call,
-                                       const Views& views) {
-  if (call.device != Device::cpu || options.max_rule != MaxRule::any_nan ||
-      options.index_format != IndexFormat::plane || views[1].elements() == 0 ||
-      !takes_whole({&views[0], &views[1], &views[2]}, call.kernel->layout)) {
-    return nullptr;
+  [[gnu::cold]] static Status describe(int nd, const TensorView& input, DType index_dtype,
+                         const PoolOptions& options, PoolPlan* plan) {
+    POOLGEN_RETURN_IF_ERROR(prepare(nd, input, index_dtype, options, plan));
+    return choose(input, index_dtype, options, plan);
   }
-  return std::make_unique<DirectPool>(*call.kernel, call.window, views);
-}
+  static const Kernel& first_kernel(const PoolPlan& plan) { return *plan.kernel; }
 
-// Runs a checked call on views of its data.
-Status run_checked(int nd, const TensorView& input, const PoolOptions& options,
-                   const PoolCall& call, const View& in, const View& out_values,
-                   const View& out_indices) {
-  if (out_values.elements() == 0) return {};
-  const Kernel& kernel = *call.kernel;
-  POOLGEN_RETURN_IF_ERROR(check_device_view("input", in, kernel.layout, false));
-  POOLGEN_RETURN_IF_ERROR(check_device_view("values", out_values, kernel.layout, false));
-  POOLGEN_RETURN_IF_ERROR(check_device_view("indices", out_indices, kernel.layout, false));
-  const CudaStreamScope stream(call.device == Device::cuda ? options.cuda_stream : nullptr);
-  const Staged staged_in(in, kernel.layout, false, Staged::input);
-  const Staged staged_values(out_values, kernel.layout, false, Staged::output);
-  const Staged staged_indices(out_indices, kernel.layout, false, Staged::output);
-  // Calls too large for one kernel call run in pieces of planes, or of rows of one plane.
-  POOLGEN_RETURN_IF_ERROR(for_each_piece(
-      {staged_in.view(), staged_values.view(), staged_indices.view()},
-      [&](const Views& piece) {
-        return fits_kernel(piece, kernel.layout) &&
-               (call.device != Device::cuda || fits_cuda_grid(piece, kernel.layout));
-      },
-      [&](const Views& piece, int64_t) {
-        return run_pool(kernel, call.window, call.device, piece);
-      },
-      [&](const Views& plane, int64_t) { return pool_rows(call, plane); }));
-  staged_values.finish();
-  staged_indices.finish();
-  if (options.max_rule == MaxRule::any_nan && options.index_format == IndexFormat::plane) {
+  [[gnu::cold]] static Status check(int nd, Tensors tensors, const PoolOptions& options, PoolPlan* plan) {
+    const TensorView &input = *tensors[0], &values = *tensors[1], &indices = *tensors[2];
+    POOLGEN_RETURN_IF_ERROR(prepare(nd, input, indices.dtype, options, plan));
+    // i32 indices must hold what the format gives (prepare checked the plane offsets).
+    POOLGEN_RETURN_IF_ERROR(check_index_capacity("indices", indices.dtype, options.index_format,
+                                                 nd, input.shape, &plan->window));
+    View &in = plan->views[0], &out_values = plan->views[1], &out_indices = plan->views[2];
+    POOLGEN_RETURN_IF_ERROR(check_data("input", input, in));
+    POOLGEN_RETURN_IF_ERROR(
+        check_view("values", values, input.dtype, plan->output_shape, nd, &out_values));
+    POOLGEN_RETURN_IF_ERROR(
+        check_view("indices", indices, indices.dtype, plan->output_shape, nd, &out_indices));
+    POOLGEN_RETURN_IF_ERROR(check_no_overlap("values", out_values));
+    POOLGEN_RETURN_IF_ERROR(check_no_overlap("indices", out_indices));
+    POOLGEN_RETURN_IF_ERROR(
+        check_same_device(in, "input", {{"values", &out_values}, {"indices", &out_indices}}));
+    POOLGEN_RETURN_IF_ERROR(check_apart({{"values", &out_values}, {"indices", &out_indices}},
+                                        {{"input", &in}}));
+    POOLGEN_RETURN_IF_ERROR(choose(input, indices.dtype, options, plan));
+    // Other frameworks' rules are passes over the results, on the host.
+    const bool pytorch_rules =
+        options.max_rule == MaxRule::any_nan && options.index_format == IndexFormat::plane;
+    if (!pytorch_rules && plan->device != Device::cpu) {
+      return fail(Code::unsupported, "max_rule and index_format: expected PyTorch's (any_nan, ",
+                  "plane) on CUDA, got ", static_cast<int>(options.max_rule), " and ",
+                  index_format_name(options.index_format));
+    }
+    // A CPU call under PyTorch's rules that one launch serves as its views are.
+    const Kernel& kernel = *plan->kernel;
+    if (plan->device == Device::cpu && pytorch_rules && out_values.elements() != 0 &&
+        takes_whole({&in, &out_values, &out_indices}, kernel.layout)) {
+      plan->direct =
+          std::make_unique<DirectPool>(kernel, plan->window, Views{in, out_values, out_indices});
+    }
     return {};
   }
-  return apply_other_rules(nd, input.shape, options, call.window, {in, out_values, out_indices});
-}
 
-Status pool(int nd, const TensorView& input, const TensorView& values, const TensorView& indices,
-            const PoolOptions& options) {
-  thread_local CallMemo<PoolPlan> memo;
-  const CallKey key(nd, {&input, &values, &indices}, options);
-  if (const PoolPlan* plan = memo.find(key)) {  // the last call's checks hold: data's remain
-    View in = plan->call.input, out_values = plan->values, out_indices = plan->indices;
-    in.data = input.data;
-    out_values.data = values.data;
-    out_indices.data = indices.data;
-    POOLGEN_RETURN_IF_ERROR(check_data("input", input, in));
-    POOLGEN_RETURN_IF_ERROR(check_data("values", values, out_values));
-    POOLGEN_RETURN_IF_ERROR(check_data("indices", indices, out_indices));
-    DirectPool* direct = plan->direct.get();
-    if (!direct || !direct->spans.apart({values.data, indices.data, input.data})) {
-      POOLGEN_RETURN_IF_ERROR(check_apart({{"values", &out_values}, {"indices", &out_indices}},
-                                          {{"input", &in}}));
+  static Status run(int nd, Tensors tensors, const PoolOptions& options, const PoolPlan& plan,
+                    const View (&views)[3]) {
+    const View &in = views[0], &out_values = views[1], &out_indices = views[2];
+    if (out_values.elements() == 0) return {};
+    const Kernel& kernel = *plan.kernel;
+    POOLGEN_RETURN_IF_ERROR(check_device_views(kNames, views, kernel.layout, false));
+    const CudaStreamScope stream(plan.device == Device::cuda ? options.cuda_stream : nullptr);
+    const Staged staged_in(in, kernel.layout, false, Staged::input);
+    const Staged staged_values(out_values, kernel.layout, false, Staged::output);
+    const Staged staged_indices(out_indices, kernel.layout, false, Staged::output);
+    // Calls too large for one kernel call run in pieces of planes, or of rows of one plane.
+    POOLGEN_RETURN_IF_ERROR(for_each_piece(
+        {staged_in.view(), staged_values.view(), staged_indices.view()},
+        [&](const Views& piece) {
+          return fits_kernel(piece, kernel.layout) &&
+                 (plan.device != Device::cuda || fits_cuda_grid(piece, kernel.layout));
+        },
+        [&](const Views& piece, int64_t) { return run_pool(kernel, plan.window, piece); },
+        [&](const Views& plane, int64_t) { return pool_rows(plan, plane); }));
+    staged_values.finish();
+    staged_indices.finish();
+    if (options.max_rule == MaxRule::any_nan && options.index_format == IndexFormat::plane) {
+      return {};
     }
-    if (direct) return direct->run_on(*plan->call.kernel, input.data, values.data, indices.data);
-    return run_checked(nd, input, options, plan->call, in, out_values, out_indices);
+    return apply_other_rules(nd, tensors[0]->shape, options, plan.window,
+                             {in, out_values, out_indices});
   }
-
-  PoolPlan& plan = memo.start();
-  PoolCall& call = plan.call;
-  POOLGEN_RETURN_IF_ERROR(prepare(nd, input, indices.dtype, options, &call));
-  // i32 indices must hold what the format gives (prepare checked the plane offsets).
-  POOLGEN_RETURN_IF_ERROR(check_index_capacity("indices", indices.dtype, options.index_format, nd,
-                                               input.shape, &call.window));
-  const View& in = call.input;  // prepare checked its shape
-  View &out_values = plan.values, &out_indices = plan.indices;
-  POOLGEN_RETURN_IF_ERROR(check_data("input", input, in));
-  POOLGEN_RETURN_IF_ERROR(
-      check_view("values", values, input.dtype, call.output_shape, nd, &out_values));
-  POOLGEN_RETURN_IF_ERROR(
-      check_view("indices", indices, indices.dtype, call.output_shape, nd, &out_indices));
-  POOLGEN_RETURN_IF_ERROR(check_no_overlap("values", out_values));
-  POOLGEN_RETURN_IF_ERROR(check_no_overlap("indices", out_indices));
-  POOLGEN_RETURN_IF_ERROR(
-      check_same_device(in, "input", {{"values", &out_values}, {"indices", &out_indices}}));
-  POOLGEN_RETURN_IF_ERROR(check_apart({{"values", &out_values}, {"indices", &out_indices}},
-                                      {{"input", &in}}));
-  POOLGEN_RETURN_IF_ERROR(choose(input, indices.dtype, options, &call));
-  // Other frameworks' rules are passes over the results, on the host.
-  const bool other_rules =
-      options.max_rule != MaxRule::any_nan || options.index_format != IndexFormat::plane;
-  if (other_rules && call.device != Device::cpu) {
-    return fail(Code::unsupported, "max_rule and index_format: expected PyTorch's (any_nan, ",
-                "plane) on CUDA, got ", static_cast<int>(options.max_rule), " and ",
-                index_format_name(options.index_format));
-  }
-  // CUDA calls ask the current device's capability each time.
-  if (call.device == Device::cpu) {
-    plan.direct = direct_run(options, call, {in, out_values, out_indices});
-    memo.keep(key);
-  }
-  return run_checked(nd, input, options, call, in, out_values, out_indices);
-}
+};
 
 }  // namespace
 
+Status max_pool_output_shape(int nd, const Ints& input_shape, const PoolOptions& options,
+                             Ints* output_shape) {
+  Window window;
+  return plan_shapes(nd, input_shape, options, &window, output_shape);
+}
+
+Status max_pool_kernel_name(int nd, const TensorView& input, DType index_dtype,
+                            const PoolOptions& options, std::string* name) {
+  return op_kernel_name<MaxPool>(name, nd, input, index_dtype, options);
+}
+
+Status max_pool_kernel_name(int nd, const Ints& input_shape, const PoolOptions& options,
+                            std::string* name) {
+  return max_pool_kernel_name(nd, contiguous(nullptr, DType::f32, input_shape), DType::i64,
+                              options, name);
+}
+
 Status max_pool(int nd, const TensorView& input, const TensorView& values,
                 const TensorView& indices, const PoolOptions& options) {
-  return without_exceptions([&] { return pool(nd, input, values, indices, options); });
+  return run_op<MaxPool>(nd, input, values, indices, options);
 }
 
 }  // namespace poolgen

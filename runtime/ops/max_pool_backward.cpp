@@ -7,10 +7,11 @@
 #include "dispatch/cuda.hpp"
 #include "dispatch/kernel_table.hpp"
 #include "dispatch/launch.hpp"
+#include "execute/gather.hpp"
 #include "execute/gpu_algorithms.hpp"
 #include "execute/scatter.hpp"
 #include "execute/staging.hpp"
-#include "ops/call_memo.hpp"
+#include "ops/op.hpp"
 #include "validate/views.hpp"
 #include "validate/window.hpp"
 
@@ -20,11 +21,9 @@ using namespace detail;
 
 namespace {
 
-struct PoolBackwardCall {
+struct PoolBackwardPlan : OpPlan {  // views: grad_output, indices, grad_input
   Window window;
   Ints output_shape;  // grad_output's and the indices'
-  View grad_output;
-  Device device = Device::cpu;
   int64_t bytes = 0;  // grad_output's, the indices' and grad_input's
   const Kernel* gather = nullptr;  // the fast path, when one is built for and pays on this call
   const Kernel* window_gather = nullptr;  // CUDA's, or its CPU twin with Path::winner
@@ -33,167 +32,158 @@ struct PoolBackwardCall {
 
 // Everything about a call but the data and the kernels: the window, the shapes, the gradient
 // dtype, the index dtype for the input's planes, grad_output's strides.
-Status prepare(int nd, const TensorView& grad_output, DType index_dtype, const Ints& input_shape,
-               const PoolOptions& options, PoolBackwardCall* call) {
-  POOLGEN_RETURN_IF_ERROR(pool_window(nd, options, &call->window));
+[[gnu::cold]] Status prepare(int nd, const TensorView& grad_output, DType index_dtype, const Ints& input_shape,
+               const PoolOptions& options, PoolBackwardPlan* plan) {
+  POOLGEN_RETURN_IF_ERROR(pool_window(nd, options, &plan->window));
   POOLGEN_RETURN_IF_ERROR(check_input_shape("max_pool_backward", nd, "grad_input", input_shape));
   POOLGEN_RETURN_IF_ERROR(
-      pool_output_shape(&call->window, input_shape, &call->output_shape, "grad_input"));
+      pool_output_shape(&plan->window, input_shape, &plan->output_shape, "grad_input"));
   POOLGEN_RETURN_IF_ERROR(check_gradient_dtype("grad_output", grad_output.dtype));
   const int64_t input_plane = spatial_elements(nd, input_shape);
-  POOLGEN_RETURN_IF_ERROR(check_leading_view("grad_output", grad_output, call->output_shape, nd,
-                                             index_dtype, input_plane, &call->grad_output));
-  call->bytes = by_index_bytes(call->grad_output, index_dtype,
-                               spatial_elements(nd, call->output_shape), input_plane);
+  POOLGEN_RETURN_IF_ERROR(check_leading_view("grad_output", grad_output, plan->output_shape, nd,
+                                             index_dtype, input_plane, &plan->views[0]));
+  plan->bytes = by_index_bytes(plan->views[0], index_dtype,
+                               spatial_elements(nd, plan->output_shape), input_plane);
   return {};
 }
 
-// The kernels for grad_output's device, layout and dtype (after the arguments are known valid).
-Status choose(const TensorView& grad_output, DType index_dtype, const PoolOptions& options,
-              PoolBackwardCall* call) {
-  const int nd = call->window.nd;
-  const Layout layout = layout_of(call->grad_output);
-  call->device = call_device(options.device, grad_output);
+// The kernels for grad_output's device, layout and dtype (after the arguments are known valid):
+// the gather where it takes the call's views.
+[[gnu::cold]] Status choose(const TensorView& grad_output, DType index_dtype, const PoolOptions& options,
+              PoolBackwardPlan* plan) {
+  const int nd = plan->window.nd;
+  const Layout layout = layout_of(plan->views[0]);
+  plan->device = call_device(options.device, grad_output);
   int capability = 0;
-  if (call->device == Device::cuda) POOLGEN_RETURN_IF_ERROR(cuda_capability(&capability));
-  if (call->device == Device::cpu && options.path == Path::automatic) {
-    call->gather = find_kernel(backward_kernels(), {Op::pool_backward_gather, nd, layout,
+  if (plan->device == Device::cuda) POOLGEN_RETURN_IF_ERROR(cuda_capability(&capability));
+  if (plan->device == Device::cpu && options.path == Path::automatic) {
+    plan->gather = find_kernel(backward_kernels(), {Op::pool_backward_gather, nd, layout,
                                                     grad_output.dtype, index_dtype,
-                                                    &call->window, Device::cpu, 0});
-    if (call->gather && !gather_pays(*call->gather, call->bytes)) call->gather = nullptr;
+                                                    &plan->window, Device::cpu, 0});
+    bool takes = plan->gather && gather_pays(*plan->gather, plan->bytes);
+    if (takes) {  // on the indices it will read: other formats' go through a packed copy
+      const View& g = plan->views[0];
+      const View i = options.index_format == IndexFormat::plane
+                         ? plan->views[1]
+                         : packed_like(g, index_dtype, plan->output_shape, nd, layout);
+      POOLGEN_RETURN_IF_ERROR(gather_takes(*plan->gather, {g, i, plan->views[2]}, &takes));
+    }
+    if (!takes) plan->gather = nullptr;
   }
-  if (call->device == Device::cuda || options.path == Path::winner) {
-    call->window_gather = find_kernel(backward_kernels(),
+  if (plan->device == Device::cuda || options.path == Path::winner) {
+    plan->window_gather = find_kernel(backward_kernels(),
                                       {Op::pool_backward_window_gather, nd, layout,
-                                       grad_output.dtype, index_dtype, &call->window,
-                                       call->device, capability});
+                                       grad_output.dtype, index_dtype, &plan->window,
+                                       plan->device, capability});
   }
   return choose_kernel(backward_kernels(),
                        {Op::pool_backward_scatter, nd, layout, grad_output.dtype, index_dtype,
-                        nullptr, call->device, capability},
-                       "grad_output", &call->scatter);
+                        nullptr, plan->device, capability},
+                       "grad_output", &plan->scatter);
 }
 
-// The window gather over views (grad_output, indices, grad_input) as they are; false when it
-// cannot take them or found an index outside its window (the scatter then decides).
-bool gather(const Kernel& kernel, const View& grad_output, const View& indices,
-            const View& grad_input, int64_t call_bytes) {
-  if (!takes_whole({&grad_output, &indices, &grad_input}, kernel.layout)) return false;
-  HalideView values_buffer(grad_output, kernel.layout, kernel.value),
-      indices_buffer(indices, kernel.layout, kernel.index),
-      output_buffer(grad_input, kernel.layout, kernel.value);
-  KernelArgs args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
-                  &output_buffer.buffer};
-  std::string error;
-  return run_kernel(kernel, args, &error, call_bytes) == 0;
-}
+struct MaxPoolBackward {
+  using Options = PoolOptions;
+  using Plan = PoolBackwardPlan;
+  static constexpr const char* kNames[3] = {"grad_output", "indices", "grad_input"};
+  static constexpr int kOutputs = 1;
 
-// What a call's checks leave for its runs: the call, its indices' and grad_input's views
-// (grad_output's is call.grad_output), and its direct run where it has one.
-struct PoolBackwardPlan {
-  PoolBackwardCall call;
-  View indices, grad_input;
-  std::unique_ptr<DirectScatter> direct;  // where the scatter alone serves the call in one run
-};
-constexpr const char* kNames[3] = {"grad_output", "indices", "grad_input"};
-
-// Runs a checked call on views of its data.
-Status run_checked(int nd, const TensorView& grad_input, const PoolOptions& options,
-                   const PoolBackwardCall& call, const View& g, View i, const View& o) {
-  if (o.elements() == 0) return {};
-  // Indices in another framework's format become plane offsets in a packed copy first, in
-  // grad_output's layout (a copy in another would send the kernel's views through copies of
-  // their own: TensorFlow's NHWC gradient at 8x64x112x112 took 25.7 ms, now 5.7).
-  std::vector<char> plane_offsets;
-  if (options.index_format != IndexFormat::plane) {
-    if (call.device != Device::cpu) {
-      return fail(Code::unsupported, "index_format: expected plane on CUDA, got ",
-                  index_format_name(options.index_format));
-    }
-    plane_offsets.resize(static_cast<size_t>(i.bytes()));
-    const View packed_indices = packed(i, layout_of(g), plane_offsets.data());
-    POOLGEN_RETURN_IF_ERROR(rewrite_indices(nd, grad_input.shape, &call.window, i,
-                                            options.index_format, packed_indices,
-                                            IndexFormat::plane,
-                                            grad_input.shape.size() == static_cast<size_t>(nd) + 1));
-    i = packed_indices;
+  [[gnu::cold]] static Status describe(int nd, const TensorView& grad_output, DType index_dtype,
+                         const Ints& input_shape, const PoolOptions& options,
+                         PoolBackwardPlan* plan) {
+    POOLGEN_RETURN_IF_ERROR(prepare(nd, grad_output, index_dtype, input_shape, options, plan));
+    const View& g = plan->views[0];
+    const Layout layout = layout_of(g);
+    plan->views[1] = packed_like(g, index_dtype, plan->output_shape, nd, layout);
+    plan->views[2] = packed_like(g, grad_output.dtype, input_shape, nd, layout);
+    return choose(grad_output, index_dtype, options, plan);
+  }
+  static const Kernel& first_kernel(const PoolBackwardPlan& plan) {
+    const Kernel* first = plan.window_gather ? plan.window_gather : plan.gather;
+    return *(first ? first : plan.scatter);
   }
 
-  const Kernel& scatter_kernel = *call.scatter;
-  if (call.device == Device::cuda) {
-    // The window gather, and the scatter behind it gated on the device by its count.
-    POOLGEN_RETURN_IF_ERROR(check_device_view("grad_output", g, scatter_kernel.layout, true));
-    POOLGEN_RETURN_IF_ERROR(check_device_view("indices", i, scatter_kernel.layout, true));
-    POOLGEN_RETURN_IF_ERROR(check_device_view("grad_input", o, scatter_kernel.layout, true));
-    const CudaStreamScope stream(options.cuda_stream);
-    return run_gpu_algorithm(call.window_gather, &call.window, scatter_kernel, Device::cuda,
-                             {g, i, o}, o.plane(), "grad_input");
-  }
-  if (call.window_gather) {  // the CPU twin, with Path::winner
-    bool done = false;
+  [[gnu::cold]] static Status check(int nd, Tensors tensors, const PoolOptions& options,
+                      PoolBackwardPlan* plan) {
+    const TensorView &grad_output = *tensors[0], &indices = *tensors[1],
+                     &grad_input = *tensors[2];
     POOLGEN_RETURN_IF_ERROR(
-        window_gather(*call.window_gather, call.window, g, i, o, &done));
-    if (done) return {};
-  }
-  if (call.gather && gather(*call.gather, g, i, o, call.bytes)) return {};
-  return scatter(scatter_kernel, ScatterMode::accumulate, g, i, o, call.bytes, nullptr, false,
-                 slab_stride(call.window));
-}
-
-Status pool_backward(int nd, const TensorView& grad_output, const TensorView& indices,
-                     const TensorView& grad_input, const PoolOptions& options) {
-  thread_local CallMemo<PoolBackwardPlan> memo;
-  const CallKey key(nd, {&grad_output, &indices, &grad_input}, options);
-  if (const PoolBackwardPlan* plan = memo.find(key)) {  // the last call's checks hold
-    View views[3] = {plan->call.grad_output, plan->indices, plan->grad_input};
-    DirectScatter* direct = plan->direct.get();
-    POOLGEN_RETURN_IF_ERROR(check_views_data(kNames, {&grad_output, &indices, &grad_input}, views,
-                                             direct ? &direct->spans : nullptr));
-    if (direct) return direct->run(grad_output.data, indices.data, grad_input.data);
-    return run_checked(nd, grad_input, options, plan->call, views[0], views[1], views[2]);
-  }
-
-  PoolBackwardPlan& plan = memo.start();
-  PoolBackwardCall& call = plan.call;
-  POOLGEN_RETURN_IF_ERROR(
-      prepare(nd, grad_output, indices.dtype, grad_input.shape, options, &call));
-  const View& g = call.grad_output;
-  View &i = plan.indices, &o = plan.grad_input;
-  POOLGEN_RETURN_IF_ERROR(
-      check_views(nd, grad_output, {"grad_output", &g},
-                  {"indices", indices, indices.dtype, call.output_shape},
-                  {"grad_input", grad_input, grad_output.dtype, grad_input.shape}, &i, &o));
-  POOLGEN_RETURN_IF_ERROR(choose(grad_output, indices.dtype, options, &call));
-  if (call.device == Device::cpu) {
+        prepare(nd, grad_output, indices.dtype, grad_input.shape, options, plan));
+    const View& g = plan->views[0];
+    View &i = plan->views[1], &o = plan->views[2];
+    POOLGEN_RETURN_IF_ERROR(
+        check_views(nd, grad_output, {"grad_output", &g},
+                    {"indices", indices, indices.dtype, plan->output_shape},
+                    {"grad_input", grad_input, grad_output.dtype, grad_input.shape}, &i, &o));
+    POOLGEN_RETURN_IF_ERROR(choose(grad_output, indices.dtype, options, plan));
     // The gathers and other index formats run before the scatter, or instead of it.
-    if (!call.gather && !call.window_gather && options.index_format == IndexFormat::plane) {
-      plan.direct = DirectScatter::make(*call.scatter, ScatterMode::accumulate, {g, i, o},
-                                        slab_stride(call.window));
+    if (plan->device == Device::cpu && !plan->gather && !plan->window_gather &&
+        options.index_format == IndexFormat::plane) {
+      plan->direct = DirectScatter::make(*plan->scatter, ScatterMode::accumulate, {g, i, o},
+                                         slab_stride(plan->window));
     }
-    memo.keep(key);
+    return {};
   }
-  return run_checked(nd, grad_input, options, call, g, i, o);
-}
+
+  static Status run(int nd, Tensors tensors, const PoolOptions& options,
+                    const PoolBackwardPlan& plan, const View (&views)[3]) {
+    const View& g = views[0];
+    View i = views[1];
+    const View& o = views[2];
+    if (o.elements() == 0) return {};
+    // Indices in another framework's format become plane offsets in a packed copy first, in
+    // grad_output's layout (a copy in another would send the kernel's views through copies of
+    // their own: TensorFlow's NHWC gradient at 8x64x112x112 took 25.7 ms, now 5.7).
+    std::vector<char> plane_offsets;
+    if (options.index_format != IndexFormat::plane) {
+      if (plan.device != Device::cpu) {
+        return fail(Code::unsupported, "index_format: expected plane on CUDA, got ",
+                    index_format_name(options.index_format));
+      }
+      const Ints& input_shape = tensors[2]->shape;
+      plane_offsets.resize(static_cast<size_t>(i.bytes()));
+      const View packed_indices = packed(i, layout_of(g), plane_offsets.data());
+      POOLGEN_RETURN_IF_ERROR(rewrite_indices(
+          nd, input_shape, &plan.window, i, options.index_format, packed_indices,
+          IndexFormat::plane, input_shape.size() == static_cast<size_t>(nd) + 1));
+      i = packed_indices;
+    }
+
+    const Kernel& scatter_kernel = *plan.scatter;
+    if (plan.device == Device::cuda) {
+      // The window gather, and the scatter behind it gated on the device by its count.
+      POOLGEN_RETURN_IF_ERROR(check_device_views(kNames, {g, i, o}, scatter_kernel.layout, true));
+      const CudaStreamScope stream(options.cuda_stream);
+      return run_gpu_algorithm(plan.window_gather, &plan.window, scatter_kernel, Device::cuda,
+                               {g, i, o}, o.plane(), "grad_input");
+    }
+    if (plan.window_gather) {  // the CPU twin, with Path::winner
+      bool done = false;
+      POOLGEN_RETURN_IF_ERROR(window_gather(*plan.window_gather, plan.window, g, i, o, &done));
+      if (done) return {};
+    }
+    if (plan.gather) {
+      bool served = false;
+      POOLGEN_RETURN_IF_ERROR(gather_if_served(*plan.gather, {g, i, o}, plan.bytes, &served));
+      if (served) return {};
+    }
+    return scatter(scatter_kernel, ScatterMode::accumulate, g, i, o, plan.bytes, nullptr, false,
+                   slab_stride(plan.window));
+  }
+};
 
 }  // namespace
 
 Status max_pool_backward(int nd, const TensorView& grad_output, const TensorView& indices,
                          const TensorView& grad_input, const PoolOptions& options) {
-  return without_exceptions(
-      [&] { return pool_backward(nd, grad_output, indices, grad_input, options); });
+  return run_op<MaxPoolBackward>(nd, grad_output, indices, grad_input, options);
 }
 
 Status max_pool_backward_kernel_name(int nd, const TensorView& grad_output, DType index_dtype,
                                      const Ints& input_shape, const PoolOptions& options,
                                      std::string* name) {
-  return without_exceptions([&]() -> Status {
-    PoolBackwardCall call;
-    POOLGEN_RETURN_IF_ERROR(prepare(nd, grad_output, index_dtype, input_shape, options, &call));
-    POOLGEN_RETURN_IF_ERROR(choose(grad_output, index_dtype, options, &call));
-    const Kernel* first = call.window_gather ? call.window_gather : call.gather;
-    *name = (first ? first : call.scatter)->name;
-    return Status();
-  });
+  return op_kernel_name<MaxPoolBackward>(name, nd, grad_output, index_dtype, input_shape,
+                                         options);
 }
 
 }  // namespace poolgen

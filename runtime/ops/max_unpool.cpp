@@ -5,11 +5,12 @@
 #include "dispatch/cuda.hpp"
 #include "dispatch/kernel_table.hpp"
 #include "dispatch/launch.hpp"
+#include "execute/gather.hpp"
 #include "execute/gpu_algorithms.hpp"
 #include "execute/memory.hpp"
 #include "execute/scatter.hpp"
 #include "execute/staging.hpp"
-#include "ops/call_memo.hpp"
+#include "ops/op.hpp"
 #include "validate/views.hpp"
 #include "validate/window.hpp"
 
@@ -27,19 +28,19 @@ using namespace detail;
 
 namespace {
 
-Status plan(int nd, const Ints& input_shape, const UnpoolOptions& options, Window* window,
-            Ints* output_shape) {
+Status plan_shapes(int nd, const Ints& input_shape, const UnpoolOptions& options, Window* window,
+                   Ints* output_shape) {
   POOLGEN_RETURN_IF_ERROR(unpool_window(nd, options, window));
   POOLGEN_RETURN_IF_ERROR(check_input_shape("max_unpool", nd, "values", input_shape));
   return unpool_output_shape(*window, input_shape, options.output_size, output_shape);
 }
 
-struct UnpoolCall {
+struct UnpoolPlan : OpPlan {  // views: values, indices, output
   Window window;
   Ints output_shape;
-  View values;
   int64_t bytes = 0;  // the values', the indices' and the output's
-  Device device = Device::cpu;
+  // The layout of the gather and the scatter: the output's where it has one (else the values').
+  Layout layout = Layout::contiguous;
   const Kernel* gather = nullptr;  // the fast path, when one is built for and pays on this call
   const Kernel* scatter = nullptr;
   // CUDA calls and Path::winner: any window's gather where a window is known (given, or implied
@@ -83,71 +84,180 @@ Status check_conventions(const UnpoolOptions& o, Device device) {
 }
 
 // Everything about a call but the indices' and output's views, the data and the kernels.
-Status prepare(int nd, const TensorView& values, DType index_dtype, const UnpoolOptions& options,
-               UnpoolCall* call) {
-  POOLGEN_RETURN_IF_ERROR(plan(nd, values.shape, options, &call->window, &call->output_shape));
-  const int64_t slot_plane = spatial_elements(nd, call->output_shape);
+[[gnu::cold]] Status prepare(int nd, const TensorView& values, DType index_dtype, const UnpoolOptions& options,
+               UnpoolPlan* plan) {
+  POOLGEN_RETURN_IF_ERROR(
+      plan_shapes(nd, values.shape, options, &plan->window, &plan->output_shape));
+  const int64_t slot_plane = spatial_elements(nd, plan->output_shape);
   POOLGEN_RETURN_IF_ERROR(check_leading_view("values", values, values.shape, nd, index_dtype,
-                                             slot_plane, &call->values));
-  call->bytes = by_index_bytes(call->values, index_dtype, spatial_elements(nd, values.shape),
+                                             slot_plane, &plan->views[0]));
+  plan->bytes = by_index_bytes(plan->views[0], index_dtype, spatial_elements(nd, values.shape),
                                slot_plane);
   return {};
 }
 
 // The kernels for the values' device and types (after the arguments are known valid, so that a
-// malformed call is reported as such even when the build lacks its dtype): the gather and the
-// scatter in `layout`, the winner (which takes the views whole) in the values'.
-Status choose(const TensorView& values, DType index_dtype, const UnpoolOptions& options,
-              Layout layout, UnpoolCall* call) {
-  const int nd = call->window.nd;
-  call->device = call_device(options.device, values);
-  if (call->device == Device::cuda || options.path == Path::winner) {
+// malformed call is reported as such even when the build lacks its dtype): the gather (where it
+// takes the call's views) and the scatter in the plan's layout, the winner (which takes the
+// views whole) in the values'.
+[[gnu::cold]] Status choose(const TensorView& values, DType index_dtype, const UnpoolOptions& options,
+              UnpoolPlan* plan) {
+  const int nd = plan->window.nd;
+  const View& v = plan->views[0];
+  plan->device = call_device(options.device, values);
+  if (plan->device == Device::cuda || options.path == Path::winner) {
     int capability = 0;
-    if (call->device == Device::cuda) POOLGEN_RETURN_IF_ERROR(cuda_capability(&capability));
-    call->gather_window = call->window;
-    if (!call->window.by_indices ||
-        implied_window(nd, values.shape, call->output_shape, &call->gather_window)) {
-      call->window_gather = find_kernel(
-          forward_kernels(), {Op::unpool_window_gather, nd, layout_of(call->values), values.dtype,
-                              index_dtype, &call->gather_window, call->device, capability});
+    if (plan->device == Device::cuda) POOLGEN_RETURN_IF_ERROR(cuda_capability(&capability));
+    plan->gather_window = plan->window;
+    if (!plan->window.by_indices ||
+        implied_window(nd, values.shape, plan->output_shape, &plan->gather_window)) {
+      plan->window_gather =
+          find_kernel(forward_kernels(), {Op::unpool_window_gather, nd, layout_of(v), values.dtype,
+                                          index_dtype, &plan->gather_window, plan->device,
+                                          capability});
     }
-    return choose_kernel(forward_kernels(), {Op::unpool_winner, nd, layout_of(call->values), values.dtype, index_dtype, nullptr,
-                          call->device, capability},
-                         "values", &call->winner);
+    return choose_kernel(forward_kernels(),
+                         {Op::unpool_winner, nd, layout_of(v), values.dtype, index_dtype, nullptr,
+                          plan->device, capability},
+                         "values", &plan->winner);
   }
+  const Layout layout = plan->layout;
   Window implied;
-  const Window* window = &call->window;
-  if (call->window.by_indices) {
-    window = implied_window(nd, values.shape, call->output_shape, &implied) ? &implied : nullptr;
-  } else if (!within_window_reach(call->window, values.shape, call->output_shape)) {
+  const Window* window = &plan->window;
+  if (plan->window.by_indices) {
+    window = implied_window(nd, values.shape, plan->output_shape, &implied) ? &implied : nullptr;
+  } else if (!within_window_reach(plan->window, values.shape, plan->output_shape)) {
     window = nullptr;  // the window gathers only the slots its cells reach
   }
   if (options.path == Path::automatic && window) {
-    call->gather = find_kernel(forward_kernels(), {Op::unpool_gather, nd, layout, values.dtype, index_dtype,
-                                window, Device::cpu, 0});
-    if (call->gather && !gather_pays(*call->gather, call->bytes)) call->gather = nullptr;
+    plan->gather = find_kernel(forward_kernels(), {Op::unpool_gather, nd, layout, values.dtype,
+                                                   index_dtype, window, Device::cpu, 0});
+    bool takes = plan->gather && gather_pays(*plan->gather, plan->bytes);
+    if (takes) {
+      POOLGEN_RETURN_IF_ERROR(gather_takes(
+          *plan->gather, {plan->views[0], plan->views[1], plan->views[2]}, &takes));
+    }
+    if (!takes) plan->gather = nullptr;
   }
-  return choose_kernel(
-      forward_kernels(), {Op::unpool_scatter, nd, layout, values.dtype, index_dtype, nullptr, Device::cpu, 0},
-      "values", &call->scatter);
+  return choose_kernel(forward_kernels(),
+                       {Op::unpool_scatter, nd, layout, values.dtype, index_dtype, nullptr,
+                        Device::cpu, 0},
+                       "values", &plan->scatter);
 }
+
+struct MaxUnpool {
+  using Options = UnpoolOptions;
+  using Plan = UnpoolPlan;
+  static constexpr const char* kNames[3] = {"values", "indices", "output"};
+  static constexpr int kOutputs = 1;
+
+  [[gnu::cold]] static Status describe(int nd, const TensorView& values, DType index_dtype,
+                         const UnpoolOptions& options, UnpoolPlan* plan) {
+    POOLGEN_RETURN_IF_ERROR(prepare(nd, values, index_dtype, options, plan));
+    const View& v = plan->views[0];
+    plan->layout = layout_of(v);
+    plan->views[1] = packed_like(v, index_dtype, values.shape, nd, plan->layout);
+    plan->views[2] = packed_like(v, values.dtype, plan->output_shape, nd, plan->layout);
+    return choose(values, index_dtype, options, plan);
+  }
+  static const Kernel& first_kernel(const UnpoolPlan& plan) {
+    const Kernel* first = plan.window_gather ? plan.window_gather : plan.winner;
+    return *(first ? first : plan.gather ? plan.gather : plan.scatter);
+  }
+
+  [[gnu::cold]] static Status check(int nd, Tensors tensors, const UnpoolOptions& options, UnpoolPlan* plan) {
+    const TensorView &values = *tensors[0], &indices = *tensors[1], &output = *tensors[2];
+    POOLGEN_RETURN_IF_ERROR(prepare(nd, values, indices.dtype, options, plan));
+    const View& v = plan->views[0];
+    View &i = plan->views[1], &o = plan->views[2];
+    POOLGEN_RETURN_IF_ERROR(check_views(nd, values, {"values", &v},
+                                        {"indices", indices, indices.dtype, values.shape},
+                                        {"output", output, values.dtype, plan->output_shape}, &i,
+                                        &o));
+    // The output's layout where it has one (else the values'): values and indices in another
+    // (PyTorch 2 pools 3-D channels-last into channels-last, its unpooling gives contiguous) are
+    // the smaller tensors, so they are the ones packed; packing the output cost 1.8x the call.
+    const Layout output_layout = layout_of(o);
+    plan->layout = fits(o, output_layout) ? output_layout : layout_of(v);
+    POOLGEN_RETURN_IF_ERROR(check_conventions(options, call_device(options.device, values)));
+    POOLGEN_RETURN_IF_ERROR(choose(values, indices.dtype, options, plan));
+    // The winner, the gather and the index rewrites run before the scatter, or instead of it.
+    if (plan->device == Device::cpu && !plan->winner && !plan->gather &&
+        !rewrites_indices(options)) {
+      plan->direct = DirectScatter::make(*plan->scatter, ScatterMode::store, {v, i, o},
+                                         slab_stride(plan->window));
+    }
+    return {};
+  }
+
+  static Status run(int nd, Tensors tensors, const UnpoolOptions& options, const UnpoolPlan& plan,
+                    const View (&views)[3]) {
+    const View &v = views[0], &i = views[1], &o = views[2];
+    if (o.elements() == 0) return {};
+    if (const Kernel* w = plan.winner) {
+      // Device views are checked before any kernel reads them: the winner behind the gather
+      // takes only dense planes.
+      POOLGEN_RETURN_IF_ERROR(check_device_views(kNames, views, w->layout, true));
+      const CudaStreamScope stream(plan.device == Device::cuda ? options.cuda_stream : nullptr);
+      return run_gpu_algorithm(plan.window_gather, &plan.gather_window, *w, plan.device,
+                               {v, i, o}, o.plane(), "output");
+    }
+    // Windows within their stride in the outermost spatial dimension: a streamed output may be
+    // scattered by slabs of rows (execute/scatter.hpp).
+    const int64_t slabs = slab_stride(plan.window);
+    if (rewrites_indices(options)) return scatter_rewritten(nd, *tensors[0], options, plan, views);
+    // The gather declines indices it cannot serve (outside their cell's window, or invalid);
+    // the scatter then decides, and names any invalid one.
+    if (plan.gather) {
+      bool served = false;
+      POOLGEN_RETURN_IF_ERROR(gather_if_served(*plan.gather, {v, i, o}, plan.bytes, &served));
+      if (served) return {};
+    }
+    return scatter(*plan.scatter, ScatterMode::store, v, i, o, plan.bytes, nullptr, false,
+                   slabs);
+  }
+
+  // Other frameworks' indices: each group of planes has its indices rewritten into plane
+  // offsets just before its scatter, in cache (ONNX's offsets in the output need none: the
+  // kernels subtract each plane's first slot); where some index leaves its plane, the whole
+  // rewrite, in input order, names the first (or finds it crossing planes: the flat store then
+  // serves the call).
+  [[gnu::cold]] static Status scatter_rewritten(int nd, const TensorView& values, const UnpoolOptions& options,
+                                  const UnpoolPlan& plan, const View (&views)[3]) {
+    const View &v = views[0], &i = views[1], &o = views[2];
+    const bool batchless = values.shape.size() == static_cast<size_t>(nd) + 1;
+    Ints frame = plan.output_shape;  // ONNX's rule: the default-sized output's
+    if (options.output_size_rule == OutputSizeRule::onnx) {
+      POOLGEN_RETURN_IF_ERROR(unpool_output_shape(plan.window, values.shape, {}, &frame));
+    }
+    const IndexRewrite rewrite = [&](const View& src, const View& dst, int64_t n, int64_t c) {
+      return unpool_plane_offsets(nd, frame, plan.output_shape, src, options.index_format, dst,
+                                  batchless, n, c);
+    };
+    const bool global = options.index_format == IndexFormat::onnx && frame == plan.output_shape;
+    const Status grouped = scatter(*plan.scatter, ScatterMode::store, v, i, o, plan.bytes,
+                                   &rewrite, global, slab_stride(plan.window));
+    if (grouped.code() != Code::index_out_of_range) return grouped;
+    std::vector<char> offsets(static_cast<size_t>(i.bytes()));
+    const Status st = rewrite(i, packed(i, plan.layout, offsets.data()), 0, 0);
+    if (st.code() == Code::index_out_of_range && options.index_format != IndexFormat::plane) {
+      return unpool_across_planes(nd, frame, v, i, options.index_format, o, batchless);
+    }
+    return st.ok() ? grouped : st;
+  }
+};
 
 }  // namespace
 
 Status max_unpool_output_shape(int nd, const Ints& input_shape, const UnpoolOptions& options,
                                Ints* output_shape) {
   Window window;
-  return plan(nd, input_shape, options, &window, output_shape);
+  return plan_shapes(nd, input_shape, options, &window, output_shape);
 }
 
 Status max_unpool_kernel_name(int nd, const TensorView& values, DType index_dtype,
                               const UnpoolOptions& options, std::string* name) {
-  UnpoolCall call;
-  POOLGEN_RETURN_IF_ERROR(prepare(nd, values, index_dtype, options, &call));
-  POOLGEN_RETURN_IF_ERROR(choose(values, index_dtype, options, layout_of(call.values), &call));
-  const Kernel* first = call.window_gather ? call.window_gather : call.winner;
-  *name = (first ? first : call.gather ? call.gather : call.scatter)->name;
-  return {};
+  return op_kernel_name<MaxUnpool>(name, nd, values, index_dtype, options);
 }
 
 Status max_unpool_kernel_name(int nd, const Ints& values_shape, const UnpoolOptions& options,
@@ -156,124 +266,9 @@ Status max_unpool_kernel_name(int nd, const Ints& values_shape, const UnpoolOpti
                                 options, name);
 }
 
-namespace {
-
-// What a call's checks leave for its runs: the call, its indices' and output's views (the
-// values' is call.values), the layout its kernels take, and its direct run where it has one.
-struct UnpoolPlan {
-  UnpoolCall call;
-  View indices, output;
-  Layout layout = Layout::contiguous;
-  std::unique_ptr<DirectScatter> direct;  // where the scatter alone serves the call in one run
-};
-constexpr const char* kNames[3] = {"values", "indices", "output"};
-
-// Runs a checked call on views of its data.
-Status run_checked(int nd, const TensorView& values, const UnpoolOptions& options,
-                   const UnpoolCall& call, Layout layout, const View& v, const View& i,
-                   const View& o) {
-  if (o.elements() == 0) return {};
-  if (const Kernel* w = call.winner) {
-    // Device views are checked before any kernel reads them: the winner behind the gather takes
-    // only dense planes.
-    POOLGEN_RETURN_IF_ERROR(check_device_view("values", v, w->layout, true));
-    POOLGEN_RETURN_IF_ERROR(check_device_view("indices", i, w->layout, true));
-    POOLGEN_RETURN_IF_ERROR(check_device_view("output", o, w->layout, true));
-    const CudaStreamScope stream(call.device == Device::cuda ? options.cuda_stream : nullptr);
-    return run_gpu_algorithm(call.window_gather, &call.gather_window, *w, call.device,
-                             {v, i, o}, o.plane(), "output");
-  }
-
-  // Windows within their stride in the outermost spatial dimension: a streamed output may be
-  // scattered by slabs of rows (execute/scatter.hpp).
-  const int64_t slabs = slab_stride(call.window);
-  if (rewrites_indices(options)) {
-    // Each group of planes has its indices rewritten into plane offsets just before its
-    // scatter, in cache (ONNX's offsets in the output need none: the kernels subtract each
-    // plane's first slot); where some index leaves its plane, the whole rewrite, in input order,
-    // names the first (or finds it crossing planes: the flat store then serves the call).
-    const bool batchless = values.shape.size() == static_cast<size_t>(nd) + 1;
-    Ints frame = call.output_shape;  // ONNX's rule: the default-sized output's
-    if (options.output_size_rule == OutputSizeRule::onnx) {
-      POOLGEN_RETURN_IF_ERROR(unpool_output_shape(call.window, values.shape, {}, &frame));
-    }
-    const IndexRewrite rewrite = [&](const View& src, const View& dst, int64_t n, int64_t c) {
-      return unpool_plane_offsets(nd, frame, call.output_shape, src, options.index_format, dst,
-                                  batchless, n, c);
-    };
-    const bool global = options.index_format == IndexFormat::onnx && frame == call.output_shape;
-    const Status grouped =
-        scatter(*call.scatter, ScatterMode::store, v, i, o, call.bytes, &rewrite, global, slabs);
-    if (grouped.code() != Code::index_out_of_range) return grouped;
-    std::vector<char> offsets(static_cast<size_t>(i.bytes()));
-    const Status st = rewrite(i, packed(i, layout, offsets.data()), 0, 0);
-    if (st.code() == Code::index_out_of_range && options.index_format != IndexFormat::plane) {
-      return unpool_across_planes(nd, frame, v, i, options.index_format, o, batchless);
-    }
-    return st.ok() ? grouped : st;
-  }
-
-  // The gather reports indices it cannot serve (outside their cell's window, or invalid);
-  // the scatter then decides, and names any invalid one. It takes the views as they are.
-  const Kernel* gather = call.gather;
-  if (gather && takes_whole({&v, &i, &o}, gather->layout)) {
-    HalideView values_buffer(v, gather->layout, gather->value),
-        indices_buffer(i, gather->layout, gather->index),
-        output_buffer(o, gather->layout, gather->value);
-    KernelArgs args{nullptr, &values_buffer.buffer, &indices_buffer.buffer,
-                    &output_buffer.buffer};
-    std::string error;
-    if (run_kernel(*gather, args, &error, call.bytes) == 0) return {};
-  }
-  return scatter(*call.scatter, ScatterMode::store, v, i, o, call.bytes, nullptr, false, slabs);
-}
-
-Status unpool(int nd, const TensorView& values, const TensorView& indices,
-              const TensorView& output, const UnpoolOptions& options) {
-  thread_local CallMemo<UnpoolPlan> memo;
-  const CallKey key(nd, {&values, &indices, &output}, options);
-  if (const UnpoolPlan* plan = memo.find(key)) {  // the last call's checks hold: data's remain
-    View views[3] = {plan->call.values, plan->indices, plan->output};
-    DirectScatter* direct = plan->direct.get();
-    POOLGEN_RETURN_IF_ERROR(check_views_data(kNames, {&values, &indices, &output}, views,
-                                             direct ? &direct->spans : nullptr));
-    if (direct) return direct->run(values.data, indices.data, output.data);
-    return run_checked(nd, values, options, plan->call, plan->layout, views[0], views[1],
-                       views[2]);
-  }
-
-  UnpoolPlan& plan = memo.start();
-  UnpoolCall& call = plan.call;
-  POOLGEN_RETURN_IF_ERROR(prepare(nd, values, indices.dtype, options, &call));
-  const View& v = call.values;
-  View &i = plan.indices, &o = plan.output;
-  POOLGEN_RETURN_IF_ERROR(check_views(nd, values, {"values", &v},
-                                      {"indices", indices, indices.dtype, values.shape},
-                                      {"output", output, values.dtype, call.output_shape}, &i,
-                                      &o));
-  // The output's layout where it has one (else the values'): values and indices in another
-  // (PyTorch 2 pools 3-D channels-last into channels-last, its unpooling gives contiguous) are
-  // the smaller tensors, so they are the ones packed; packing the output cost 1.8x the call.
-  const Layout output_layout = layout_of(o);
-  const Layout layout = plan.layout = fits(o, output_layout) ? output_layout : layout_of(v);
-  POOLGEN_RETURN_IF_ERROR(check_conventions(options, call_device(options.device, values)));
-  POOLGEN_RETURN_IF_ERROR(choose(values, indices.dtype, options, layout, &call));
-  if (call.device == Device::cpu) {
-    // The winner, the gather and the index rewrites run before the scatter, or instead of it.
-    if (!call.winner && !call.gather && !rewrites_indices(options)) {
-      plan.direct = DirectScatter::make(*call.scatter, ScatterMode::store, {v, i, o},
-                                        slab_stride(call.window));
-    }
-    memo.keep(key);
-  }
-  return run_checked(nd, values, options, call, layout, v, i, o);
-}
-
-}  // namespace
-
 Status max_unpool(int nd, const TensorView& values, const TensorView& indices,
                   const TensorView& output, const UnpoolOptions& options) {
-  return without_exceptions([&] { return unpool(nd, values, indices, output, options); });
+  return run_op<MaxUnpool>(nd, values, indices, output, options);
 }
 
 }  // namespace poolgen

@@ -6,7 +6,7 @@
 #include "execute/gpu_algorithms.hpp"
 #include "execute/scatter.hpp"
 #include "execute/staging.hpp"
-#include "ops/call_memo.hpp"
+#include "ops/op.hpp"
 #include "validate/views.hpp"
 #include "validate/window.hpp"
 
@@ -16,19 +16,17 @@ using namespace detail;
 
 namespace {
 
-struct UnpoolBackwardCall {
+struct UnpoolBackwardPlan : OpPlan {  // views: grad_output, indices, grad_values
   Window window;
   Ints output_shape;  // grad_output's
-  View grad_output;
-  Device device = Device::cpu;
   const Kernel* kernel = nullptr;
 };
 
 // Everything about a call but the data and the kernel: the window, the shapes, the gradient
 // dtype, the index dtype for the output's planes, grad_output's strides.
-Status prepare(int nd, const TensorView& grad_output, DType index_dtype, const Ints& values_shape,
-               const UnpoolOptions& options, UnpoolBackwardCall* call) {
-  POOLGEN_RETURN_IF_ERROR(unpool_window(nd, options, &call->window));
+[[gnu::cold]] Status prepare(int nd, const TensorView& grad_output, DType index_dtype, const Ints& values_shape,
+               const UnpoolOptions& options, UnpoolBackwardPlan* plan) {
+  POOLGEN_RETURN_IF_ERROR(unpool_window(nd, options, &plan->window));
   // ONNX and TensorFlow train no unpooling: their formats and ONNX's frame have no gradient here.
   if (options.index_format != IndexFormat::plane ||
       (options.output_size_rule == OutputSizeRule::onnx && !options.output_size.empty())) {
@@ -39,28 +37,27 @@ Status prepare(int nd, const TensorView& grad_output, DType index_dtype, const I
   }
   POOLGEN_RETURN_IF_ERROR(
       check_input_shape("max_unpool_backward", nd, "grad_values", values_shape));
-  POOLGEN_RETURN_IF_ERROR(
-      unpool_output_shape(call->window, values_shape, options.output_size, &call->output_shape,
-                          "grad_output"));
+  POOLGEN_RETURN_IF_ERROR(unpool_output_shape(plan->window, values_shape, options.output_size,
+                                              &plan->output_shape, "grad_output"));
   POOLGEN_RETURN_IF_ERROR(check_gradient_dtype("grad_output", grad_output.dtype));
-  return check_leading_view("grad_output", grad_output, call->output_shape, nd, index_dtype,
-                            spatial_elements(nd, call->output_shape), &call->grad_output);
+  return check_leading_view("grad_output", grad_output, plan->output_shape, nd, index_dtype,
+                            spatial_elements(nd, plan->output_shape), &plan->views[0]);
 }
 
 // The kernel: on CUDA (and on the CPU with Path::winner, a check of the GPU algorithm where the
 // build has its CPU twin) one that reports the first invalid index, else one that stops there.
-Status choose(const TensorView& grad_output, DType index_dtype, const UnpoolOptions& options,
-              UnpoolBackwardCall* call) {
-  call->device = call_device(options.device, grad_output);
+[[gnu::cold]] Status choose(const TensorView& grad_output, DType index_dtype, const UnpoolOptions& options,
+              UnpoolBackwardPlan* plan) {
+  plan->device = call_device(options.device, grad_output);
   int capability = 0;
-  if (call->device == Device::cuda) POOLGEN_RETURN_IF_ERROR(cuda_capability(&capability));
-  const bool reporting = call->device == Device::cuda || options.path == Path::winner;
+  if (plan->device == Device::cuda) POOLGEN_RETURN_IF_ERROR(cuda_capability(&capability));
+  const bool reporting = plan->device == Device::cuda || options.path == Path::winner;
   return choose_kernel(
       backward_kernels(),
-      {reporting ? Op::unpool_backward_reporting : Op::unpool_backward, call->window.nd,
-       layout_of(call->grad_output), grad_output.dtype, index_dtype, nullptr, call->device,
+      {reporting ? Op::unpool_backward_reporting : Op::unpool_backward, plan->window.nd,
+       layout_of(plan->views[0]), grad_output.dtype, index_dtype, nullptr, plan->device,
        capability},
-      "grad_output", &call->kernel);
+      "grad_output", &plan->kernel);
 }
 
 // The CPU kernel stops at an invalid index; the first one in input order is then named.
@@ -73,10 +70,9 @@ Status gather(const Kernel& kernel, const View& grad_output, const View& indices
       {g.view(), i.view(), o.view()},
       [&](const Views& piece) { return fits_kernel(piece, kernel.layout, true); },
       [&](const Views& piece, int64_t) {
-        const Status status = run_flat(kernel, Device::cpu, piece);
-        if (status.ok()) return status;
-        const Status invalid = invalid_index_error(indices, grad_output.plane());
-        return invalid.ok() ? status : invalid;
+        bool declined = false;  // at an invalid index
+        POOLGEN_RETURN_IF_ERROR(run_flat(kernel, piece, &declined));
+        return declined ? declined_at_index(kernel, indices, grad_output.plane()) : Status();
       },
       [&](const Views& plane, int64_t first_plane) {
         return gather_large(plane[0], plane[1], plane[2], kernel.layout, first_plane);
@@ -85,72 +81,98 @@ Status gather(const Kernel& kernel, const View& grad_output, const View& indices
   return {};
 }
 
-// What a call's checks leave for its runs: the call, and its indices' and grad_values' views
-// (grad_output's is call.grad_output).
-struct UnpoolBackwardPlan {
-  UnpoolBackwardCall call;
-  View indices, grad_values;
-};
-constexpr const char* kNames[3] = {"grad_output", "indices", "grad_values"};
-
-// Runs a checked call on views of its data.
-Status run_checked(const UnpoolBackwardCall& call, const UnpoolOptions& options, const View& g,
-                   const View& i, const View& o) {
-  if (o.elements() == 0) return {};
-  const Kernel& kernel = *call.kernel;
-  if (kernel.op == Op::unpool_backward) return gather(kernel, g, i, o);
-  POOLGEN_RETURN_IF_ERROR(check_device_view("grad_output", g, kernel.layout, true));
-  POOLGEN_RETURN_IF_ERROR(check_device_view("indices", i, kernel.layout, true));
-  POOLGEN_RETURN_IF_ERROR(check_device_view("grad_values", o, kernel.layout, true));
-  const CudaStreamScope stream(call.device == Device::cuda ? options.cuda_stream : nullptr);
-  return run_gpu_algorithm(nullptr, nullptr, kernel, call.device, {g, i, o}, g.plane(),
-                           "grad_output");
-}
-
-Status unpool_backward(int nd, const TensorView& grad_output, const TensorView& indices,
-                       const TensorView& grad_values, const UnpoolOptions& options) {
-  thread_local CallMemo<UnpoolBackwardPlan> memo;
-  const CallKey key(nd, {&grad_output, &indices, &grad_values}, options);
-  if (const UnpoolBackwardPlan* plan = memo.find(key)) {  // the last call's checks hold
-    View views[3] = {plan->call.grad_output, plan->indices, plan->grad_values};
-    POOLGEN_RETURN_IF_ERROR(
-        check_views_data(kNames, {&grad_output, &indices, &grad_values}, views));
-    return run_checked(plan->call, options, views[0], views[1], views[2]);
+// A CPU call the kernel takes flat as its views are: the launch, built once, so that a call
+// repeating it sets the three data pointers and runs it, without the copies and pieces gather()
+// decides each time.
+class DirectGather : public DirectRun {
+ public:
+  DirectGather(const Kernel& kernel, const Views& views)
+      : DirectRun(KeptSpans(views, 1)),
+        launch_(kernel, true),
+        indices_(views[1]),
+        plane_(views[0].plane()),
+        call_bytes_(total_bytes(views)) {
+    launch_.add_view(views[0], kernel.value, Access::read);
+    launch_.add_view(views[1], kernel.index, Access::read);
+    launch_.add_view(views[2], kernel.value, Access::write);
   }
 
-  UnpoolBackwardPlan& plan = memo.start();
-  UnpoolBackwardCall& call = plan.call;
-  POOLGEN_RETURN_IF_ERROR(
-      prepare(nd, grad_output, indices.dtype, grad_values.shape, options, &call));
-  const View& g = call.grad_output;
-  View &i = plan.indices, &o = plan.grad_values;
-  POOLGEN_RETURN_IF_ERROR(
-      check_views(nd, grad_output, {"grad_output", &g},
-                  {"indices", indices, indices.dtype, grad_values.shape},
-                  {"grad_values", grad_values, grad_output.dtype, grad_values.shape}, &i, &o));
-  POOLGEN_RETURN_IF_ERROR(choose(grad_output, indices.dtype, options, &call));
-  if (call.device == Device::cpu) memo.keep(key);
-  return run_checked(call, options, g, i, o);
-}
+  Status run(void* const (&data)[3]) override {
+    for (int k = 0; k < 3; ++k) launch_.set_data(k, data[k]);
+    bool declined = false;  // at an invalid index
+    POOLGEN_RETURN_IF_ERROR(launch_.run(call_bytes_, &declined));
+    if (!declined) return {};
+    View indices = indices_;
+    indices.data = data[1];
+    return declined_at_index(launch_.kernel(), indices, plane_);
+  }
+
+ private:
+  Launch launch_;
+  View indices_;
+  int64_t plane_, call_bytes_;
+};
+
+struct MaxUnpoolBackward {
+  using Options = UnpoolOptions;
+  using Plan = UnpoolBackwardPlan;
+  static constexpr const char* kNames[3] = {"grad_output", "indices", "grad_values"};
+  static constexpr int kOutputs = 1;
+
+  [[gnu::cold]] static Status describe(int nd, const TensorView& grad_output, DType index_dtype,
+                         const Ints& values_shape, const UnpoolOptions& options,
+                         UnpoolBackwardPlan* plan) {
+    POOLGEN_RETURN_IF_ERROR(prepare(nd, grad_output, index_dtype, values_shape, options, plan));
+    return choose(grad_output, index_dtype, options, plan);
+  }
+  static const Kernel& first_kernel(const UnpoolBackwardPlan& plan) { return *plan.kernel; }
+
+  [[gnu::cold]] static Status check(int nd, Tensors tensors, const UnpoolOptions& options,
+                      UnpoolBackwardPlan* plan) {
+    const TensorView &grad_output = *tensors[0], &indices = *tensors[1],
+                     &grad_values = *tensors[2];
+    POOLGEN_RETURN_IF_ERROR(
+        prepare(nd, grad_output, indices.dtype, grad_values.shape, options, plan));
+    POOLGEN_RETURN_IF_ERROR(check_views(
+        nd, grad_output, {"grad_output", &plan->views[0]},
+        {"indices", indices, indices.dtype, grad_values.shape},
+        {"grad_values", grad_values, grad_output.dtype, grad_values.shape}, &plan->views[1],
+        &plan->views[2]));
+    POOLGEN_RETURN_IF_ERROR(choose(grad_output, indices.dtype, options, plan));
+    const Kernel& kernel = *plan->kernel;
+    const Views views{plan->views[0], plan->views[1], plan->views[2]};
+    if (kernel.op == Op::unpool_backward && views[2].elements() != 0 &&
+        takes_flat(views, kernel.layout)) {
+      plan->direct = std::make_unique<DirectGather>(kernel, views);
+    }
+    return {};
+  }
+
+  static Status run(int, Tensors, const UnpoolOptions& options, const UnpoolBackwardPlan& plan,
+                    const View (&views)[3]) {
+    const View &g = views[0], &i = views[1], &o = views[2];
+    if (o.elements() == 0) return {};
+    const Kernel& kernel = *plan.kernel;
+    if (kernel.op == Op::unpool_backward) return gather(kernel, g, i, o);
+    POOLGEN_RETURN_IF_ERROR(check_device_views(kNames, views, kernel.layout, true));
+    const CudaStreamScope stream(plan.device == Device::cuda ? options.cuda_stream : nullptr);
+    return run_gpu_algorithm(nullptr, nullptr, kernel, plan.device, {g, i, o}, g.plane(),
+                             "grad_output");
+  }
+};
 
 }  // namespace
 
 Status max_unpool_backward(int nd, const TensorView& grad_output, const TensorView& indices,
                            const TensorView& grad_values, const UnpoolOptions& options) {
-  return without_exceptions(
-      [&] { return unpool_backward(nd, grad_output, indices, grad_values, options); });
+  return run_op<MaxUnpoolBackward>(nd, grad_output, indices, grad_values, options);
 }
 
 Status max_unpool_backward_kernel_name(int nd, const TensorView& grad_output, DType index_dtype,
                                        const Ints& values_shape, const UnpoolOptions& options,
                                        std::string* name) {
-  return without_exceptions([&]() -> Status {
-    UnpoolBackwardCall call;
-    POOLGEN_RETURN_IF_ERROR(prepare(nd, grad_output, index_dtype, values_shape, options, &call));
-    POOLGEN_RETURN_IF_ERROR(choose(grad_output, index_dtype, options, &call));
-    *name = call.kernel->name;
-    return Status();
-  });
+  return op_kernel_name<MaxUnpoolBackward>(name, nd, grad_output, index_dtype, values_shape,
+                                           options);
 }
 
 }  // namespace poolgen

@@ -56,17 +56,21 @@ Status check_same_device(const View& leading, const char* leading_name,
 // PyTorch's: views of one allocation that interleave without sharing an element are refused too.
 Status check_apart(std::initializer_list<Argument> outputs, std::initializer_list<Argument> inputs);
 
-// check_apart's spans with their sizes computed once, for a call that repeats its shapes: the
-// views' span sizes (a function of shapes, strides and dtypes), outputs first.
+// check_apart for a call's three views in call order, named `names`, the last `outputs` of them
+// (1 or 2) outputs.
+Status check_views_apart(const char* const (&names)[3], const View (&views)[3], int outputs);
+
+// check_views_apart's spans with their sizes computed once, for a call that repeats its shapes:
+// the views' span sizes (a function of shapes, strides and dtypes).
 struct KeptSpans {
-  static constexpr int kMax = 3;
-  uint64_t size[kMax] = {};
-  int outputs = 0, count = 0;
-  // The spans of `outputs` then `inputs`, as check_apart takes them.
-  KeptSpans(std::initializer_list<const View*> outputs, std::initializer_list<const View*> inputs);
-  // Whether views at `data` (in the same order) pass check_apart: it decides alike, and names
+  uint64_t size[3] = {};  // outputs first
+  int order[3] = {};      // the call-order index of each
+  int outputs = 0;
+  // The spans of `views` in call order, the last `outputs` of them outputs.
+  KeptSpans(const Views& views, int outputs);
+  // Whether views at `data` (in call order) pass check_views_apart: it decides alike, and names
   // the overlap where this says no.
-  bool apart(const void* const (&data)[kMax]) const;
+  bool apart(const void* const (&data)[3]) const;
 };
 
 // One tensor of a call as the call expects it: its name, the caller's view, its dtype and shape.
@@ -84,13 +88,6 @@ struct Expected {
 Status check_views(int nd, const TensorView& first, const Argument& first_view,
                    const Expected& second, const Expected& output, View* second_view,
                    View* output_view);
-
-// check_views' checks of data alone, for views a call with the same key passed them with
-// (ops/call_memo.hpp): `views` (first, second, output, named `names`) take the data of `tensors`,
-// which must be present, and the output's memory must be apart from the inputs' (tested with
-// `spans`, the views' kept sizes in the order (output, first, second), where given).
-Status check_views_data(const char* const (&names)[3], const TensorView* const (&tensors)[3],
-                        View (&views)[3], const KeptSpans* spans = nullptr);
 
 // The error for element `position` (in input order) holding `index`, outside a plane of `plane`.
 Status invalid_index_at(int64_t position, int64_t index, int64_t plane);

@@ -1,0 +1,34 @@
+#include "execute/gather.hpp"
+
+#include "dispatch/launch.hpp"
+#include "execute/staging.hpp"
+
+namespace poolgen::detail {
+
+namespace {
+
+struct GatherLaunch : Launch {
+  GatherLaunch(const Kernel& kernel, const Views& views) : Launch(kernel) {
+    add_view(views[0], kernel.value, Access::read);
+    add_view(views[1], kernel.index, Access::read);
+    add_view(views[2], kernel.value, Access::write);
+  }
+};
+
+}  // namespace
+
+Status gather_takes(const Kernel& kernel, const Views& views, bool* takes) {
+  *takes = takes_whole({&views[0], &views[1], &views[2]}, kernel.layout);
+  if (!*takes) return {};
+  return GatherLaunch(kernel, views).within_views(takes);
+}
+
+Status gather_if_served(const Kernel& kernel, const Views& views, int64_t call_bytes,
+                        bool* served) {
+  bool declined = false;
+  POOLGEN_RETURN_IF_ERROR(GatherLaunch(kernel, views).run(call_bytes, &declined));
+  *served = !declined;
+  return {};
+}
+
+}  // namespace poolgen::detail
