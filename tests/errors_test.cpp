@@ -29,10 +29,46 @@
 namespace poolgen {
 namespace {
 
+// An error's structured fields agree with its code and message: the argument is the message's
+// first word, and the kind is one the code allows (docs/errors.md, "Error kinds").
+::testing::AssertionResult KindAndArgumentAgree(Code code, ErrorKind kind,
+                                                const std::string& argument,
+                                                const std::string& message) {
+  const std::string prefix = message.substr(0, message.find(':'));
+  if (code != Code::internal && prefix != argument) {
+    return ::testing::AssertionFailure() << "argument \"" << argument << "\", expected \""
+                                         << prefix << "\" (message: \"" << message << "\")";
+  }
+  bool allowed = false;
+  switch (code) {
+    case Code::ok: allowed = kind == ErrorKind::none; break;
+    case Code::invalid_argument:
+      allowed = kind == ErrorKind::option || kind == ErrorKind::tensor;
+      break;
+    case Code::index_out_of_range: allowed = kind == ErrorKind::index; break;
+    case Code::unsupported:
+      allowed = kind == ErrorKind::option || kind == ErrorKind::tensor ||
+                kind == ErrorKind::no_kernel || kind == ErrorKind::no_device;
+      break;
+    case Code::internal: allowed = kind == ErrorKind::internal; break;
+  }
+  if (!allowed) {
+    return ::testing::AssertionFailure() << "kind " << static_cast<int>(kind) << " for code "
+                                         << static_cast<int>(code) << " (message: \"" << message
+                                         << "\")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // The status has `code`, its message has the uniform form "<argument>: expected ..., got ..."
-// (docs/errors.md) and contains every one of `parts`.
+// (docs/errors.md) and contains every one of `parts`; its kind and argument agree with them.
 ::testing::AssertionResult IsError(const Status& s, Code code,
                                    const std::vector<std::string>& parts) {
+  if (::testing::AssertionResult r =
+          KindAndArgumentAgree(s.code(), s.kind(), s.argument(), s.message());
+      !r) {
+    return r;
+  }
   if (s.code() != code) {
     return ::testing::AssertionFailure()
            << "code " << static_cast<int>(s.code()) << ", expected " << static_cast<int>(code)
@@ -52,10 +88,24 @@ namespace {
   return ::testing::AssertionSuccess();
 }
 
+// A C API call's result `code` and `message` as a Status, with poolgen_last_error's kind and
+// argument (its code must be `code`).
+Status CStatus(int32_t code, const char* message) {
+  const poolgen_error last = poolgen_last_error();
+  const std::string text = code == POOLGEN_OK ? "" : message;
+  if (last.code != code || (code != POOLGEN_OK && code != POOLGEN_INTERNAL &&
+                            text.substr(0, text.find(':')) != last.argument)) {
+    return Status(Code::internal, "poolgen_last_error: code " + std::to_string(last.code) +
+                                      " naming \"" + last.argument + "\", expected code " +
+                                      std::to_string(code) + " and the message's argument");
+  }
+  return Status(static_cast<Code>(code), text, static_cast<ErrorKind>(last.kind));
+}
+
 // The same for a C API result and message.
 ::testing::AssertionResult CIsError(int32_t got, int32_t code, const char* message,
                                     const std::vector<std::string>& parts) {
-  return IsError(Status(static_cast<Code>(got), message), static_cast<Code>(code), parts);
+  return IsError(CStatus(got, message), static_cast<Code>(code), parts);
 }
 
 template <typename Call, typename = void>
@@ -1517,7 +1567,7 @@ struct ArenaCall {
         code = poolgen_max_unpool_backward(2, &a, &b, &c, &cu, message, kMsg);
         break;
     }
-    return code == POOLGEN_OK ? Status() : Status(static_cast<Code>(code), message);
+    return CStatus(code, message);
   }
 
   bool built() const {
@@ -1600,6 +1650,59 @@ struct ArenaCall {
 };
 
 // The four calls of the report that asked for the check, each refused with its overlap.
+// The kinds bindings map to their exception types (docs/errors.md, "Error kinds"), each named
+// by its argument, through the C++ and the C API.
+TEST(ErrorKinds, NameTheArgumentAndWhatItIsAbout) {
+  auto expect = [](const Status& s, ErrorKind kind, const char* argument) {
+    EXPECT_EQ(s.kind(), kind) << s.message();
+    EXPECT_EQ(s.argument(), argument) << s.message();
+  };
+  PoolCall bad_kernel;
+  bad_kernel.o.kernel_size = {0};
+  expect(bad_kernel.run(), ErrorKind::option, "kernel_size");
+  PoolCall bad_shape;
+  bad_shape.values.shape = {1, 2, 3, 4};
+  expect(bad_shape.run(), ErrorKind::tensor, "values");
+  PoolCall bad_device;
+  bad_device.o.device = Device::cuda;
+  const Status no_cuda = bad_device.run();
+  if (!cuda_available()) expect(no_cuda, ErrorKind::no_device, "device");
+
+  UnpoolOptions u;
+  u.kernel_size = {2};
+  u.output_size = {9, 9};
+  std::vector<float> vals(4, 1.0f), out(16);
+  std::vector<int64_t> idx{0, 2, 8, 99};
+  const TensorView v = contiguous(vals.data(), {1, 1, 2, 2});
+  const TensorView i = contiguous(idx.data(), {1, 1, 2, 2});
+  expect(max_unpool(2, v, i, contiguous(out.data(), {1, 1, 4, 4}), u), ErrorKind::option,
+         "output_size");
+  u.output_size.clear();
+  expect(max_unpool(2, v, i, contiguous(out.data(), {1, 1, 4, 4}), u), ErrorKind::index,
+         "indices");
+  expect(Status(), ErrorKind::none, "");
+
+  // The C API: the thread's last call.
+  const poolgen_tensor cv = c_view(v), ci = c_view(i),
+                       co = c_view(contiguous(out.data(), {1, 1, 4, 4}));
+  poolgen_unpool_options cu;
+  std::memset(&cu, 0, sizeof cu);
+  cu.kernel_size[0] = cu.kernel_size[1] = 2;
+  char message[256];
+  EXPECT_EQ(poolgen_max_unpool(2, &cv, &ci, &co, &cu, message, sizeof message),
+            POOLGEN_INDEX_OUT_OF_RANGE);
+  poolgen_error last = poolgen_last_error();
+  EXPECT_EQ(last.code, POOLGEN_INDEX_OUT_OF_RANGE);
+  EXPECT_EQ(last.kind, POOLGEN_ERROR_INDEX);
+  EXPECT_STREQ(last.argument, "indices");
+  idx[3] = 10;
+  EXPECT_EQ(poolgen_max_unpool(2, &cv, &ci, &co, &cu, message, sizeof message), POOLGEN_OK);
+  last = poolgen_last_error();
+  EXPECT_EQ(last.code, POOLGEN_OK);
+  EXPECT_EQ(last.kind, POOLGEN_ERROR_NONE);
+  EXPECT_STREQ(last.argument, "");
+}
+
 TEST(OverlapErrors, OutputsInsideInputsOrEachOther) {
   for (bool c_api : {false, true}) {
     SCOPED_TRACE(c_api ? "C API" : "C++ API");

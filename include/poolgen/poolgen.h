@@ -30,6 +30,23 @@ enum {
   POOLGEN_INTERNAL = 4
 };
 
+/* What a failure is about (poolgen::ErrorKind), beyond its code: for bindings that map errors to
+ * their framework's exception types without reading messages, whose wording may change. */
+enum {
+  POOLGEN_ERROR_NONE = 0,
+  POOLGEN_ERROR_OPTION = 1,    /* an option's value: kernel_size, stride, output_size, ... */
+  POOLGEN_ERROR_TENSOR = 2,    /* a tensor's dtype, rank, shape, strides, device or memory */
+  POOLGEN_ERROR_INDEX = 3,     /* an index outside its plane */
+  POOLGEN_ERROR_NO_KERNEL = 4, /* a valid call this build has no kernel for */
+  POOLGEN_ERROR_NO_DEVICE = 5, /* no CUDA device or driver */
+  POOLGEN_ERROR_INTERNAL = 6
+};
+typedef struct poolgen_error {
+  int32_t code;         /* POOLGEN_OK, POOLGEN_INVALID_ARGUMENT, ... */
+  int32_t kind;         /* POOLGEN_ERROR_* */
+  const char* argument; /* the argument it names ("input", "output_size", ...); "" for none */
+} poolgen_error;
+
 /* Devices (poolgen::Device): where a tensor's data lives. */
 enum { POOLGEN_CPU = 0, POOLGEN_CUDA = 1 };
 
@@ -158,8 +175,21 @@ void poolgen_set_cuda_allocator(void* (*allocate)(void* context, size_t bytes, v
                                                   void** handle),
                                 void (*release)(void* context, void* handle, void* stream),
                                 void* context);
+/* A window option as a framework gives it (PyTorch's int-or-tuple lists: `count` 1 or nd
+ * entries), expanded to nd entries in `out` with the checks and messages of the C++ API:
+ * `option` is "kernel_size", "stride", "padding" or "dilation"; count 0 leaves an optional one
+ * (all but kernel_size) at zeros, the options structs' default. For bindings, so that they
+ * expand lists as poolgen does. */
+int32_t poolgen_expand_option(const char* option, const int64_t* list, int32_t count, int32_t nd,
+                              int64_t* out, char* message, size_t message_size);
+
 /* poolgen::cuda_check_reports: a POOLGEN_* code and its message. */
 int32_t poolgen_cuda_check_reports(int32_t wait, char* message, size_t message_size);
+
+/* The calling thread's last call that returned a POOLGEN_* code: that code, what the error is
+ * about and the argument it names (code POOLGEN_OK, kind POOLGEN_ERROR_NONE, argument "" after
+ * a success). The argument stays valid until the thread's next such call. */
+poolgen_error poolgen_last_error(void);
 
 #ifdef __cplusplus
 }

@@ -44,16 +44,52 @@ enum class Code : int32_t {
   internal = 4,            // a kernel failed unexpectedly
 };
 
+// What an error is about, beyond its code: for programs and bindings that act on it (a
+// framework's exception type, say) without reading the message, whose wording may change.
+enum class ErrorKind : int32_t {
+  none = 0,       // success
+  option = 1,     // an option's value: kernel_size, stride, padding, output_size, a rule, ...
+  tensor = 2,     // a tensor's dtype, rank, shape, strides, device or memory
+  index = 3,      // an index outside its plane (Code::index_out_of_range)
+  no_kernel = 4,  // a valid call this build has no kernel for (its dtype, layout, rank, CPU)
+  no_device = 5,  // no CUDA device or driver to run on
+  internal = 6,   // a kernel or the runtime failed unexpectedly
+};
+
+// The kind of an error of `code` that says no more: none, tensor, index, no_kernel, internal.
+constexpr ErrorKind default_kind(Code code) {
+  switch (code) {
+    case Code::ok: return ErrorKind::none;
+    case Code::invalid_argument: return ErrorKind::tensor;
+    case Code::index_out_of_range: return ErrorKind::index;
+    case Code::unsupported: return ErrorKind::no_kernel;
+    default: return ErrorKind::internal;
+  }
+}
+
 class Status {
  public:
   Status() = default;
-  Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(Code code, std::string message) : Status(code, std::move(message), default_kind(code)) {}
+  Status(Code code, std::string message, ErrorKind kind)
+      : code_(code), kind_(kind), message_(std::move(message)) {}
   bool ok() const { return code_ == Code::ok; }
   Code code() const { return code_; }
+  ErrorKind kind() const { return kind_; }
+  // "<argument>: expected <what>, got <what>": which argument, what was expected, what was
+  // given.
   const std::string& message() const { return message_; }
+  // The argument the error names, as the API names it ("input", "indices", "output_size",
+  // "kernel_size", ...): the message's leading name, which every error has; "" for none (a
+  // success, an internal error).
+  std::string argument() const {
+    if (code_ == Code::ok || kind_ == ErrorKind::internal) return {};
+    return message_.substr(0, message_.find(':'));
+  }
 
  private:
   Code code_ = Code::ok;
+  ErrorKind kind_ = ErrorKind::none;  // in what was code_'s padding: a Status is no larger
   std::string message_;
 };
 

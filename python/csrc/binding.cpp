@@ -24,12 +24,24 @@ namespace {
 
 constexpr int kMaxRank = 5;  // poolgen_tensor's arrays
 
-// A poolgen-style failure message: "argument: expected ..., got ...".
+// The binding's own failures (what only PyTorch's tensors and rules can fail), in poolgen's
+// form: "argument: expected ..., got ...".
 template <typename... Parts>
-Outcome fail(int code, const Parts&... parts) {
+Outcome fail(int code, int kind, const char* argument, const Parts&... parts) {
   std::ostringstream message;
-  (message << ... << parts);
-  return {code, message.str()};
+  (message << argument << ... << parts);
+  return {code, kind, argument, message.str()};
+}
+
+// Runs one C API call with its message buffer.
+template <typename F>
+Outcome call(F f) {
+  char message[1024];
+  message[0] = '\0';
+  const int32_t code = f(message, sizeof message);
+  if (code == POOLGEN_OK) return {};
+  const poolgen_error e = poolgen_last_error();
+  return {code, e.kind, e.argument, message};
 }
 
 std::string list_text(at::IntArrayRef list) {
@@ -141,7 +153,6 @@ bool dtype_errors_are_not_implemented() {
 // Tensors and arguments for the C API.
 
 constexpr int kDtypeUnknown = -1;
-constexpr int kMissingDtype = -2;  // check_tensor's outcome for a dtype poolgen has no type for
 
 int poolgen_dtype(at::ScalarType t) {
   switch (t) {
@@ -160,12 +171,14 @@ int poolgen_dtype(at::ScalarType t) {
 
 Outcome check_tensor(const char* argument, const at::Tensor& t) {
   if (t.dim() > kMaxRank) {
-    return fail(POOLGEN_INVALID_ARGUMENT, argument, ": expected rank 2 to 5, got rank ", t.dim(),
-                " (shape ", list_text(t.sizes()), ")");
+    return fail(POOLGEN_INVALID_ARGUMENT, POOLGEN_ERROR_TENSOR, argument,
+                ": expected rank 2 to 5, got rank ", t.dim(), " (shape ", list_text(t.sizes()),
+                ")");
   }
   if (poolgen_dtype(t.scalar_type()) == kDtypeUnknown) {
-    return fail(kMissingDtype, argument, ": expected a real dtype (float, double, half, ",
-                "bfloat16, int8, uint8, int16, int32 or int64), got ", t.scalar_type());
+    return fail(POOLGEN_UNSUPPORTED, POOLGEN_ERROR_NO_KERNEL, argument,
+                ": expected a real dtype (float, double, half, bfloat16, int8, uint8, int16, ",
+                "int32 or int64), got ", t.scalar_type());
   }
   return {};
 }
@@ -230,33 +243,24 @@ struct Execution {
   }
 };
 
-// Copies a PyTorch int-or-tuple list (1 or nd entries; `optional`: empty takes the default) into
-// `out`. The C API reads an all-zero stride or dilation as its default, so explicit entries below
-// `minimum` are refused here, as poolgen would.
-Outcome copy_list(const char* name, at::IntArrayRef list, int nd, bool optional, int64_t minimum,
-                  int64_t* out) {
-  if (list.empty() && optional) return {};
-  if (list.size() != 1 && list.size() != static_cast<size_t>(nd)) {
-    return fail(POOLGEN_INVALID_ARGUMENT, name, ": expected 1 or ", nd, " entries, got ",
-                list.size(), " (", list_text(list), ")");
-  }
-  for (int i = 0; i < nd; ++i) {
-    out[i] = list.size() == 1 ? list[0] : list[i];
-    if (out[i] < minimum) {
-      return fail(POOLGEN_INVALID_ARGUMENT, name, ": expected every entry >= ", minimum, ", got ",
-                  out[i], " in spatial dimension ", i);
-    }
-  }
-  return {};
+// A PyTorch int-or-tuple list expanded into `out` by poolgen's own rule (1 or nd entries, each
+// at least the option's minimum; empty: the option's default, zeros in the C options).
+Outcome expand(const char* option, at::IntArrayRef list, int nd, int64_t* out) {
+  return call([&](char* m, size_t n) {
+    return poolgen_expand_option(option, list.data(), static_cast<int32_t>(list.size()), nd,
+                                 out, m, n);
+  });
 }
 
-// PyTorch bounds the padding by half the kernel as given (also with dilation, in every rank);
-// poolgen's C++ API lets 1-D and 2-D windows pad up to half the dilated kernel.
+// PyTorch bounds the padding by half the kernel as given (also with dilation, in every rank):
+// stricter than poolgen, which lets 1-D and 2-D windows pad up to half the dilated kernel, so
+// PyTorch's own rule, PyTorch's message.
 Outcome check_pytorch_padding(int nd, const int64_t* kernel, const int64_t* padding) {
   for (int i = 0; i < nd; ++i) {
     if (padding[i] > kernel[i] / 2) {
-      return fail(POOLGEN_INVALID_ARGUMENT, "padding: expected at most half the kernel (",
-                  kernel[i] / 2, ") in spatial dimension ", i, ", got ", padding[i]);
+      return fail(POOLGEN_INVALID_ARGUMENT, POOLGEN_ERROR_OPTION, "padding",
+                  ": expected at most half the kernel (", kernel[i] / 2,
+                  ") in spatial dimension ", i, ", got ", padding[i]);
     }
   }
   return {};
@@ -265,10 +269,12 @@ Outcome check_pytorch_padding(int nd, const int64_t* kernel, const int64_t* padd
 Outcome pool_options(const PoolWindow& w, poolgen_pool_options* o) {
   std::memset(o, 0, sizeof *o);  // padding too: output_shape compares options bytewise
   Outcome r;
-  if (!(r = copy_list("kernel_size", w.kernel_size, w.nd, false, 1, o->kernel_size)).ok()) return r;
-  if (!(r = copy_list("stride", w.stride, w.nd, true, 1, o->stride)).ok()) return r;
-  if (!(r = copy_list("padding", w.padding, w.nd, false, 0, o->padding)).ok()) return r;
-  if (!(r = copy_list("dilation", w.dilation, w.nd, false, 1, o->dilation)).ok()) return r;
+  if (!(r = expand("kernel_size", w.kernel_size, w.nd, o->kernel_size)).ok() ||
+      !(r = expand("stride", w.stride, w.nd, o->stride)).ok() ||
+      !(r = expand("padding", w.padding, w.nd, o->padding)).ok() ||
+      !(r = expand("dilation", w.dilation, w.nd, o->dilation)).ok()) {
+    return r;
+  }
   o->ceil_mode = w.ceil_mode;
   return check_pytorch_padding(w.nd, o->kernel_size, o->padding);
 }
@@ -277,17 +283,17 @@ Outcome unpool_options(const UnpoolWindow& w, poolgen_unpool_options* o) {
   std::memset(o, 0, sizeof *o);  // padding too: output_shape compares options bytewise
   Outcome r;
   const bool by_indices = w.kernel_size.empty();  // all zero in the C API
-  if (!by_indices &&
-      !(r = copy_list("kernel_size", w.kernel_size, w.nd, false, 1, o->kernel_size)).ok()) {
+  if ((!by_indices && !(r = expand("kernel_size", w.kernel_size, w.nd, o->kernel_size)).ok()) ||
+      !(r = expand("stride", w.stride, w.nd, o->stride)).ok() ||
+      !(r = expand("padding", w.padding, w.nd, o->padding)).ok()) {
     return r;
   }
-  if (!(r = copy_list("stride", w.stride, w.nd, true, 1, o->stride)).ok()) return r;
-  if (!(r = copy_list("padding", w.padding, w.nd, true, 0, o->padding)).ok()) return r;
   if (w.output_size.has_value()) {
     const at::IntArrayRef size = *w.output_size;
-    if (size.size() > kMaxRank) {
-      return fail(POOLGEN_INVALID_ARGUMENT, "output_size: expected 0, ", w.nd, " or ", w.nd + 2,
-                  " entries, got ", size.size(), " (", list_text(size), ")");
+    if (size.size() > kMaxRank) {  // the C options' array (poolgen checks the rest)
+      return fail(POOLGEN_INVALID_ARGUMENT, POOLGEN_ERROR_OPTION, "output_size",
+                  ": expected 0, ", w.nd, " or ", w.nd + 2, " entries, got ", size.size(), " (",
+                  list_text(size), ")");
     }
     o->output_size_len = static_cast<int32_t>(size.size());
     std::copy(size.begin(), size.end(), o->output_size);
@@ -313,14 +319,6 @@ void follow_torch_threads() {
   }
 }
 
-// Runs one C API call with its message buffer.
-template <typename F>
-Outcome call(F f) {
-  char message[1024];
-  message[0] = '\0';
-  const int32_t code = f(message, sizeof message);
-  return code == POOLGEN_OK ? Outcome{} : Outcome{code, message};
-}
 
 // The C API's output shape (`query`: poolgen_max_pool_output_shape or its unpooling twin) for
 // options `o` on an input of `self`'s extents (rank at most kMaxRank), remembered per thread for
@@ -389,7 +387,7 @@ StockOp unpool_op(int nd) { return nd == 3 ? StockOp::unpool3d : StockOp::unpool
 Outcome check_output(const char* argument, const at::Tensor& out, const int64_t* shape, int rank,
                      at::ScalarType dtype) {
   if (out.sizes() != at::IntArrayRef(shape, rank) || out.scalar_type() != dtype) {
-    return fail(POOLGEN_INVALID_ARGUMENT, argument, ": expected shape ",
+    return fail(POOLGEN_INVALID_ARGUMENT, POOLGEN_ERROR_TENSOR, argument, ": expected shape ",
                 list_text(at::IntArrayRef(shape, rank)), " and dtype ", dtype, ", got ",
                 list_text(out.sizes()), " and ", out.scalar_type());
   }
@@ -402,13 +400,13 @@ Outcome check_output(const char* argument, const at::Tensor& out, const int64_t*
 
 [[noreturn]] void raise(const Outcome& outcome) {
   const std::string& m = outcome.message;
-  if (outcome.code == POOLGEN_INVALID_ARGUMENT && m.rfind("output_size", 0) == 0) {
+  if (outcome.code == POOLGEN_INVALID_ARGUMENT && outcome.argument == "output_size") {
     TORCH_CHECK_VALUE(false, m);
   }
   // A dtype without a kernel: one torch has and poolgen does not, or one this build left out.
-  const bool missing_dtype = outcome.code == kMissingDtype ||
-                             m.find("a combination this build compiled") != std::string::npos;
-  if (missing_dtype && dtype_errors_are_not_implemented()) TORCH_CHECK_NOT_IMPLEMENTED(false, m);
+  if (outcome.kind == POOLGEN_ERROR_NO_KERNEL && dtype_errors_are_not_implemented()) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, m);
+  }
   TORCH_CHECK(false, m);
 }
 
@@ -417,8 +415,10 @@ void raise_cuda_reports(bool wait) {
   message[0] = '\0';
   const int32_t code = poolgen_cuda_check_reports(wait, message, sizeof message);
   if (code != POOLGEN_OK) {
-    raise({code, std::string("an earlier call on CUDA found an invalid index once its kernels "
-                             "had run (nothing was written through it): ") + message});
+    const poolgen_error e = poolgen_last_error();
+    raise({code, e.kind, e.argument,
+           std::string("an earlier call on CUDA found an invalid index once its kernels had run "
+                       "(nothing was written through it): ") + message});
   }
 }
 

@@ -39,9 +39,13 @@
 
 namespace poolgen_torch {
 
-// A failed call: poolgen's status code (POOLGEN_*) and message; code 0 is success.
+// A failed call: poolgen's status code (POOLGEN_*), what it is about (POOLGEN_ERROR_*), the
+// argument it names and the message; code 0 is success. The exception raised follows the first
+// three (poolgen_last_error's), never the message's wording.
 struct Outcome {
   int code = 0;
+  int kind = 0;
+  std::string argument;
   std::string message;
   bool ok() const { return code == 0; }
 };

@@ -77,7 +77,10 @@ bool run(Op op, const Tensor& self, F ours) {
   return false;
 }
 
-Outcome refuse(const std::string& why) { return {POOLGEN_INVALID_ARGUMENT, why}; }
+// A call the drop-in leaves to PyTorch's kernel (recorded as the reason, never raised).
+Outcome refuse(const std::string& why) {
+  return {POOLGEN_INVALID_ARGUMENT, POOLGEN_ERROR_OPTION, "", why};
+}
 
 // aten's unpooling ops take exactly nd output extents (and, in 3-D, strides above 0 and nd
 // paddings); poolgen's by-indices unpooling would take more.

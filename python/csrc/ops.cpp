@@ -5,6 +5,8 @@
 // differentiable twice, as PyTorch's are.
 #include "binding.hpp"
 
+#include <poolgen/poolgen.h>
+
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
@@ -61,7 +63,9 @@ Tensor max_unpool_backward_kernel(const Tensor& grad_output, const Tensor& indic
   Tensor grad_values;
   Outcome outcome = max_unpool_backward(grad_output, indices,
                                         {ND, kernel_size, stride, padding, unpooled}, &grad_values);
-  if (outcome.message.rfind("output_size", 0) == 0) {
+  if (outcome.argument == "output_size") {
+    outcome.argument = "grad_output";
+    outcome.kind = POOLGEN_ERROR_TENSOR;
     outcome.message = "grad_output: expected the unpooled extents of this window, got shape " +
                       c10::str(sizes) + " (" + outcome.message + ")";
   }

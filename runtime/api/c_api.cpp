@@ -1,6 +1,8 @@
 // The C API: plain structs in, codes and messages out; nothing is thrown across it.
 #include "api/c_api.hpp"
 
+#include "validate/window.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -23,8 +25,8 @@ void assign_or_default(Ints* to, const int64_t* values, int nd) {
 
 Status unpool_options(int32_t nd, const poolgen_unpool_options& o, UnpoolOptions* u) {
   if (o.output_size_len < 0 || o.output_size_len > 5) {
-    return Status(Code::invalid_argument,
-                  "output_size_len: expected 0 to 5, got " + std::to_string(o.output_size_len));
+    return detail::fail(Code::invalid_argument, "output_size_len", ": expected 0 to 5, got ",
+                        o.output_size_len);
   }
   // No kernel_size and an output_size: unpooling by the indices alone.
   if (o.output_size_len > 0) {
@@ -52,11 +54,11 @@ Status unpool_options(int32_t nd, const poolgen_unpool_options& o, UnpoolOptions
 template <typename F>
 Status shape_query(int32_t rank, const int64_t* input_shape, int64_t* out_shape, F compute) {
   if (!input_shape || !out_shape) {
-    return Status(Code::invalid_argument, std::string(input_shape ? "out_shape" : "input_shape") +
-                                              ": expected an array, got a null pointer");
+    return detail::fail(Code::invalid_argument, input_shape ? "out_shape" : "input_shape",
+                        ": expected an array, got a null pointer");
   }
   if (rank < 0 || rank > 5) {
-    return Status(Code::invalid_argument, "rank: expected 0 to 5, got " + std::to_string(rank));
+    return detail::fail(Code::invalid_argument, "rank", ": expected 0 to 5, got ", rank);
   }
   thread_local Ints in, out;  // pool_options' reason
   assign(&in, input_shape, rank);
@@ -69,13 +71,12 @@ Status shape_query(int32_t rank, const int64_t* input_shape, int64_t* out_shape,
 
 Status tensor_view(const char* argument, const poolgen_tensor* t, TensorView* out) {
   if (!t) {
-    return Status(Code::invalid_argument,
-                  std::string(argument) + ": expected a poolgen_tensor, got a null pointer");
+    return detail::fail(Code::invalid_argument, argument,
+                        ": expected a poolgen_tensor, got a null pointer");
   }
   if (t->rank < 2 || t->rank > 5) {
-    return Status(Code::invalid_argument, std::string(argument) +
-                                              ": expected rank 2 to 5, got " +
-                                              std::to_string(t->rank));
+    return detail::fail(Code::invalid_argument, argument, ": expected rank 2 to 5, got ",
+                        t->rank);
   }
   out->data = t->data;
   out->dtype = static_cast<DType>(t->dtype);
@@ -85,7 +86,23 @@ Status tensor_view(const char* argument, const poolgen_tensor* t, TensorView* ou
   return {};
 }
 
+namespace {
+// The thread's last call's error: its code, kind and argument (held in t_last_argument).
+thread_local poolgen_error t_last_error = {POOLGEN_OK, POOLGEN_ERROR_NONE, ""};
+thread_local char t_last_argument[64];
+}  // namespace
+
 int32_t report(const Status& status, char* message, size_t size) {
+  const char* argument = "";
+  if (!status.ok()) {
+    const std::string name = status.argument();
+    const size_t n = std::min(sizeof t_last_argument - 1, name.size());
+    std::memcpy(t_last_argument, name.data(), n);
+    t_last_argument[n] = '\0';
+    argument = t_last_argument;
+  }
+  t_last_error = {static_cast<int32_t>(status.code()), static_cast<int32_t>(status.kind()),
+                  argument};
   if (message && size > 0) {
     const size_t n = std::min(size - 1, status.message().size());
     std::memcpy(message, status.message().data(), n);
@@ -97,7 +114,8 @@ int32_t report(const Status& status, char* message, size_t size) {
 Status check_call(int32_t nd, const void* options) {
   if (!nd_ok(nd)) return bad_nd(nd);
   if (!options) {
-    return Status(Code::invalid_argument, "options: expected options, got a null pointer");
+    return detail::fail(Code::invalid_argument, "options",
+                        ": expected options, got a null pointer");
   }
   return {};
 }
@@ -105,7 +123,7 @@ Status check_call(int32_t nd, const void* options) {
 bool nd_ok(int32_t nd) { return nd >= 1 && nd <= 3; }
 
 Status bad_nd(int32_t nd) {
-  return Status(Code::invalid_argument, "nd: expected 1, 2 or 3, got " + std::to_string(nd));
+  return detail::fail(Code::invalid_argument, "nd", ": expected 1, 2 or 3, got ", nd);
 }
 
 const PoolOptions& pool_options(int32_t nd, const poolgen_pool_options& o) {
@@ -221,5 +239,21 @@ void poolgen_set_cuda_allocator(void* (*allocate)(void*, size_t, void*, void**),
 int32_t poolgen_cuda_check_reports(int32_t wait, char* message, size_t message_size) {
   return guarded(message, message_size, [&] { return cuda_check_reports(wait != 0); });
 }
+
+int32_t poolgen_expand_option(const char* option, const int64_t* list, int32_t count, int32_t nd,
+                              int64_t* out, char* message, size_t message_size) {
+  return guarded(message, message_size, [&]() -> Status {
+    if (!option || !out || (count > 0 && !list) || count < 0 || count > 3) {
+      return detail::fail(Code::invalid_argument, "option",
+                          ": expected an option name, 0 to 3 entries and an output array, got ",
+                          count, " entries");
+    }
+    thread_local Ints entries;  // pool_options' reason
+    assign(&entries, list, count);
+    return detail::expand_option(option, entries, nd, out);
+  });
+}
+
+poolgen_error poolgen_last_error(void) { return t_last_error; }
 
 }  // extern "C"

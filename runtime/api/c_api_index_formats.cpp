@@ -17,11 +17,12 @@ int32_t poolgen_convert_indices(int32_t nd, int32_t frame_rank, const int64_t* f
   return guarded(message, message_size, [&]() -> Status {
     if (!nd_ok(nd)) return bad_nd(nd);
     if (!frame_shape) {
-      return Status(Code::invalid_argument, "frame_shape: expected an array, got a null pointer");
+      return detail::fail(Code::invalid_argument, "frame_shape",
+                          ": expected an array, got a null pointer");
     }
     if (frame_rank < 0 || frame_rank > 5) {
-      return Status(Code::invalid_argument,
-                    "frame_rank: expected 0 to 5, got " + std::to_string(frame_rank));
+      return detail::fail(Code::invalid_argument, "frame_rank", ": expected 0 to 5, got ",
+                          frame_rank);
     }
     TensorView f, t;
     POOLGEN_RETURN_IF_ERROR(tensor_view("from", from, &f));

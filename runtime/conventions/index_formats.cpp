@@ -418,14 +418,14 @@ Status make_frame(int nd, const Ints& frame_shape, const Ints& pooled, const Poo
   *fr = frame_of(nd, frame_shape, nullptr);
   if (!windowed) return {};
   if (!options) {
-    return fail(Code::invalid_argument, "window: expected the pooling options for the window ",
+    return fail(Code::invalid_argument, "window", ": expected the pooling options for the window ",
                 "format, got a null pointer");
   }
   POOLGEN_RETURN_IF_ERROR(pool_window(nd, *options, &fr->window));
   Ints expected;
   POOLGEN_RETURN_IF_ERROR(pool_output_shape(&fr->window, frame_shape, &expected, "frame_shape"));
   if (pooled != expected) {
-    return fail(Code::invalid_argument, "from: expected the pooled shape ",
+    return fail(Code::invalid_argument, "from", ": expected the pooled shape ",
                 format_shape(expected), " of frame_shape ", format_shape(frame_shape),
                 " with the window's options, got ", format_shape(pooled));
   }
@@ -440,7 +440,7 @@ Status check_pooled_shape(int nd, const Ints& frame_shape, const Ints& pooled) {
             std::equal(pooled.begin(), pooled.begin() + lead, frame_shape.begin());
   for (size_t i = lead; ok && i < pooled.size(); ++i) ok = pooled[i] >= 0;
   if (ok) return {};
-  return fail(Code::invalid_argument, "from: expected a shape of rank ", frame_shape.size(),
+  return fail(Code::invalid_argument, "from", ": expected a shape of rank ", frame_shape.size(),
               " whose ", lead == 2 ? "batch and channels" : "channels", " are frame_shape's ",
               format_shape(Ints(frame_shape.begin(), frame_shape.begin() + lead)),
               " and spatial extents >= 0, got ", format_shape(pooled));
@@ -823,7 +823,7 @@ Status unpool_across_planes(int nd, const Ints& frame_shape, const View& values,
       if (g < 0 || g >= bound) {
         Ints at = element_coordinates(indices, n, c, p);
         if (batchless) at.erase(at.begin());
-        return fail(Code::index_out_of_range, "indices: expected ", index_format_name(format),
+        return fail(Code::index_out_of_range, "indices", ": expected ", index_format_name(format),
                     " indices in [0, ", bound, ") (the output frame ", format_shape(frame_shape),
                     "), got ", g, " at element ", format_shape(at));
       }

@@ -24,13 +24,22 @@ struct MessagePart {
   Kind kind = text_part;
 };
 
-// A Status whose message is the concatenation of `parts`. Out of line: each of the runtime's
-// many error sites is then a list of parts and one call, not a stream's inlined code.
-Status fail_with(Code code, std::initializer_list<MessagePart> parts);
+// A Status naming `argument` (its message's leading name), whose message is the argument then the
+// concatenation of `parts`, and whose kind is `kind`, or where that is none the argument's: an
+// option's name (kernel_size, output_size, index_format, ...) makes it ErrorKind::option, else
+// the code's (default_kind). Out of line: each of the runtime's many error sites is then a list
+// of parts and one call, not a stream's inlined code.
+Status fail_with(Code code, ErrorKind kind, const char* argument,
+                 std::initializer_list<MessagePart> parts);
 
 template <typename... Parts>
-Status fail(Code code, const Parts&... parts) {
-  return fail_with(code, {MessagePart(parts)...});
+Status fail(Code code, const char* argument, const Parts&... parts) {
+  return fail_with(code, ErrorKind::none, argument, {MessagePart(parts)...});
+}
+// fail, of a kind the argument does not tell (no kernel, no device).
+template <typename... Parts>
+Status fail_as(ErrorKind kind, Code code, const char* argument, const Parts&... parts) {
+  return fail_with(code, kind, argument, {MessagePart(parts)...});
 }
 
 #define POOLGEN_RETURN_IF_ERROR(expr)         \

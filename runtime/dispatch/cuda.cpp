@@ -392,7 +392,8 @@ Status device_scratch(size_t bytes, halide_buffer_t* owner, void** handle, uint8
     *pointer = result == 0 ? reinterpret_cast<uint8_t*>(owner->device) : nullptr;
   }
   if (*pointer) return {};
-  return fail(Code::internal, "device memory: expected ", bytes, " bytes of scratch, got ", error);
+  return fail(Code::internal, "device memory", ": expected ", bytes, " bytes of scratch, got ",
+              error);
 }
 
 void release_device_scratch(void* handle, halide_buffer_t* owner) {
@@ -417,11 +418,11 @@ Status cuda_capability(int* capability) {
       &error);
   // Without libcuda Halide answers capability 0.0 and no error.
   if (result != 0 || major == 0) {
-    return fail(Code::unsupported, "device: expected a CUDA device, got none (no CUDA device is ",
-                "available: ",
-                result == 0 ? "no CUDA driver found"
-                            : (error.empty() ? "error " + std::to_string(result) : error),
-                ")");
+    return fail_as(ErrorKind::no_device, Code::unsupported, "device",
+                   ": expected a CUDA device, got none (no CUDA device is available: ",
+                   result == 0 ? "no CUDA driver found"
+                               : (error.empty() ? "error " + std::to_string(result) : error),
+                   ")");
   }
 #if POOLGEN_GPU_OPENCL
   *capability = kOpenClCapability;
@@ -481,9 +482,9 @@ int run_cuda_kernel(const Kernel& kernel, KernelArgs& args,
 #else  // a build without CUDA kernels (POOLGEN_CUDA_CAPABILITIES empty)
 
 Status cuda_capability(int*) {
-  return fail(Code::unsupported, "device: expected a CUDA device, got none (no CUDA device is ",
-              "available: this build has no CUDA kernels, CMake option ",
-              "POOLGEN_CUDA_CAPABILITIES is empty)");
+  return fail_as(ErrorKind::no_device, Code::unsupported, "device",
+                 ": expected a CUDA device, got none (no CUDA device is available: this build ",
+                 "has no CUDA kernels, CMake option POOLGEN_CUDA_CAPABILITIES is empty)");
 }
 
 int run_cuda_kernel(const Kernel&, KernelArgs&, const CudaBuffers&,
@@ -497,7 +498,8 @@ int take_report_slot(uint64_t*) { return -1; }
 void give_back_report_slot(int) {}
 void queue_report(int, int64_t, int64_t, bool) {}
 Status device_scratch(size_t, halide_buffer_t*, void**, uint8_t**) {
-  return fail(Code::unsupported, "device memory: this build has no CUDA kernels");
+  return fail_as(ErrorKind::no_device, Code::unsupported, "device memory",
+                 ": this build has no CUDA kernels");
 }
 void release_device_scratch(void*, halide_buffer_t*) {}
 
@@ -515,7 +517,7 @@ KernelScratch::~KernelScratch() {
 
 Status KernelScratch::make(halide_type_t type, std::initializer_list<int32_t> extents,
                            Buffer** made) {
-  if (count_ == kBuffers) return fail(Code::internal, "scratch: full");
+  if (count_ == kBuffers) return fail(Code::internal, "scratch", ": full");
   Buffer& b = buffers_[count_];
   b.buffer.type = type;
   b.buffer.dimensions = static_cast<int32_t>(extents.size());

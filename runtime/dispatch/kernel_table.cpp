@@ -165,7 +165,8 @@ namespace {
 [[gnu::cold]] Status no_kernel(const KernelTable& table, const KernelQuery& query,
                                const char* argument) {
   if (!cpu_meets_floor()) {  // find_kernel found none for that reason
-    return fail(Code::unsupported, "CPU: expected the instruction sets of this build's least ",
+    return fail_as(ErrorKind::no_kernel, Code::unsupported, "CPU",
+                   ": expected the instruction sets of this build's least ",
                 "CPU target, " POOLGEN_CPU_FLOOR_TARGET ", got a CPU without them (a build whose ",
                 "POOLGEN_CPU_TARGETS end in the architecture's baseline, such as x86-64-linux, ",
                 "runs on every CPU)");
@@ -184,12 +185,13 @@ namespace {
   if (query.device == Device::cuda) {
     device = " CUDA (capability " + std::to_string(query.capability) + " or below)";
   }
-  return fail(Code::unsupported, argument, ": expected a combination this build compiled ",
-              "(value types {", join(values), "}, index types {", join(indices),
-              "}: CMake options POOLGEN_VALUE_TYPES, POOLGEN_INDEX_TYPES), got dtype ",
-              dtype_name(query.value), " with ", dtype_name(query.index), " indices (",
-              layout_name(query.layout), " layout), for which this build has no", device, " ",
-              op_title(query.op), " kernel");
+  return fail_as(ErrorKind::no_kernel, Code::unsupported, argument,
+                 ": expected a combination this build compiled (value types {", join(values),
+                 "}, index types {", join(indices),
+                 "}: CMake options POOLGEN_VALUE_TYPES, POOLGEN_INDEX_TYPES), got dtype ",
+                 dtype_name(query.value), " with ", dtype_name(query.index), " indices (",
+                 layout_name(query.layout), " layout), for which this build has no", device, " ",
+                 op_title(query.op), " kernel");
 }
 
 }  // namespace

@@ -93,7 +93,7 @@ Status Launch::within_views(bool* within) {
 }
 
 Status kernel_failed(const Kernel& kernel, const std::string& error) {
-  return fail(Code::internal, "internal: expected kernel ", kernel.name, " to succeed, got: ",
+  return fail(Code::internal, "internal", ": expected kernel ", kernel.name, " to succeed, got: ",
               error);
 }
 

@@ -398,7 +398,7 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
     if (!groups.rewrite_failed.ok()) return groups.rewrite_failed;
     if (!groups.failure.ok()) return groups.failure;
     // The store kernel declined: it stopped at an invalid index.
-    if (global) return Status(Code::index_out_of_range, "indices: some index outside its plane");
+    if (global) return fail(Code::index_out_of_range, "indices", ": some index outside its plane");
     return declined_at_index(kernel, indices, output.plane());
   }
   o.finish();

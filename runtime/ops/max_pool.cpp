@@ -36,7 +36,8 @@ struct PoolPlan : OpPlan {  // views: input, values, indices
 };
 
 // Everything about a call but its outputs' views, the data and the kernel: shapes, types.
-[[gnu::cold]] Status prepare(int nd, const TensorView& input, DType index_dtype, const PoolOptions& options,
+[[gnu::cold]]
+Status prepare(int nd, const TensorView& input, DType index_dtype, const PoolOptions& options,
                PoolPlan* plan) {
   POOLGEN_RETURN_IF_ERROR(plan_shapes(nd, input.shape, options, &plan->window,
                                       &plan->output_shape));
@@ -106,13 +107,13 @@ Status run_pool(const Kernel& kernel, const Window& window, const Views& views) 
                    layout);
   });
   if (in.device == Device::cuda) {
-    return fail(Code::unsupported, "input: expected device planes a kernel's buffer holds ",
+    return fail(Code::unsupported, "input", ": expected device planes a kernel's buffer holds ",
                 "(below 2^31 elements and 2 GiB), got a plane of shape ",
                 format_shape(Ints(in.shape + 2, in.shape + in.rank)), " of ",
                 dtype_name(in.dtype));
   }
   if (per_run == 0) {
-    return fail(Code::unsupported, "input: expected planes whose outermost spatial rows fit a ",
+    return fail(Code::unsupported, "input", ": expected planes whose outermost spatial rows fit a ",
                 "kernel's buffer (below 2^31 elements and 2 GiB), got a plane of shape ",
                 format_shape(Ints(in.shape + 2, in.shape + in.rank)), " of ",
                 dtype_name(in.dtype));
@@ -213,7 +214,8 @@ struct MaxPool {
   }
   static const Kernel& first_kernel(const PoolPlan& plan) { return *plan.kernel; }
 
-  [[gnu::cold]] static Status check(int nd, Tensors tensors, const PoolOptions& options, PoolPlan* plan) {
+  [[gnu::cold]]
+  static Status check(int nd, Tensors tensors, const PoolOptions& options, PoolPlan* plan) {
     const TensorView &input = *tensors[0], &values = *tensors[1], &indices = *tensors[2];
     POOLGEN_RETURN_IF_ERROR(prepare(nd, input, indices.dtype, options, plan));
     // i32 indices must hold what the format gives (prepare checked the plane offsets).
@@ -236,7 +238,7 @@ struct MaxPool {
     const bool pytorch_rules =
         options.max_rule == MaxRule::any_nan && options.index_format == IndexFormat::plane;
     if (!pytorch_rules && plan->device != Device::cpu) {
-      return fail(Code::unsupported, "max_rule and index_format: expected PyTorch's (any_nan, ",
+      return fail(Code::unsupported, "max_rule and index_format", ": expected PyTorch's (any_nan, ",
                   "plane) on CUDA, got ", static_cast<int>(options.max_rule), " and ",
                   index_format_name(options.index_format));
     }

@@ -32,7 +32,8 @@ struct PoolBackwardPlan : OpPlan {  // views: grad_output, indices, grad_input
 
 // Everything about a call but the data and the kernels: the window, the shapes, the gradient
 // dtype, the index dtype for the input's planes, grad_output's strides.
-[[gnu::cold]] Status prepare(int nd, const TensorView& grad_output, DType index_dtype, const Ints& input_shape,
+[[gnu::cold]]
+Status prepare(int nd, const TensorView& grad_output, DType index_dtype, const Ints& input_shape,
                const PoolOptions& options, PoolBackwardPlan* plan) {
   POOLGEN_RETURN_IF_ERROR(pool_window(nd, options, &plan->window));
   POOLGEN_RETURN_IF_ERROR(check_input_shape("max_pool_backward", nd, "grad_input", input_shape));
@@ -49,7 +50,8 @@ struct PoolBackwardPlan : OpPlan {  // views: grad_output, indices, grad_input
 
 // The kernels for grad_output's device, layout and dtype (after the arguments are known valid):
 // the gather where it takes the call's views.
-[[gnu::cold]] Status choose(const TensorView& grad_output, DType index_dtype, const PoolOptions& options,
+[[gnu::cold]]
+Status choose(const TensorView& grad_output, DType index_dtype, const PoolOptions& options,
               PoolBackwardPlan* plan) {
   const int nd = plan->window.nd;
   const Layout layout = layout_of(plan->views[0]);
@@ -137,7 +139,7 @@ struct MaxPoolBackward {
     std::vector<char> plane_offsets;
     if (options.index_format != IndexFormat::plane) {
       if (plan.device != Device::cpu) {
-        return fail(Code::unsupported, "index_format: expected plane on CUDA, got ",
+        return fail(Code::unsupported, "index_format", ": expected plane on CUDA, got ",
                     index_format_name(options.index_format));
       }
       const Ints& input_shape = tensors[2]->shape;

@@ -75,7 +75,8 @@ bool rewrites_indices(const UnpoolOptions& o) {
 // The conventions the CPU's scatter alone serves.
 Status check_conventions(const UnpoolOptions& o, Device device) {
   if (rewrites_indices(o) && (device == Device::cuda || o.path == Path::winner)) {
-    return fail(Code::unsupported, "index_format: expected plane offsets in PyTorch's frame on ",
+    return fail(Code::unsupported, "index_format",
+                ": expected plane offsets in PyTorch's frame on ",
                 "CUDA and with Path::winner (other frameworks' unpooling runs on the CPU's ",
                 "scatter), got index_format ", index_format_name(o.index_format),
                 " with output_size_rule ", static_cast<int>(o.output_size_rule));
@@ -84,7 +85,8 @@ Status check_conventions(const UnpoolOptions& o, Device device) {
 }
 
 // Everything about a call but the indices' and output's views, the data and the kernels.
-[[gnu::cold]] Status prepare(int nd, const TensorView& values, DType index_dtype, const UnpoolOptions& options,
+[[gnu::cold]]
+Status prepare(int nd, const TensorView& values, DType index_dtype, const UnpoolOptions& options,
                UnpoolPlan* plan) {
   POOLGEN_RETURN_IF_ERROR(
       plan_shapes(nd, values.shape, options, &plan->window, &plan->output_shape));
@@ -100,7 +102,8 @@ Status check_conventions(const UnpoolOptions& o, Device device) {
 // malformed call is reported as such even when the build lacks its dtype): the gather (where it
 // takes the call's views) and the scatter in the plan's layout, the winner (which takes the
 // views whole) in the values'.
-[[gnu::cold]] Status choose(const TensorView& values, DType index_dtype, const UnpoolOptions& options,
+[[gnu::cold]]
+Status choose(const TensorView& values, DType index_dtype, const UnpoolOptions& options,
               UnpoolPlan* plan) {
   const int nd = plan->window.nd;
   const View& v = plan->views[0];
@@ -165,7 +168,8 @@ struct MaxUnpool {
     return *(first ? first : plan.gather ? plan.gather : plan.scatter);
   }
 
-  [[gnu::cold]] static Status check(int nd, Tensors tensors, const UnpoolOptions& options, UnpoolPlan* plan) {
+  [[gnu::cold]]
+  static Status check(int nd, Tensors tensors, const UnpoolOptions& options, UnpoolPlan* plan) {
     const TensorView &values = *tensors[0], &indices = *tensors[1], &output = *tensors[2];
     POOLGEN_RETURN_IF_ERROR(prepare(nd, values, indices.dtype, options, plan));
     const View& v = plan->views[0];
@@ -222,7 +226,8 @@ struct MaxUnpool {
   // kernels subtract each plane's first slot); where some index leaves its plane, the whole
   // rewrite, in input order, names the first (or finds it crossing planes: the flat store then
   // serves the call).
-  [[gnu::cold]] static Status scatter_rewritten(int nd, const TensorView& values, const UnpoolOptions& options,
+  [[gnu::cold]]
+  static Status scatter_rewritten(int nd, const TensorView& values, const UnpoolOptions& options,
                                   const UnpoolPlan& plan, const View (&views)[3]) {
     const View &v = views[0], &i = views[1], &o = views[2];
     const bool batchless = values.shape.size() == static_cast<size_t>(nd) + 1;

@@ -24,13 +24,15 @@ struct UnpoolBackwardPlan : OpPlan {  // views: grad_output, indices, grad_value
 
 // Everything about a call but the data and the kernel: the window, the shapes, the gradient
 // dtype, the index dtype for the output's planes, grad_output's strides.
-[[gnu::cold]] Status prepare(int nd, const TensorView& grad_output, DType index_dtype, const Ints& values_shape,
+[[gnu::cold]]
+Status prepare(int nd, const TensorView& grad_output, DType index_dtype, const Ints& values_shape,
                const UnpoolOptions& options, UnpoolBackwardPlan* plan) {
   POOLGEN_RETURN_IF_ERROR(unpool_window(nd, options, &plan->window));
   // ONNX and TensorFlow train no unpooling: their formats and ONNX's frame have no gradient here.
   if (options.index_format != IndexFormat::plane ||
       (options.output_size_rule == OutputSizeRule::onnx && !options.output_size.empty())) {
-    return fail(Code::unsupported, "index_format: expected plane offsets in the output's frame ",
+    return fail(Code::unsupported, "index_format",
+                ": expected plane offsets in the output's frame ",
                 "for max_unpool_backward, got index_format ",
                 index_format_name(options.index_format), " with output_size_rule ",
                 static_cast<int>(options.output_size_rule));
@@ -46,7 +48,8 @@ struct UnpoolBackwardPlan : OpPlan {  // views: grad_output, indices, grad_value
 
 // The kernel: on CUDA (and on the CPU with Path::winner, a check of the GPU algorithm where the
 // build has its CPU twin) one that reports the first invalid index, else one that stops there.
-[[gnu::cold]] Status choose(const TensorView& grad_output, DType index_dtype, const UnpoolOptions& options,
+[[gnu::cold]]
+Status choose(const TensorView& grad_output, DType index_dtype, const UnpoolOptions& options,
               UnpoolBackwardPlan* plan) {
   plan->device = call_device(options.device, grad_output);
   int capability = 0;

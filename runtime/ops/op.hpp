@@ -59,6 +59,7 @@ template <typename Op>
   POOLGEN_RETURN_IF_ERROR(Op::check(nd, tensors, options, &plan));
   // CUDA calls ask the current device's capability each time.
   if (plan.device == Device::cpu) memo.keep(key);
+  if (plan.direct) return plan.direct->run({a.data, b.data, c.data});  // checked apart
   return Op::run(nd, tensors, options, plan, plan.views);
 }
 

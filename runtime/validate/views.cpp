@@ -9,7 +9,7 @@
 
 namespace poolgen::detail {
 
-Status check_no_overlap(const char* argument, const View& view) {
+[[gnu::cold]] Status check_no_overlap(const char* argument, const View& view) {
   // Sorted by stride, each dimension must step over everything the finer ones cover.
   std::pair<int64_t, int64_t> dims[5];  // (stride, extent); on the stack: this runs every call
   int count = 0;
@@ -68,7 +68,7 @@ std::string possessive(const std::string& name) {
 }
 
 // The error for two arguments whose spans share bytes (off the hot path: spans recomputed).
-Status overlap_error(const Argument& output, const Argument& other) {
+[[gnu::cold, gnu::noinline]] Status overlap_error(const Argument& output, const Argument& other) {
   const ByteSpan out = byte_span(*output.second), in = byte_span(*other.second);
   return fail(Code::invalid_argument, output.first, ": expected memory apart from ",
               possessive(other.first), ", got an overlap of ", shared_bytes(out, in), " bytes (",
@@ -127,7 +127,7 @@ bool KeptSpans::apart(const void* const (&data)[3]) const {
   return first_overlap(spans, outputs, 3).first < 0;
 }
 
-Status check_same_device(const View& leading, const char* leading_name,
+[[gnu::cold]] Status check_same_device(const View& leading, const char* leading_name,
                          std::initializer_list<Argument> others) {
   for (const auto& [name, view] : others) {
     if (view->device != leading.device) {
@@ -139,7 +139,7 @@ Status check_same_device(const View& leading, const char* leading_name,
   return {};
 }
 
-Status check_views(int nd, const TensorView& first, const Argument& first_view,
+[[gnu::cold]] Status check_views(int nd, const TensorView& first, const Argument& first_view,
                    const Expected& second, const Expected& output, View* b, View* out) {
   const auto& [first_name, a] = first_view;
   POOLGEN_RETURN_IF_ERROR(check_data(first_name, first, *a));
@@ -189,7 +189,7 @@ Status check_index_dtype(const char* argument, DType dtype, int64_t plane) {
   return {};
 }
 
-Status check_view_shape(const char* argument, const TensorView& view, DType dtype,
+[[gnu::cold]] Status check_view_shape(const char* argument, const TensorView& view, DType dtype,
                         const Ints& shape, int nd, View* out) {
   if (view.device != Device::cpu && view.device != Device::cuda) {
     return fail(Code::unsupported, argument, ": expected device cpu (0) or cuda (1), got device ",
@@ -253,7 +253,8 @@ Status check_view_shape(const char* argument, const TensorView& view, DType dtyp
   return {};
 }
 
-Status check_leading_view(const char* argument, const TensorView& view, const Ints& shape, int nd,
+[[gnu::cold]] Status check_leading_view(const char* argument, const TensorView& view,
+                                        const Ints& shape, int nd,
                           DType index_dtype, int64_t index_plane, View* out) {
   POOLGEN_RETURN_IF_ERROR(check_dtype(argument, view.dtype));
   POOLGEN_RETURN_IF_ERROR(check_index_dtype("indices", index_dtype, index_plane));
@@ -276,7 +277,7 @@ Status check_view(const char* argument, const TensorView& view, DType dtype, con
 
 // The error for element `position` (in input order) holding `index`, outside a plane of `plane`.
 Status invalid_index_at(int64_t position, int64_t index, int64_t plane) {
-  return fail(Code::index_out_of_range, "indices: expected indices in [0, ", plane - 1,
+  return fail(Code::index_out_of_range, "indices", ": expected indices in [0, ", plane - 1,
               "] (an output plane of ", plane, " elements), got ", index, " at element ", position,
               " (in input order)");
 }

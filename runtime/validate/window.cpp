@@ -1,13 +1,14 @@
 #include "validate/window.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 namespace poolgen::detail {
 
 namespace {
 
 Status check_nd(int nd) {
-  if (nd < 1 || nd > 3) return fail(Code::invalid_argument, "nd: expected 1, 2 or 3, got ", nd);
+  if (nd < 1 || nd > 3) return fail(Code::invalid_argument, "nd", ": expected 1, 2 or 3, got ", nd);
   return {};
 }
 
@@ -40,12 +41,35 @@ Status check_range(const char* name, const int64_t* values, int nd, int64_t mini
   return {};
 }
 
+}  // namespace
+
+Status expand_option(const char* option, const Ints& list, int nd, int64_t* out) {
+  struct Rule {
+    const char* name;  // static: the error names it
+    int64_t minimum;
+    bool optional;
+  };
+  static const Rule kRules[] = {
+      {"kernel_size", 1, false}, {"stride", 1, true}, {"padding", 0, true}, {"dilation", 1, true}};
+  POOLGEN_RETURN_IF_ERROR(check_nd(nd));
+  for (const Rule& rule : kRules) {
+    if (std::strcmp(option, rule.name) != 0) continue;
+    const int64_t zeros[3] = {0, 0, 0};
+    POOLGEN_RETURN_IF_ERROR(expand(rule.name, list, nd, rule.optional ? zeros : nullptr, out));
+    return list.empty() ? Status() : check_range(rule.name, out, nd, rule.minimum);
+  }
+  return fail(Code::invalid_argument, "option",
+              ": expected kernel_size, stride, padding or dilation, got ", option);
+}
+
+namespace {
+
 Status common_window(int nd, const Ints& kernel, const Ints& stride, const Ints& padding,
                      Window* w) {
   POOLGEN_RETURN_IF_ERROR(check_nd(nd));
   w->nd = nd;
   if (kernel.empty()) {
-    return fail(Code::invalid_argument, "kernel_size: expected 1 or ", nd, " entries, got 0");
+    return fail(Code::invalid_argument, "kernel_size", ": expected 1 or ", nd, " entries, got 0");
   }
   POOLGEN_RETURN_IF_ERROR(expand("kernel_size", kernel, nd, nullptr, w->kernel));
   POOLGEN_RETURN_IF_ERROR(expand("stride", stride, nd, w->kernel, w->stride));
@@ -58,7 +82,7 @@ Status common_window(int nd, const Ints& kernel, const Ints& stride, const Ints&
 
 Status check_device_option(Device device) {
   if (device != Device::cpu && device != Device::cuda) {
-    return fail(Code::unsupported, "device: expected cpu (0) or cuda (1), got ",
+    return fail(Code::unsupported, "device", ": expected cpu (0) or cuda (1), got ",
                 static_cast<int>(device));
   }
   return {};
@@ -79,19 +103,20 @@ Status padding_mode(int nd, const PoolOptions& o, Window* w) {
     return a >= AutoPad::explicit_padding && a <= AutoPad::valid;
   };
   if (!known(o.auto_pad)) {
-    return fail(Code::invalid_argument, "auto_pad: expected an AutoPad (0 to 3), got ",
+    return fail(Code::invalid_argument, "auto_pad", ": expected an AutoPad (0 to 3), got ",
                 static_cast<int>(o.auto_pad));
   }
   w->auto_pad = o.auto_pad;
   if (o.auto_pad != AutoPad::explicit_padding) {
     if (std::any_of(w->padding, w->padding + nd, [](int64_t p) { return p != 0; }) ||
         !o.padding_end.empty()) {
-      return fail(Code::invalid_argument, "padding: expected 0 and no padding_end with auto_pad ",
+      return fail(Code::invalid_argument, "padding",
+                  ": expected 0 and no padding_end with auto_pad ",
                   static_cast<int>(o.auto_pad), " (the padding is computed), got padding ",
                   format_shape(o.padding), " and padding_end ", format_shape(o.padding_end));
     }
     if (o.ceil_mode && o.auto_pad != AutoPad::valid) {
-      return fail(Code::invalid_argument, "ceil_mode: expected false with auto_pad ",
+      return fail(Code::invalid_argument, "ceil_mode", ": expected false with auto_pad ",
                   static_cast<int>(o.auto_pad), " (SAME sizes the output), got true");
     }
     return {};
@@ -121,7 +146,7 @@ Status pool_window(int nd, const PoolOptions& o, Window* w) {
   POOLGEN_RETURN_IF_ERROR(check_device_option(o.device));
   POOLGEN_RETURN_IF_ERROR(padding_mode(nd, o, w));
   if (o.max_rule != MaxRule::any_nan && o.max_rule != MaxRule::first_tap) {
-    return fail(Code::invalid_argument, "max_rule: expected a MaxRule (0 or 1), got ",
+    return fail(Code::invalid_argument, "max_rule", ": expected a MaxRule (0 or 1), got ",
                 static_cast<int>(o.max_rule));
   }
   POOLGEN_RETURN_IF_ERROR(check_index_format("index_format", o.index_format));
@@ -134,7 +159,8 @@ Status pool_window(int nd, const PoolOptions& o, Window* w) {
                              : span - 1;
     const int64_t reach = span + w->stride[i] + pads;
     if (reach > kMaxWindowReach) {
-      return fail(Code::unsupported, "kernel_size: expected a window whose dilated span, stride ",
+      return fail(Code::unsupported, "kernel_size",
+                  ": expected a window whose dilated span, stride ",
                   "and padding add up to at most 2^29, got ", reach,
                   " in spatial dimension ", i, " (kernel_size ", w->kernel[i], ", dilation ",
                   w->dilation[i], ", stride ", w->stride[i], ", padding ", w->padding[i], ")");
@@ -142,7 +168,7 @@ Status pool_window(int nd, const PoolOptions& o, Window* w) {
     // At most 2^26 so far times a span below 2^29: no overflow.
     volume *= span;
     if (volume > kMaxWindowVolume) {
-      return fail(Code::unsupported, "kernel_size: expected a window spanning at most 2^26 ",
+      return fail(Code::unsupported, "kernel_size", ": expected a window spanning at most 2^26 ",
                   "elements (the product of its dilated spans), got at least ", volume,
                   " (spatial dimensions 0 to ", i, ")");
     }
@@ -161,7 +187,7 @@ Status pool_window(int nd, const PoolOptions& o, Window* w) {
     // PyTorch bounds the padding by half the dilated kernel, but by half the raw kernel in 3-D.
     const int64_t limit = nd == 3 ? w->kernel[i] / 2 : span / 2;
     if (w->padding[i] > limit) {
-      return fail(Code::invalid_argument, "padding: expected at most half the ",
+      return fail(Code::invalid_argument, "padding", ": expected at most half the ",
                   nd == 3 ? "kernel" : "effective kernel", " (", limit,
                   ") in spatial dimension ", i, ", got ", w->padding[i]);
     }
@@ -172,13 +198,15 @@ Status pool_window(int nd, const PoolOptions& o, Window* w) {
 // Unpooling's conventions: the output_size rule, the index format, the end padding.
 Status unpool_conventions(int nd, const UnpoolOptions& o, Window* w) {
   if (o.output_size_rule < OutputSizeRule::pytorch || o.output_size_rule > OutputSizeRule::any) {
-    return fail(Code::invalid_argument, "output_size_rule: expected an OutputSizeRule (0 to 3), ",
+    return fail(Code::invalid_argument, "output_size_rule",
+                ": expected an OutputSizeRule (0 to 3), ",
                 "got ", static_cast<int>(o.output_size_rule));
   }
   w->size_rule = o.output_size_rule;
   POOLGEN_RETURN_IF_ERROR(check_index_format("index_format", o.index_format));
   if (o.index_format == IndexFormat::window) {
-    return fail(Code::invalid_argument, "index_format: expected plane, onnx, onnx_column_major, ",
+    return fail(Code::invalid_argument, "index_format",
+                ": expected plane, onnx, onnx_column_major, ",
                 "tensorflow or tensorflow_with_batch for unpooling (window taps name no slot ",
                 "without the pooling's windows), got window");
   }
@@ -199,12 +227,12 @@ Status unpool_window(int nd, const UnpoolOptions& o, Window* w) {
   }
   if (o.output_size_rule == OutputSizeRule::onnx ||
       o.output_size_rule == OutputSizeRule::onnx_runtime) {
-    return fail(Code::invalid_argument, "kernel_size: expected one with output_size_rule ",
+    return fail(Code::invalid_argument, "kernel_size", ": expected one with output_size_rule ",
                 static_cast<int>(o.output_size_rule), " (ONNX's rules compare with the default ",
                 "extent), got none");
   }
   if (!o.padding_end.empty()) {
-    return fail(Code::invalid_argument, "padding_end: expected none without a kernel_size ",
+    return fail(Code::invalid_argument, "padding_end", ": expected none without a kernel_size ",
                 "(unpooling by the indices alone), got ", format_shape(o.padding_end));
   }
   // By the indices alone: a stride or padding would describe a window there is none of.
@@ -212,13 +240,14 @@ Status unpool_window(int nd, const UnpoolOptions& o, Window* w) {
   w->nd = nd;
   w->by_indices = true;
   if (!o.stride.empty()) {
-    return fail(Code::invalid_argument, "stride: expected none without a kernel_size (unpooling ",
+    return fail(Code::invalid_argument, "stride",
+                ": expected none without a kernel_size (unpooling ",
                 "by the indices alone), got ", format_shape(o.stride));
   }
   const int64_t zeros[3] = {0, 0, 0};
   POOLGEN_RETURN_IF_ERROR(expand("padding", o.padding, nd, zeros, w->padding));
   if (std::any_of(w->padding, w->padding + nd, [](int64_t p) { return p != 0; })) {
-    return fail(Code::invalid_argument, "padding: expected 0 without a kernel_size (unpooling ",
+    return fail(Code::invalid_argument, "padding", ": expected 0 without a kernel_size (unpooling ",
                 "by the indices alone), got ", format_shape(o.padding));
   }
   return unpool_conventions(nd, o, w);
@@ -314,7 +343,7 @@ Status unpool_output_shape(const Window& w, const Ints& in, const Ints& output_s
   const size_t first = in.size() - w.nd;
   const size_t given = output_size.size();
   if (given != 0 && given != static_cast<size_t>(w.nd) && given != static_cast<size_t>(w.nd) + 2) {
-    return fail(Code::invalid_argument, "output_size: expected 0, ", w.nd, " or ", w.nd + 2,
+    return fail(Code::invalid_argument, "output_size", ": expected 0, ", w.nd, " or ", w.nd + 2,
                 " entries, got ", given, " (", format_shape(output_size), ")");
   }
   const bool onnx_rule =
@@ -324,7 +353,7 @@ Status unpool_output_shape(const Window& w, const Ints& in, const Ints& output_s
     const Ints lead(output_size.begin(), output_size.begin() + 2);
     const Ints values_lead(in.begin(), in.end() - w.nd);
     if (values_lead.size() != 2 || lead != values_lead) {
-      return fail(Code::invalid_argument, "output_size: expected the values' ",
+      return fail(Code::invalid_argument, "output_size", ": expected the values' ",
                   values_lead.size() == 2 ? "batch and channels " : "rank ",
                   format_shape(values_lead), " leading a full shape (output_size_rule ",
                   static_cast<int>(w.size_rule), "), got ", format_shape(output_size));
@@ -342,7 +371,8 @@ Status unpool_output_shape(const Window& w, const Ints& in, const Ints& output_s
     }
     const int64_t natural = span - w.padding[i] - w.padding_end[i] + w.kernel[i];
     if (onnx_rule && natural < 1) {
-      return fail(Code::invalid_argument, "kernel_size: expected a default extent >= 1 (ONNX's ",
+      return fail(Code::invalid_argument, "kernel_size",
+                  ": expected a default extent >= 1 (ONNX's ",
                   "rules), got ", natural, " in spatial dimension ", i, " (input extent ",
                   in[first + i], ", stride ", s, ", padding ", w.padding[i], " and ",
                   w.padding_end[i], ")");
@@ -353,21 +383,21 @@ Status unpool_output_shape(const Window& w, const Ints& in, const Ints& output_s
       // By the indices alone any extent goes; after a window, those its last cell reaches.
       if (w.size_rule == OutputSizeRule::pytorch && !w.by_indices &&
           (extent <= natural - s || extent >= natural + s)) {
-        return fail(Code::invalid_argument, "output_size: expected spatial dimension ", i,
+        return fail(Code::invalid_argument, "output_size", ": expected spatial dimension ", i,
                     " between ", natural - s + 1, " and ", natural + s - 1, ", got ", extent);
       }
       if (w.size_rule == OutputSizeRule::onnx && extent < natural) {
-        return fail(Code::invalid_argument, "output_size: expected spatial dimension ", i,
+        return fail(Code::invalid_argument, "output_size", ": expected spatial dimension ", i,
                     " at least the default extent ", natural, " (output_size_rule onnx), got ",
                     extent);
       }
     }
     if (extent < 1 && w.by_indices) {
-      return fail(Code::invalid_argument, "output_size: expected spatial dimension ", i,
+      return fail(Code::invalid_argument, "output_size", ": expected spatial dimension ", i,
                   " to be >= 1, got extent ", extent);
     }
     if (extent < 1) {
-      return fail(Code::invalid_argument, "output_size: expected spatial dimension ", i,
+      return fail(Code::invalid_argument, "output_size", ": expected spatial dimension ", i,
                   " to be >= 1, got extent ", extent, " (input extent ", in[first + i],
                   ", kernel_size ", w.kernel[i], ", stride ", s, ", padding ", w.padding[i],
                   ")");
@@ -380,7 +410,7 @@ Status unpool_output_shape(const Window& w, const Ints& in, const Ints& output_s
     }
   }
   if (w.size_rule == OutputSizeRule::onnx_runtime && count < default_count) {
-    return fail(Code::invalid_argument, "output_size: expected at least the default shape's ",
+    return fail(Code::invalid_argument, "output_size", ": expected at least the default shape's ",
                 default_count, " elements per plane (output_size_rule onnx_runtime), got ",
                 format_shape(output_size), " with ", count);
   }

@@ -27,6 +27,13 @@ struct Window {
 
 Status pool_window(int nd, const PoolOptions& options, Window* window);
 
+// One window option of 1 or nd entries ("kernel_size", "stride", "padding" or "dilation"),
+// expanded to nd entries in `out` with the checks pool_window makes of it (its minimum, 1 or 0,
+// and at most 2^31-1); an empty list leaves an optional one (all but kernel_size) at zeros, the
+// C options' default. Bindings expand their framework's lists through it (poolgen.h,
+// poolgen_expand_option); invalid_argument naming `option` where it is none of these.
+Status expand_option(const char* option, const Ints& list, int nd, int64_t* out);
+
 // `format` is one of IndexFormat's values: else invalid_argument naming `argument`.
 Status check_index_format(const char* argument, IndexFormat format);
 Status unpool_window(int nd, const UnpoolOptions& options, Window* window);
