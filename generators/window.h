@@ -2,6 +2,7 @@
 #pragma once
 
 #include "Halide.h"
+#include "poolgen/layout.hpp"
 
 #include <map>
 #include <string>
@@ -9,10 +10,9 @@
 
 namespace poolgen {
 
-// Memory layouts of the kernels' tensors. The algorithms index tensors in logical coordinates;
-// the layout only decides which argument is a buffer's dimension 0 (stride 1): the innermost
-// spatial one (contiguous: NCHW) or the channel (channels_last: NHWC, NDHWC, NLC).
-enum class Layout { contiguous, channels_last };
+// The algorithms index tensors in logical coordinates; the layout (poolgen/layout.hpp, the API's
+// own) only decides which argument is a buffer's dimension 0 (stride 1): the innermost spatial
+// one (contiguous) or the channel (channels_last).
 inline const std::map<std::string, Layout> kLayoutNames = {
     {"contiguous", Layout::contiguous}, {"channels_last", Layout::channels_last}};
 

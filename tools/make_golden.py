@@ -93,7 +93,7 @@ channels-last case was channels-last):
   grad_output[n, c].flat[in_indices[n, c, i]]. f32 and f64 come from autograd (checked against
   torch.gather); 1.13 has no f16/bf16 max_unpool on CPU, so those cases are torch.gather's
   (`# computed via torch.gather ...`), which moves bit patterns exactly. Indices are valid (an
-  invalid one is an error, which tests/errors_test.cpp covers).
+  invalid one is an error, which tests/errors/ covers).
 """
 
 import os

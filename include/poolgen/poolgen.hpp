@@ -5,6 +5,8 @@
 // never includes a Halide header here.
 #pragma once
 
+#include "poolgen/layout.hpp"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -326,8 +328,6 @@ Status max_pool_kernel_name(int nd, const Ints& input_shape, const PoolOptions& 
                             std::string* name);
 Status max_unpool_kernel_name(int nd, const Ints& values_shape, const UnpoolOptions& options,
                               std::string* name);
-
-enum class Layout : int32_t { contiguous = 0, channels_last = 1 };
 
 // Every compiled kernel the program links, e.g. "max_pool2d_k2s2p0_f32_i64", with what it serves
 // and the CPU variants it carries. Unpooling kernels (and the unpooling backward's) move bits:

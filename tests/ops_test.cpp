@@ -1,0 +1,75 @@
+// Each op through its builder-style tester (op_testers.hpp): the cases that pick its kernels
+// and drivers (fixed windows and the general kernel, both layouts, both index dtypes, the
+// gathers and the scatter, one thread and two), against the reference.
+#include <gtest/gtest.h>
+
+#include "op_testers.hpp"
+
+namespace poolgen::test {
+namespace {
+
+TEST(MaxPoolTester, WindowsLayoutsIndexTypes) {
+  for (bool cl : {false, true}) {
+    for (DType index : {DType::i64, DType::i32}) {
+      EXPECT_TRUE(MaxPoolTester().channels_last(cl).index_dtype(index).Test());  // k2s2p0
+      EXPECT_TRUE(MaxPoolTester().kernel_size({3}).stride({2}).padding({1}).channels_last(cl)
+                      .index_dtype(index).Test());
+      EXPECT_TRUE(MaxPoolTester().input_shape({2, 5, 9, 11}).kernel_size({3, 2}).dilation({2, 1})
+                      .ceil_mode().channels_last(cl).index_dtype(index).Test());
+    }
+  }
+}
+
+TEST(MaxPoolTester, RanksPathsAndThreads) {
+  EXPECT_TRUE(MaxPoolTester().input_shape({2, 3, 40}).kernel_size({3}).Test());
+  EXPECT_TRUE(MaxPoolTester().input_shape({1, 4, 6, 8, 10}).kernel_size({2}).channels_last().Test());
+  EXPECT_TRUE(MaxPoolTester().path(Path::general).Test());
+  EXPECT_TRUE(MaxPoolTester().input_shape({4, 64, 56, 56}).threads(2).Test());
+}
+
+TEST(MaxUnpoolTester, GatherScatterAndInvalidIndices) {
+  for (bool cl : {false, true}) {
+    for (DType index : {DType::i64, DType::i32}) {
+      EXPECT_TRUE(MaxUnpoolTester().channels_last(cl).index_dtype(index).Test());
+      // Wide enough rows and channels for the gathers' vectors.
+      EXPECT_TRUE(MaxUnpoolTester().input_shape({2, 32, 16, 64}).channels_last(cl)
+                      .index_dtype(index).Test());
+      // An index outside its window (the gather declines, the scatter serves), then outside
+      // its plane (named).
+      EXPECT_TRUE(MaxUnpoolTester().input_shape({2, 32, 16, 64}).move_index(5, 900)
+                      .channels_last(cl).index_dtype(index).Test());
+      EXPECT_TRUE(MaxUnpoolTester().move_index(7, 64).channels_last(cl).index_dtype(index)
+                      .Test());
+    }
+  }
+  EXPECT_TRUE(MaxUnpoolTester().path(Path::general).Test());
+  EXPECT_TRUE(MaxUnpoolTester().input_shape({1, 2, 4, 6, 8}).Test());
+  EXPECT_TRUE(MaxUnpoolTester().input_shape({8, 64, 32, 32}).threads(2).Test());
+}
+
+TEST(MaxPoolBackwardTester, GatherScatterLayoutsThreads) {
+  for (bool cl : {false, true}) {
+    for (DType index : {DType::i64, DType::i32}) {
+      EXPECT_TRUE(MaxPoolBackwardTester().channels_last(cl).index_dtype(index).Test());
+      EXPECT_TRUE(MaxPoolBackwardTester().input_shape({2, 32, 16, 64}).channels_last(cl)
+                      .index_dtype(index).Test());
+      EXPECT_TRUE(MaxPoolBackwardTester().kernel_size({3}).stride({2}).padding({1})
+                      .channels_last(cl).index_dtype(index).Test());
+    }
+  }
+  EXPECT_TRUE(MaxPoolBackwardTester().input_shape({2, 3, 30}).kernel_size({4}).stride({3}).Test());
+  EXPECT_TRUE(MaxPoolBackwardTester().input_shape({8, 64, 32, 32}).threads(2).Test());
+}
+
+TEST(MaxUnpoolBackwardTester, LayoutsRanksThreads) {
+  for (bool cl : {false, true}) {
+    for (DType index : {DType::i64, DType::i32}) {
+      EXPECT_TRUE(MaxUnpoolBackwardTester().channels_last(cl).index_dtype(index).Test());
+    }
+  }
+  EXPECT_TRUE(MaxUnpoolBackwardTester().input_shape({1, 2, 4, 6, 8}).Test());
+  EXPECT_TRUE(MaxUnpoolBackwardTester().input_shape({8, 64, 32, 32}).threads(2).Test());
+}
+
+}  // namespace
+}  // namespace poolgen::test
