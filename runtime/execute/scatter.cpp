@@ -49,8 +49,6 @@ int64_t slab_stride(const Window& w) {
 // A group's output bytes at most (planes_per_group).
 constexpr int64_t kGroupBytes = 1 << 20;
 
-namespace {
-
 // Planes per scatter call: a group's output stays in cache between the runtime's zero and the
 // kernel's scatter, and there are enough groups to keep `cores` threads busy. In channels-last a
 // plane's elements lie C apart, interleaved with the other channels': groups are whole images,
@@ -90,6 +88,8 @@ int64_t planes_per_group(const View& o, Layout layout, ScatterMode mode, int64_t
   const int64_t least = (kLeastGroupBytes + plane_bytes - 1) / plane_bytes;
   return std::max<int64_t>(1, std::min(kGroupBytes / plane_bytes, std::max(least, for_cores)));
 }
+
+namespace {
 
 // One Halide task per group of planes: the scatter kernel runs on planes
 // [task * planes, (task + 1) * planes) of the (N, C) planes, in one thread.
