@@ -1,11 +1,16 @@
 // The runtime's internal pieces on their own, where a wrong answer would show end to end only
 // on some machine or some shape: the magic divisors GPU kernels divide by, a launch's account of
 // how its kernel ended (declined or failed) and of the region it would touch, the spans the
-// overlap check keeps, piece splitting and the scatter's group sizing.
+// overlap check keeps, piece splitting and the scatter's group sizing; and the runtime's
+// hand-written kernels (execute/memory.hpp, the first-tap rescan, the index rewrites, the gather
+// beyond a kernel's buffers) against plain loops (docs/design.md, "Hand-written compute").
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -13,7 +18,10 @@
 #include "core/view.hpp"
 #include "dispatch/kernel_table.hpp"
 #include "dispatch/launch.hpp"
+#include "conventions/first_tap.hpp"
+#include "conventions/index_formats.hpp"
 #include "execute/gather.hpp"
+#include "execute/memory.hpp"
 #include "execute/scatter.hpp"
 #include "execute/staging.hpp"
 #include "validate/views.hpp"
@@ -236,6 +244,160 @@ TEST(Views, PackedLikeTakesTheOtherTensorsExtents) {
     EXPECT_EQ(like.shape[i], shape[i]) << i;
     EXPECT_EQ(like.strides[i], strides[i]) << i;
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The hand-written kernels.
+
+// copy_elements between any two views of one shape: every layout pair, a strided source.
+TEST(MemoryKernels, CopyElementsAnyStrides) {
+  const Ints shape{2, 3, 5, 7};
+  std::vector<int16_t> from(2 * 3 * 5 * 7 * 2), to(from.size());
+  for (size_t k = 0; k < from.size(); ++k) from[k] = static_cast<int16_t>(k * 7 + 1);
+  for (Layout a : {Layout::contiguous, Layout::channels_last}) {
+    for (Layout b : {Layout::contiguous, Layout::channels_last}) {
+      View src = dense(from.data(), DType::i16, shape, a);
+      if (a == Layout::contiguous) {  // every other element
+        for (int i = 0; i < 4; ++i) src.strides[i] *= 2;
+      }
+      const View dst = dense(to.data(), DType::i16, shape, b);
+      std::fill(to.begin(), to.end(), int16_t{-1});
+      copy_elements(src, dst);
+      for_each_element(src, [&](int64_t position, int64_t offset) {
+        int64_t rest = position, at = 0;
+        for (int i = 3; i >= 0; --i) {
+          at += rest % shape[i] * dst.strides[i];
+          rest /= shape[i];
+        }
+        ASSERT_EQ(to[at], from[offset]) << position;
+      });
+    }
+  }
+}
+
+// zero_elements: packed (one memset) and strided, nothing outside the view.
+TEST(MemoryKernels, ZeroElementsOnlyTheView) {
+  std::vector<float> memory(2 * 3 * 4 * 4 * 2, 5.0f);
+  const View packed_view = dense(memory.data(), DType::f32, {2, 3, 4, 4}, Layout::contiguous);
+  zero_elements(packed_view, Layout::contiguous);
+  for (size_t k = 0; k < memory.size(); ++k) EXPECT_EQ(memory[k], k < 96 ? 0.0f : 5.0f) << k;
+  std::fill(memory.begin(), memory.end(), 5.0f);
+  View strided = packed_view;
+  for (int i = 0; i < 4; ++i) strided.strides[i] *= 2;
+  zero_elements(strided, Layout::contiguous);
+  for (size_t k = 0; k < memory.size(); ++k) EXPECT_EQ(memory[k], k % 2 ? 5.0f : 0.0f) << k;
+}
+
+// copy_streaming: every alignment of head and tail.
+TEST(MemoryKernels, CopyStreamingEveryAlignment) {
+  std::vector<uint8_t> from(300), to(300);
+  for (size_t k = 0; k < from.size(); ++k) from[k] = static_cast<uint8_t>(k * 13 + 5);
+  for (size_t start = 0; start < 17; ++start) {
+    for (size_t bytes : {0, 1, 15, 16, 17, 64, 100, 255}) {
+      std::fill(to.begin(), to.end(), uint8_t{0xEE});
+      copy_streaming(to.data() + start, from.data() + 3, bytes);
+      for (size_t k = 0; k < to.size(); ++k) {
+        const bool inside = k >= start && k < start + bytes;
+        ASSERT_EQ(to[k], inside ? from[3 + k - start] : 0xEE) << start << " " << bytes << " " << k;
+      }
+    }
+  }
+}
+
+// add_to_indices on strided i32 and i64 views; indices_within at its bounds, any count.
+TEST(MemoryKernels, IndexShiftsAndRangeChecks) {
+  std::vector<int64_t> i64(24);
+  std::vector<int32_t> i32(24);
+  for (int k = 0; k < 24; ++k) i64[k] = i32[k] = k;
+  View v64 = dense(i64.data(), DType::i64, {1, 1, 12}, Layout::contiguous);
+  View v32 = dense(i32.data(), DType::i32, {1, 1, 12}, Layout::contiguous);
+  v64.strides[2] = v32.strides[2] = 2;
+  add_to_indices(v64, 100);
+  add_to_indices(v32, -3);
+  for (int k = 0; k < 24; ++k) {
+    EXPECT_EQ(i64[k], k % 2 ? k : k + 100) << k;
+    EXPECT_EQ(i32[k], k % 2 ? k : k - 3) << k;
+  }
+  for (int count = 0; count <= 13; ++count) {
+    std::vector<int64_t> w64(static_cast<size_t>(count));
+    std::vector<int32_t> w32(static_cast<size_t>(count));
+    for (int k = 0; k < count; ++k) w64[k] = w32[k] = 10 + k;
+    EXPECT_TRUE(indices_within(w64.data(), DType::i64, count, 10, 10 + count));
+    EXPECT_TRUE(indices_within(w32.data(), DType::i32, count, 10, 10 + count));
+    for (int bad = 0; bad < count; ++bad) {
+      for (int64_t value : {int64_t{9}, int64_t{10} + count, int64_t{-1}, int64_t{1} << 40}) {
+        std::vector<int64_t> b64 = w64;
+        std::vector<int32_t> b32 = w32;
+        b64[bad] = value;
+        b32[bad] = static_cast<int32_t>(value);
+        EXPECT_FALSE(indices_within(b64.data(), DType::i64, count, 10, 10 + count));
+        if (value == static_cast<int32_t>(value)) {
+          EXPECT_FALSE(indices_within(b32.data(), DType::i32, count, 10, 10 + count));
+        }
+      }
+    }
+  }
+}
+
+// The first-tap rescan (ONNX Runtime's and TensorFlow's rule): a window whose maximum PyTorch's
+// scan found NaN starts again from its first tap, replaced only by strictly greater values (a
+// NaN tap never is); a NaN first tap stays. Other windows keep PyTorch's result.
+TEST(HandWrittenKernels, FirstTapRescanOfNanWindows) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> input{1, 2, 5, 6, nan, 9,  //
+                           3, nan, 7, 8, 4, 2};
+  std::vector<float> values{nan, 8, nan};  // PyTorch's: a NaN wins
+  std::vector<int64_t> indices{7, 9, 4};
+  Window w;
+  w.nd = 2;
+  for (int i = 0; i < 2; ++i) {
+    w.kernel[i] = w.stride[i] = 2;
+    w.padding[i] = w.padding_end[i] = 0;
+    w.dilation[i] = 1;
+  }
+  apply_first_tap_rule(dense(input.data(), DType::f32, {1, 1, 2, 6}, Layout::contiguous),
+                       dense(values.data(), DType::f32, {1, 1, 1, 3}, Layout::contiguous),
+                       dense(indices.data(), DType::i64, {1, 1, 1, 3}, Layout::contiguous), w);
+  EXPECT_EQ(indices[0], 6);  // taps 1, 2, 3, NaN: 3
+  EXPECT_EQ(values[0], 3.0f);
+  EXPECT_EQ(indices[1], 9);  // no NaN: PyTorch's
+  EXPECT_EQ(values[1], 8.0f);
+  EXPECT_EQ(indices[2], 4);  // a NaN first tap stays
+  EXPECT_TRUE(std::isnan(values[2]));
+}
+
+// The index rewrites: plane offsets to ONNX's (offsets in the whole tensor, row-major) and back.
+TEST(HandWrittenKernels, IndexRewritesRoundTrip) {
+  const Ints frame{2, 3, 4, 4}, pooled{2, 3, 2, 2};
+  std::vector<int64_t> plane(24), onnx(24), back(24);
+  for (int k = 0; k < 24; ++k) plane[k] = (k * 5) % 16;
+  const View p = dense(plane.data(), DType::i64, pooled, Layout::contiguous);
+  const View o = dense(onnx.data(), DType::i64, pooled, Layout::contiguous);
+  const View b = dense(back.data(), DType::i64, pooled, Layout::contiguous);
+  ASSERT_TRUE(rewrite_indices(2, frame, nullptr, p, IndexFormat::plane, o, IndexFormat::onnx, false)
+                  .ok());
+  for (int k = 0; k < 24; ++k) EXPECT_EQ(onnx[k], plane[k] + (k / 4) * 16) << k;
+  ASSERT_TRUE(rewrite_indices(2, frame, nullptr, o, IndexFormat::onnx, b, IndexFormat::plane, false)
+                  .ok());
+  EXPECT_EQ(back, plane);
+}
+
+// The gather beyond a kernel's buffers (64-bit offsets, one thread): output[j] =
+// values[indices[j]] per plane, the first invalid index named.
+TEST(HandWrittenKernels, GatherLargeOnSmallPlanes) {
+  std::vector<float> values(2 * 9), out(2 * 4);
+  for (int k = 0; k < 18; ++k) values[k] = static_cast<float>(k);
+  std::vector<int64_t> indices{8, 0, 4, 3, 1, 2, 6, 7};
+  const View v = dense(values.data(), DType::f32, {1, 2, 3, 3}, Layout::contiguous);
+  const View i = dense(indices.data(), DType::i64, {1, 2, 2, 2}, Layout::contiguous);
+  const View o = dense(out.data(), DType::f32, {1, 2, 2, 2}, Layout::contiguous);
+  ASSERT_TRUE(gather_large(v, i, o, Layout::contiguous, 0).ok());
+  const std::vector<float> expected{8, 0, 4, 3, 10, 11, 15, 16};
+  EXPECT_EQ(out, expected);
+  indices[5] = 9;
+  const Status st = gather_large(v, i, o, Layout::contiguous, 0);
+  EXPECT_EQ(st.code(), Code::index_out_of_range);
+  EXPECT_NE(st.message().find("got 9 at element 5"), std::string::npos) << st.message();
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// MaxRule::first_tap as a pass over max_pool's results (first_tap.cpp says why a pass).
+// MaxRule::first_tap as a pass over max_pool's results (first_tap.cpp says why a pass): a
+// hand-written kernel (docs/design.md, "Hand-written compute").
 #pragma once
 
 #include "core/view.hpp"

@@ -1,5 +1,6 @@
 // The index formats (IndexFormat) inside the library: convert_indices' checks and rewrite, for
-// the ops that write or read other formats than PyTorch's plane offsets.
+// the ops that write or read other formats than PyTorch's plane offsets. The rewrites and the
+// unpooling across planes are hand-written kernels (docs/design.md, "Hand-written compute").
 #pragma once
 
 #include "core/view.hpp"

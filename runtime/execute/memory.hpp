@@ -1,6 +1,7 @@
 // The runtime's own memory kernels: hand-written loops over views and bytes (element copies,
 // zeroing, non-temporal copies, index shifts and range checks), each tested and timed on its own
-// (tests/internals_test.cpp, bench/memory_bench.cpp).
+// (tests/internals_test.cpp, bench/runtime_kernels_bench.cpp; docs/design.md, "Hand-written
+// compute", says why none is a Halide kernel).
 #pragma once
 
 #include "core/view.hpp"

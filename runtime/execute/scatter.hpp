@@ -94,7 +94,8 @@ class DirectScatter : public DirectRun {
 // `slab_stride`.
 int64_t slab_stride(const Window& window);
 
-// The gather by index (max_unpool_backward) on planes beyond a kernel's buffers, one thread,
+// The gather by index (max_unpool_backward) on planes beyond a kernel's buffers (a hand-written
+// kernel, as scatter()'s loop for such planes: docs/design.md, "Hand-written compute"), one thread,
 // 64-bit offsets: output[j] = values[indices[j]] in each (n, c) plane of flat views in `layout`,
 // after every index is checked (the first invalid one in input order is the error; the views'
 // first plane is plane `first_plane` of the call).
