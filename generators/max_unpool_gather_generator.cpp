@@ -4,14 +4,16 @@
 // write conflicts, and duplicates resolve to the latest cell in input order, as the scatter does.
 //
 // It equals the scatter only while every cell's index names a slot inside that cell's own window;
-// a cell that breaks this stops the kernel with an error and the runtime takes the scatter path.
+// a cell that breaks this stops the kernel at a requirement (the kernel declines:
+// requirement_failed, which the runtime checks for, runtime/dispatch/launch.hpp) and the runtime
+// takes the scatter path.
 //
 // With `accumulate` it is max pooling's backward for that window (docs/semantics.md,
 // "Gradients"): cells are the pooled gradients, slots the pooling input's positions, and a slot
 // sums the candidates naming it in input order, in the value type's arithmetic (add_in_type),
 // which is the scatter's order of additions: the two agree bit for bit. An index outside the
-// plane (an empty window's, which the scatter drops) stops the kernel like any index outside
-// its window, and the runtime takes the scatter: testing for it cost 60% of the kernel's time.
+// plane (an empty window's, which the scatter drops) declines like any index outside its window,
+// and the runtime takes the scatter: testing for it cost 60% of the kernel's time.
 #include "Halide.h"
 #include "window.h"
 #include "cpu_schedules.h"
@@ -34,7 +36,8 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
   GeneratorParam<bool> accumulate{"accumulate", false};
   // Windows that tile the output exactly (kernel = stride, no padding, every output extent
   // stride x the input's): each cell and each of its taps lies inside, so cells are read with
-  // no boundary condition. A call of other extents fails, and the runtime takes the scatter.
+  // no boundary condition. A call of other extents breaks the output's constraints (declined:
+  // constraint_violated), and the runtime takes the scatter.
   GeneratorParam<bool> tiled{"tiled", false};
 
   GeneratorParam<std::string> cpu_schedule{"cpu_schedule", ""};  // knobs.h

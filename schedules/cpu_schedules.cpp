@@ -272,7 +272,8 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
   if (cell_vectors && s.layout == Layout::contiguous && k > 0 && s.x.size() > 1) {
     // Lanes are cells: each cell's slots are unrolled stride-k stores, which LLVM interleaves
     // into dense ones, and each row of cells is checked right before its slots. Rows of fewer
-    // than a vector of cells, or of a partial window, fail the call (the scatter's).
+    // than a vector of cells, or of a partial window, are the scatter's (past the views' bounds,
+    // which the plan's bounds query finds; declined by specialize_fail).
     Var xc("xc"), xt("xt"), xci("xci");
     Stage full = out.specialize(width % k == 0 && width >= k * lanes);
     full.split(s.x[0], xc, xt, k, TailStrategy::GuardWithIf)
@@ -284,7 +285,8 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
   } else if (narrow_vectors) {
     vectorize_columns(out, lane, width, lanes, true, xo);
   } else {
-    // One loop of full vectors; a narrower row fails the call, and the runtime takes the scatter.
+    // One loop of full vectors; a narrower row lies past the views' bounds, which the runtime's
+    // plan finds in the bounds query, and takes the scatter.
     Stage full = out.specialize(width >= lanes);
     full.split(lane, xo, xi, lanes, TailStrategy::ShiftInwards).vectorize(xi);
     if (slot_tile > 0 && s.layout == Layout::channels_last && s.x.size() > 1) {

@@ -120,8 +120,9 @@ struct CpuGatherSchedule {
   // Split the loops over cells and slots into border and interior pieces (the interior without
   // bounds tests), or keep one loop each (scalar clamps per cell in channels-last; less code).
   bool partition_cells = true;
-  // Halved vectors for rows narrower than a vector, or full ones only (a narrower row then fails
-  // the call, and the runtime takes the scatter).
+  // Halved vectors for rows narrower than a vector, or full ones only (a narrower row then lies
+  // past the views' bounds: the runtime's plan finds that in the kernel's bounds query and takes
+  // the scatter, execute/gather.hpp).
   bool narrow_vectors = true;
   // Channels-last 2-D and 3-D with full vectors only (narrow_vectors false): the slots of each
   // cell's window (slot_tile in every dimension, the stride) in loops of their own, inside the
@@ -133,8 +134,9 @@ struct CpuGatherSchedule {
   // Contiguous 2-D and 3-D windows that cover their slots alone (GatherStages::cell_slots, a
   // generator built `tiled`): vectors of cells rather than of slots. Each lane's window is
   // unrolled into strided stores that become dense interleaved ones, and each row of cells is
-  // marked and checked right before its slots. Rows of fewer than a vector of cells fail the
-  // call (the scatter's).
+  // marked and checked right before its slots. Rows of fewer than a vector of cells lie past
+  // the views' bounds (the plan's bounds query), rows of a partial window are declined
+  // (specialize_fail): both the scatter's.
   bool cell_vectors = false;
 
   void read(Knobs& knobs);

@@ -13,12 +13,14 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/view.hpp"
 #include "dispatch/kernel_table.hpp"
 #include "dispatch/launch.hpp"
 #include "conventions/first_tap.hpp"
+#include "core/float16.hpp"
 #include "conventions/index_formats.hpp"
 #include "execute/gather.hpp"
 #include "execute/memory.hpp"
@@ -380,6 +382,44 @@ TEST(HandWrittenKernels, IndexRewritesRoundTrip) {
   ASSERT_TRUE(rewrite_indices(2, frame, nullptr, o, IndexFormat::onnx, b, IndexFormat::plane, false)
                   .ok());
   EXPECT_EQ(back, plane);
+}
+
+// The scatter beyond a kernel's buffers: stored (the latest duplicate wins, the first invalid
+// index named, nothing written then) and added (bf16 in its own arithmetic, indices outside the
+// plane dropped), in channels-last.
+TEST(HandWrittenKernels, ScatterLargeStoresAndAdds) {
+  std::vector<float> values{1, 2, 3, 4, 5, 6, 7, 8}, out(2 * 9, -1.0f);
+  std::vector<int64_t> indices{0, 4, 4, 8, 1, 1, 2, 3};  // (c, p) in channels-last: c fastest
+  const Layout cl = Layout::channels_last;
+  const View v = dense(values.data(), DType::f32, {1, 2, 2, 2}, cl);
+  const View i = dense(indices.data(), DType::i64, {1, 2, 2, 2}, cl);
+  const View o = dense(out.data(), DType::f32, {1, 2, 3, 3}, cl);
+  ASSERT_TRUE(scatter_large(ScatterMode::store, v, i, o, cl).ok());
+  // Channel 0 takes values 1, 3, 5, 7 at 0, 4, 1, 2; channel 1 values 2, 4, 6, 8 at 4, 8, 1, 3.
+  std::vector<float> expected(18, 0.0f);
+  for (auto [c, p, x] : {std::tuple{0, 0, 1.0f}, {0, 4, 3.0f}, {0, 1, 5.0f}, {0, 2, 7.0f},
+                         {1, 4, 2.0f}, {1, 8, 4.0f}, {1, 1, 6.0f}, {1, 3, 8.0f}}) {
+    expected[static_cast<size_t>(p * 2 + c)] = x;
+  }
+  EXPECT_EQ(out, expected);
+  indices[3] = 9;  // channel 1's second value: element 5 in input order
+  std::fill(out.begin(), out.end(), -1.0f);
+  const Status st = scatter_large(ScatterMode::store, v, i, o, cl);
+  EXPECT_EQ(st.code(), Code::index_out_of_range);
+  EXPECT_NE(st.message().find("got 9 at element 5"), std::string::npos) << st.message();
+  EXPECT_EQ(out, std::vector<float>(18, -1.0f));
+
+  std::vector<uint16_t> grads(8, float_to_bf16(0.1f)), sums(18, 0xFFFF);
+  const View g = dense(grads.data(), DType::bf16, {1, 2, 2, 2}, cl);
+  const View s = dense(sums.data(), DType::bf16, {1, 2, 3, 3}, cl);
+  indices = {0, 0, 0, 0, -1, 9, 0, 0};  // each channel: three at slot 0, one outside its plane
+  ASSERT_TRUE(scatter_large(ScatterMode::accumulate, g, i, s, cl).ok());
+  const float tenth = bf16_to_float(float_to_bf16(0.1f));
+  const uint16_t two = float_to_bf16(tenth + tenth);
+  const uint16_t three = float_to_bf16(bf16_to_float(two) + tenth);  // rounded at each addition
+  EXPECT_EQ(sums[0], three);
+  EXPECT_EQ(sums[1], three);
+  for (size_t k = 2; k < sums.size(); ++k) EXPECT_EQ(sums[k], 0) << k;
 }
 
 // The gather beyond a kernel's buffers (64-bit offsets, one thread): output[j] =

@@ -293,6 +293,8 @@ struct FlatPlane {
   }
 };
 
+}  // namespace
+
 // Planes too large for a kernel's buffers (flat views in `layout`), one thread, 64-bit offsets:
 // each output plane is zeroed, then every value goes to its slot in input order, stored (the
 // latest duplicate wins; every index is checked first, the first invalid one in input order
@@ -325,7 +327,6 @@ struct FlatPlane {
   return {};
 }
 
-}  // namespace
 
 Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const View& indices,
                const View& output, int64_t call_bytes, const IndexRewrite* rewrite,

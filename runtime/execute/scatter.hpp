@@ -94,6 +94,14 @@ class DirectScatter : public DirectRun {
 // `slab_stride`.
 int64_t slab_stride(const Window& window);
 
+// The scatter on planes beyond a kernel's buffers (a hand-written kernel: docs/design.md,
+// "Hand-written compute"), one thread, 64-bit offsets: each plane of flat views in `layout`
+// zeroed, then every value stored at its index (the latest duplicate winning; every index
+// checked first, the first invalid one in input order the error) or added (indices outside the
+// plane dropped).
+Status scatter_large(ScatterMode mode, const View& values, const View& indices,
+                     const View& output, Layout layout);
+
 // The gather by index (max_unpool_backward) on planes beyond a kernel's buffers (a hand-written
 // kernel, as scatter()'s loop for such planes: docs/design.md, "Hand-written compute"), one thread,
 // 64-bit offsets: output[j] = values[indices[j]] in each (n, c) plane of flat views in `layout`,
