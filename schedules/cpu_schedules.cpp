@@ -303,8 +303,11 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
   group_ok.update().atomic().vectorize(s.along[0], lanes);
   group_checked.compute_at(checked_at);
   if (stage_cells) {
+    // Masked tails: rounded-up vectors would read past the last channel (or column), and the
+    // plan's bounds query would then leave every width not a multiple of the vector to the
+    // scatter.
     Func value = s.value;
-    value.compute_at(out, block).vectorize(value.args()[0], lanes, TailStrategy::RoundUp);
+    value.compute_at(out, block).vectorize(value.args()[0], lanes, TailStrategy::Predicate);
   }
 }
 
