@@ -80,13 +80,17 @@ class DeterminismOff {
 };
 
 // Runs the stock op on tensors of `shape` (all zero, indices i64) on `device` and returns its
-// output.
+// output; `batchless`: on those tensors with their leading extent (1) squeezed away.
 at::Tensor run_stock(StockOp op, at::IntArrayRef shape, at::ScalarType dtype,
-                     at::MemoryFormat format, at::DeviceType device) {
+                     at::MemoryFormat format, at::DeviceType device, bool batchless = false) {
   const DeterminismOff probe;
   const auto options = at::TensorOptions().dtype(dtype).memory_format(format).device(device);
-  const at::Tensor x = at::empty(shape, options).zero_();
-  const at::Tensor i = at::empty(shape, options.dtype(at::kLong)).zero_();
+  at::Tensor x = at::empty(shape, options).zero_();
+  at::Tensor i = at::empty(shape, options.dtype(at::kLong)).zero_();
+  if (batchless) {
+    x = x.squeeze(0);
+    i = i.squeeze(0);
+  }
   const std::vector<int64_t> ones(shape.size() - 2, 1), zeros(shape.size() - 2, 0);
   switch (op) {
     case StockOp::pool2d:
@@ -109,25 +113,25 @@ at::Tensor run_stock(StockOp op, at::IntArrayRef shape, at::ScalarType dtype,
   return {};
 }
 
-bool is_3d(StockOp op) {
-  return op == StockOp::pool3d || op == StockOp::pool3d_backward || op == StockOp::unpool3d;
-}
-
 // Whether `op` on `device` gives a channels-last input a channels-last output (PyTorch 1.13's
-// 3-D pooling does not, 2.x's does), asked once per pair.
-bool keeps_channels_last(StockOp op, at::DeviceType device) {
-  static std::array<std::atomic<int8_t>, kStockOps * kDevices> known{};  // 0 unknown, 1, 2
-  std::atomic<int8_t>& answer = known[static_cast<int>(op) * kDevices + device_slot(device)];
+// 3-D pooling does not, 2.x's does); `batchless`: whether it gives an input without its batch
+// extent, whose unsqueeze(0) is channels-last, the output of that unsqueezed input, squeezed
+// (2.x's 3-D pooling does; other ops and versions give such inputs contiguous outputs). Asked
+// once per triple.
+bool keeps_channels_last(StockOp op, at::DeviceType device, bool batchless) {
+  static std::array<std::atomic<int8_t>, kStockOps * kDevices * 2> known{};  // 0 unknown, 1, 2
+  std::atomic<int8_t>& answer =
+      known[(static_cast<int>(op) * kDevices + device_slot(device)) * 2 + batchless];
   if (answer.load(std::memory_order_relaxed) == 0) {
     const bool d3 = is_3d(op);
+    const auto format = d3 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast;
     bool keeps = false;
     try {
-      const at::Tensor out =
+      at::Tensor out =
           run_stock(op, d3 ? at::IntArrayRef{1, 2, 2, 2, 2} : at::IntArrayRef{1, 2, 2, 2},
-                    at::kFloat, d3 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast,
-                    device);
-      keeps = !out.is_contiguous() && out.is_contiguous(d3 ? at::MemoryFormat::ChannelsLast3d
-                                                           : at::MemoryFormat::ChannelsLast);
+                    at::kFloat, format, device, batchless);
+      if (batchless) out = out.unsqueeze(0);
+      keeps = !out.is_contiguous() && out.is_contiguous(format);
     } catch (const c10::Error&) {
     }
     answer.store(keeps ? 1 : 2, std::memory_order_relaxed);
@@ -354,26 +358,47 @@ Outcome output_shape(Query query, int nd, const at::Tensor& self, const Options&
 
 // ---------------------------------------------------------------------------------------------
 // Outputs as PyTorch allocates them: `op`'s memory-format rule applied to `like` (the input; a
-// 1-D op's unsqueezed at `dim`, as PyTorch runs 1-D ops through 2-D kernels), batch-less inputs
-// (of rank nd + 1) and other ranks contiguous.
+// 1-D op's unsqueezed at `dim`, as PyTorch runs 1-D ops through 2-D kernels). Batch-less, where
+// the op runs such tensors batched (keeps_channels_last), the output is channels-last when
+// `batchless_like` is dense channels-last and not also contiguous (extents of 1 can make it
+// both) (the input, or in pooling's gradient, grad_output: PyTorch 2 follows it there); else
+// contiguous, as are other ranks.
 at::Tensor allocate(const int64_t* shape, int rank, const at::TensorOptions& options, StockOp op,
-                    const at::Tensor& like, int nd, int64_t dim) {
-  int64_t sizes[kMaxRank + 1];
-  std::copy(shape, shape + rank, sizes);
-  const at::Tensor as = nd == 1 ? like.unsqueeze(dim) : like;
+                    const at::Tensor& like, int nd, int64_t dim, const at::Tensor& batchless_like) {
+  int64_t sizes[kMaxRank + 2];
+  sizes[0] = 1;  // the batch extent a batch-less input is given
+  std::copy(shape, shape + rank, sizes + 1);
+  at::Tensor as = like;
+  int extents = rank;
   if (nd == 1) {
-    std::copy_backward(sizes + rank + dim + 1, sizes + rank, sizes + rank + 1);
-    sizes[rank + dim + 1] = 1;
+    as = as.unsqueeze(dim);
+    std::copy_backward(sizes + 1 + rank + dim + 1, sizes + 1 + rank, sizes + 1 + rank + 1);
+    sizes[1 + rank + dim + 1] = 1;
+    ++extents;
   }
-  const bool channels_last =
-      as.dim() == (nd == 3 ? 5 : 4) && keeps_channels_last(op, like.device().type());
-  const at::TensorOptions with_format = options.memory_format(
-      channels_last ? as.suggest_memory_format() : at::MemoryFormat::Contiguous);
-  const at::IntArrayRef extents(sizes, rank + (nd == 1));
+  const at::DeviceType device = like.device().type();
+  const int batched_rank = nd == 3 ? 5 : 4;
+  const auto channels_last =
+      nd == 3 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast;
+  at::MemoryFormat format = at::MemoryFormat::Contiguous;
+  bool batchless = false;
+  if (as.dim() == batched_rank) {
+    if (keeps_channels_last(op, device, false)) format = as.suggest_memory_format();
+  } else if (as.dim() == batched_rank - 1 && keeps_channels_last(op, device, true)) {
+    const at::Tensor rule = nd == 1 ? batchless_like.unsqueeze(dim) : batchless_like;
+    if (!rule.is_contiguous() && rule.unsqueeze(0).is_contiguous(channels_last)) {
+      batchless = true;
+      format = channels_last;
+      ++extents;
+    }
+  }
+  const at::TensorOptions with_format = options.memory_format(format);
+  const at::IntArrayRef sized(sizes + !batchless, extents);
   // Straight from PyTorch's CPU allocator, as its own kernels get their outputs: at::empty
   // would pass the dispatcher, a sixth of a tiny call.
-  const at::Tensor out = like.is_cuda() ? at::empty(extents, with_format)
-                                        : at::Tensor(at::detail::empty_cpu(extents, with_format));
+  at::Tensor out = like.is_cuda() ? at::empty(sized, with_format)
+                                  : at::Tensor(at::detail::empty_cpu(sized, with_format));
+  if (batchless) out = out.squeeze(0);
   return nd == 1 ? out.squeeze(dim) : out;
 }
 
@@ -408,6 +433,22 @@ Outcome check_output(const char* argument, const at::Tensor& out, const int64_t*
     TORCH_CHECK_NOT_IMPLEMENTED(false, m);
   }
   TORCH_CHECK(false, m);
+}
+
+void raise_as_stock(const Outcome& outcome, const std::function<void()>& stock) {
+  std::string pytorch;
+  {
+    const DeterminismOff asked;
+    try {
+      stock();
+    } catch (const c10::Error& e) {
+      pytorch = e.what_without_backtrace();
+    }
+  }
+  if (pytorch.empty()) raise(outcome);
+  Outcome as_pytorch = outcome;
+  as_pytorch.message = pytorch + " (poolgen: " + outcome.message + ")";
+  raise(as_pytorch);
 }
 
 void raise_cuda_reports(bool wait) {
@@ -455,8 +496,9 @@ Outcome max_pool(const at::Tensor& self, const PoolWindow& w, at::Tensor* values
       return r;
     }
   } else {
-    *values = allocate(shape, rank, self.options(), pool_op(w.nd), self, w.nd, -2);
-    *indices = allocate(shape, rank, self.options().dtype(at::kLong), pool_op(w.nd), self, w.nd, -2);
+    *values = allocate(shape, rank, self.options(), pool_op(w.nd), self, w.nd, -2, self);
+    *indices = allocate(shape, rank, self.options().dtype(at::kLong), pool_op(w.nd), self, w.nd,
+                        -2, self);
   }
   const Execution on(self);
   o.cuda_stream = on.stream;
@@ -483,7 +525,7 @@ Outcome max_pool_backward(const at::Tensor& grad_output, const at::Tensor& self,
     }
   } else {
     *grad_input = allocate(self.sizes().data(), rank, self.options(), pool_backward_op(w.nd), self,
-                           w.nd, -2);
+                           w.nd, -2, grad_output);
   }
   const Execution on(grad_output);
   o.cuda_stream = on.stream;
@@ -509,7 +551,7 @@ Outcome max_unpool(const at::Tensor& self, const at::Tensor& indices, const Unpo
   if (output->defined()) {
     if (!(r = check_output("output", *output, shape, rank, self.scalar_type())).ok()) return r;
   } else {
-    *output = allocate(shape, rank, self.options(), unpool_op(w.nd), self, w.nd, -1);
+    *output = allocate(shape, rank, self.options(), unpool_op(w.nd), self, w.nd, -1, self);
   }
   const Execution on(self);
   o.cuda_stream = on.stream;

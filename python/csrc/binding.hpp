@@ -35,6 +35,7 @@
 #define POOLGEN_STOCK(device, fn, ...) at::cpu::fn(__VA_ARGS__)
 #endif
 
+#include <functional>
 #include <string>
 
 namespace poolgen_torch {
@@ -86,9 +87,19 @@ Outcome max_unpool_backward(const at::Tensor& grad_output, const at::Tensor& ind
 // aten's kernels of these ops (POOLGEN_STOCK).
 enum class StockOp { pool2d, pool3d, pool2d_backward, pool3d_backward, unpool2d, unpool3d };
 
+inline bool is_3d(StockOp op) {
+  return op == StockOp::pool3d || op == StockOp::pool3d_backward || op == StockOp::unpool3d;
+}
+
 // Whether the installed PyTorch's own kernel of `op` on `device` (CPU or CUDA) takes `dtype`
 // (asked of that kernel once per triple): the drop-in serves no dtype PyTorch refuses.
 bool pytorch_takes(StockOp op, at::ScalarType dtype, at::DeviceType device);
+
+// Raises an invalid index poolgen found (`outcome`, on the CPU) as the installed PyTorch does:
+// with the message its own kernel (`stock`, run on outputs of its own with deterministic mode
+// off) raises for those arguments, poolgen's after it (poolgen's alone where `stock` raises
+// nothing).
+[[noreturn]] void raise_as_stock(const Outcome& outcome, const std::function<void()>& stock);
 
 // Raises, as PyTorch's RuntimeError, an error a call on CUDA could only find once its kernels had
 // run on the stream (an invalid unpooling index: poolgen writes nothing through it and reports

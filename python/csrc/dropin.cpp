@@ -4,7 +4,7 @@
 // kernels back. Each kernel serves what poolgen and the installed PyTorch both take; anything
 // else (a dtype PyTorch refuses or poolgen has no kernel for, an argument poolgen refuses, out=
 // tensors that need resizing) goes to PyTorch's own kernel, which raises where PyTorch raises
-// (an invalid unpooling index is raised by poolgen itself, as the same RuntimeError). Counters
+// (an invalid unpooling index is raised by poolgen itself, with PyTorch's message). Counters
 // say which calls ran where, per device.
 #include "binding.hpp"
 
@@ -50,22 +50,27 @@ constexpr StockOp kStock[] = {
     StockOp::pool3d_backward, StockOp::pool3d_backward, StockOp::unpool2d,
     StockOp::unpool2d,        StockOp::unpool3d,        StockOp::unpool3d};
 
-// Runs `ours` when the installed PyTorch takes `self`'s dtype for `op` on its device; true when
-// poolgen served the call, else the reason is noted and the caller runs PyTorch's kernel.
-template <typename F>
-bool run(Op op, const Tensor& self, F ours) {
+// Runs `ours` when the installed PyTorch takes `self`'s dtype and layout for `op` on its device;
+// true when poolgen served the call, else the reason is noted and the caller runs PyTorch's
+// kernel. An invalid index raises PyTorch's error (its out= kernels may write before they find
+// one: `stock` is its kernel on outputs of its own, asked for the message on the CPU).
+template <typename F, typename Stock>
+bool run(Op op, const Tensor& self, F ours, Stock stock) {
   std::string why;
   const at::ScalarType dtype = self.scalar_type();
   const at::DeviceType device = self.device().type();
   const int d = device == at::kCUDA ? 1 : 0;
   if (!pytorch_takes(kStock[op], dtype, device)) {
     why = std::string("PyTorch's kernel takes no ") + c10::toString(dtype);
+  } else if (self.dim() == 4 && is_3d(kStock[op]) &&
+             self.suggest_memory_format() == at::MemoryFormat::ChannelsLast) {
+    // A batch-less input whose depth is its densest extent: PyTorch 2 refuses the layout.
+    why = "input: a batch-less 3-D input in 2-D channels-last order, which PyTorch special-cases";
   } else {
     const Outcome outcome = ours();
-    // An invalid index PyTorch's kernel would also raise for, but its out= kernels may first
-    // write outside their output: poolgen's error is raised instead.
     if (outcome.ok() || outcome.code == POOLGEN_INDEX_OUT_OF_RANGE) {
       served[d][op].fetch_add(1, std::memory_order_relaxed);
+      if (!outcome.ok() && device == at::kCPU) raise_as_stock(outcome, stock);
       check(outcome);
       return true;
     }
@@ -75,6 +80,10 @@ bool run(Op op, const Tensor& self, F ours) {
   std::lock_guard<std::mutex> lock(reason_mutex);
   last_reason = std::string(kOps[op]) + ": " + why;
   return false;
+}
+template <typename F>
+bool run(Op op, const Tensor& self, F ours) {
+  return run(op, self, ours, [] {});  // pooling raises for no index
 }
 
 // A call the drop-in leaves to PyTorch's kernel (recorded as the reason, never raised).
@@ -193,8 +202,10 @@ Outcome unpool_by_indices(int nd, const Tensor& self, const Tensor& indices,
 
 Tensor aten_max_unpool2d(const Tensor& self, const Tensor& indices, IntArrayRef output_size) {
   Tensor output;
+  const auto stock = [&] { at::cpu::max_unpool2d(self, indices, output_size); };
   if (run(unpool2d, self,
-          [&] { return unpool_by_indices(2, self, indices, output_size, {}, {}, &output); })) {
+          [&] { return unpool_by_indices(2, self, indices, output_size, {}, {}, &output); },
+          stock)) {
     return output;
   }
   return POOLGEN_STOCK(self.device().type(), max_unpool2d, self, indices, output_size);
@@ -202,8 +213,10 @@ Tensor aten_max_unpool2d(const Tensor& self, const Tensor& indices, IntArrayRef 
 
 Tensor& aten_max_unpool2d_out(const Tensor& self, const Tensor& indices, IntArrayRef output_size,
                          Tensor& out) {
+  const auto stock = [&] { at::cpu::max_unpool2d(self, indices, output_size); };
   if (!run(unpool2d_out, self,
-           [&] { return unpool_by_indices(2, self, indices, output_size, {}, {}, &out); })) {
+           [&] { return unpool_by_indices(2, self, indices, output_size, {}, {}, &out); },
+           stock)) {
     POOLGEN_STOCK(self.device().type(), max_unpool2d_out, out, self, indices, output_size);
   }
   return out;
@@ -212,9 +225,11 @@ Tensor& aten_max_unpool2d_out(const Tensor& self, const Tensor& indices, IntArra
 Tensor aten_max_unpool3d(const Tensor& self, const Tensor& indices, IntArrayRef output_size,
                     IntArrayRef stride, IntArrayRef padding) {
   Tensor output;
-  if (run(unpool3d, self, [&] {
-        return unpool_by_indices(3, self, indices, output_size, stride, padding, &output);
-      })) {
+  const auto stock = [&] { at::cpu::max_unpool3d(self, indices, output_size, stride, padding); };
+  if (run(
+          unpool3d, self,
+          [&] { return unpool_by_indices(3, self, indices, output_size, stride, padding, &output); },
+          stock)) {
     return output;
   }
   return POOLGEN_STOCK(self.device().type(), max_unpool3d, self, indices, output_size, stride, padding);
@@ -222,9 +237,11 @@ Tensor aten_max_unpool3d(const Tensor& self, const Tensor& indices, IntArrayRef 
 
 Tensor& aten_max_unpool3d_out(const Tensor& self, const Tensor& indices, IntArrayRef output_size,
                          IntArrayRef stride, IntArrayRef padding, Tensor& out) {
-  if (!run(unpool3d_out, self, [&] {
-        return unpool_by_indices(3, self, indices, output_size, stride, padding, &out);
-      })) {
+  const auto stock = [&] { at::cpu::max_unpool3d(self, indices, output_size, stride, padding); };
+  if (!run(
+          unpool3d_out, self,
+          [&] { return unpool_by_indices(3, self, indices, output_size, stride, padding, &out); },
+          stock)) {
     POOLGEN_STOCK(self.device().type(), max_unpool3d_out, out, self, indices, output_size, stride, padding);
   }
   return out;
