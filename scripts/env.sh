@@ -45,6 +45,22 @@ install_torch_package() {
     --no-build-isolation "$ROOT/python"
 }
 
+# The PyTorch package as a wheel (pip wheel), installed into a fresh environment that sees only
+# the system's PyTorch and used from outside the source tree (tests/python/wheel_smoke.py).
+check_torch_wheel() {
+  local wheels="$BUILD/torch-wheel" env="$BUILD/torch-wheel-env" run
+  rm -rf "$wheels" "$env"
+  POOLGEN_PREFIX="$PREFIX" "$TORCH_ENV/bin/python3" -m pip wheel -q --disable-pip-version-check \
+    --no-build-isolation --no-deps -w "$wheels" "$ROOT/python"
+  "$TORCH_PYTHON" -m venv --system-site-packages "$env"
+  "$env/bin/python3" -m pip install -q --disable-pip-version-check --no-index --no-deps \
+    "$wheels"/poolgen-*.whl
+  run=$(mktemp -d)
+  cp "$ROOT/tests/python/wheel_smoke.py" "$run/"
+  (cd "$run" && "$env/bin/python3" -I wheel_smoke.py "$wheels"/poolgen-*.whl)
+  rm -rf "$run"
+}
+
 # Budgets of the default build's code (tools/footprint.py; docs/footprint.md): the largest
 # linked example, and an f32 program's share of the archives.
 POOLGEN_BUDGET_LINKED=${POOLGEN_BUDGET_LINKED:-14310000}

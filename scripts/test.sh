@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds (if needed) and runs the whole test suite: ctest on this machine, the PyTorch binding's
-# pytest suite against the installed PyTorch, then (when the cross toolchain and qemu are
-# installed) the aarch64 build's ctest under qemu-user, with the SegNet example against the
-# installed ARM library.
+# pytest suite against the installed PyTorch and its wheel in a fresh environment, then (when
+# the cross toolchain and qemu are installed) the aarch64 build's ctest under qemu-user, with the
+# SegNet example against the installed ARM library.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 configure -DPOOLGEN_BUILD_TESTS=ON -DPOOLGEN_BUILD_BENCH=ON "$@"
@@ -14,6 +14,7 @@ cmake --install "$BUILD" >/dev/null
 install_torch_package
 ensure_requirements "$ROOT/python/requirements-test.txt" "$TORCH_ENV"
 "$TORCH_ENV/bin/python3" -m pytest -q -p no:cacheprovider "$ROOT/tests/python"
+check_torch_wheel
 if have_aarch64; then
   start=$(date +%s)
   [ -f "$AARCH64_BUILD/CMakeCache.txt" ] || build_aarch64

@@ -4,6 +4,16 @@ import os
 
 import torch
 
+try:
+    from ._built_for import TORCH_VERSION as _BUILT_FOR  # written by setup.py
+except ImportError:  # a source checkout
+    _BUILT_FOR = torch.__version__
+if _BUILT_FOR != torch.__version__:
+    raise ImportError(f"poolgen.torch was built for PyTorch {_BUILT_FOR}, but this Python has "
+                      f"PyTorch {torch.__version__}: install the poolgen wheel built for it, or "
+                      "build one against it (pip wheel --no-build-isolation ./python; "
+                      "docs/pytorch.md)")
+
 _found = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "_C*.so")))
 if not _found:
     raise ImportError("poolgen.torch: the compiled extension (_C*.so) is missing; install the "
