@@ -183,3 +183,62 @@ def test_forked_children_run_poolgen():
         os.waitpid(child, 0)
         raise AssertionError("the forked child hung")
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def pooled_sample(k):
+    """One DataLoader sample, pooled (and unpooled) inside the worker process."""
+    x = torch.randn(4, 32, 32, generator=torch.Generator().manual_seed(k))
+    values, indices = F.max_pool2d(x, 2, return_indices=True)
+    return values, indices, F.max_unpool2d(values, indices, 2)
+
+
+class PooledSamples(torch.utils.data.Dataset):
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, k):
+        return pooled_sample(k)
+
+
+def test_dataloader_workers_forked_after_use():
+    """DataLoader workers, forked after poolgen's threads ran in the parent, serve their samples
+    with the drop-in on, with stock's bits."""
+    torch.set_num_threads(2)
+    big = torch.randn(8, 64, 64, 64)
+    with pt.enabled():
+        F.max_pool2d(big, 2, return_indices=True)  # the parent's threads are running
+        loader = torch.utils.data.DataLoader(PooledSamples(), batch_size=None, num_workers=2)
+        got = list(loader)
+    want = [pooled_sample(k) for k in range(6)]
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert_same(list(g), list(w), f"sample {k}")
+
+
+def test_inter_op_threads():
+    """Calls from PyTorch's inter-op pool (torch.jit.fork) and from several Python threads at once
+    give stock's bits."""
+    import threading
+    torch.set_num_threads(2)
+    xs = [torch.randn(2, 16, 48, 48, generator=torch.Generator().manual_seed(k)) for k in range(8)]
+    want = [F.max_pool2d(x, 3, 2, 1, return_indices=True) for x in xs]
+
+    def pool(x):
+        return F.max_pool2d(x, 3, 2, 1, return_indices=True)
+
+    with pt.enabled():
+        futures = [torch.jit.fork(pool, x) for x in xs]
+        forked = [torch.jit.wait(f) for f in futures]
+        threaded = [None] * len(xs)
+
+        def run(k):
+            for _ in range(20):
+                threaded[k] = pool(xs[k])
+
+        threads = [threading.Thread(target=run, args=(k,)) for k in range(len(xs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    for k in range(len(xs)):
+        assert_same(forked[k], want[k], f"forked {k}")
+        assert_same(threaded[k], want[k], f"thread {k}")
