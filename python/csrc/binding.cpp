@@ -270,39 +270,92 @@ Outcome check_pytorch_padding(int nd, const int64_t* kernel, const int64_t* padd
   return {};
 }
 
-Outcome pool_options(const PoolWindow& w, poolgen_pool_options* o) {
-  std::memset(o, 0, sizeof *o);  // padding too: output_shape compares options bytewise
-  Outcome r;
-  if (!(r = expand("kernel_size", w.kernel_size, w.nd, o->kernel_size)).ok() ||
-      !(r = expand("stride", w.stride, w.nd, o->stride)).ok() ||
-      !(r = expand("padding", w.padding, w.nd, o->padding)).ok() ||
-      !(r = expand("dilation", w.dilation, w.nd, o->dilation)).ok()) {
-    return r;
+// A window's arguments as one key: nd, a flag, then each list's length and entries. A list
+// longer than kMaxRank makes no key (the options refuse it anyway).
+class WindowKey {
+ public:
+  WindowKey(int nd, int64_t flag) : values_{nd, flag}, size_(2) {}
+  void add(at::IntArrayRef list) {
+    if (list.size() > kMaxRank) {
+      keyed_ = false;
+      return;
+    }
+    values_[size_++] = static_cast<int64_t>(list.size());
+    for (int64_t v : list) values_[size_++] = v;
   }
-  o->ceil_mode = w.ceil_mode;
-  return check_pytorch_padding(w.nd, o->kernel_size, o->padding);
+  bool keyed() const { return keyed_; }
+  bool operator==(const WindowKey& other) const {
+    return size_ == other.size_ &&
+           std::memcmp(values_, other.values_, sizeof(int64_t) * size_) == 0;
+  }
+
+ private:
+  int64_t values_[2 + 5 * (kMaxRank + 1)];
+  int size_;
+  bool keyed_ = true;
+};
+
+// `convert`'s options for `key`, remembered per thread for the latest window: models repeat
+// their windows, and expanding its lists through the C API costs a fifth of a tiny call.
+template <typename Options, typename Convert>
+Outcome remembered(const WindowKey& key, Options* o, Convert convert) {
+  struct Latest {
+    WindowKey key{0, 0};
+    Options options;
+    bool valid = false;
+  };
+  thread_local Latest latest;
+  if (latest.valid && key.keyed() && latest.key == key) {
+    *o = latest.options;
+    return {};
+  }
+  Outcome r = convert(o);
+  if (r.ok() && key.keyed()) latest = {key, *o, true};
+  return r;
+}
+
+Outcome pool_options(const PoolWindow& w, poolgen_pool_options* o) {
+  WindowKey key(w.nd, w.ceil_mode);
+  for (at::IntArrayRef list : {w.kernel_size, w.stride, w.padding, w.dilation}) key.add(list);
+  return remembered(key, o, [&](poolgen_pool_options* o) {
+    std::memset(o, 0, sizeof *o);  // padding too: output_shape compares options bytewise
+    Outcome r;
+    if (!(r = expand("kernel_size", w.kernel_size, w.nd, o->kernel_size)).ok() ||
+        !(r = expand("stride", w.stride, w.nd, o->stride)).ok() ||
+        !(r = expand("padding", w.padding, w.nd, o->padding)).ok() ||
+        !(r = expand("dilation", w.dilation, w.nd, o->dilation)).ok()) {
+      return r;
+    }
+    o->ceil_mode = w.ceil_mode;
+    return check_pytorch_padding(w.nd, o->kernel_size, o->padding);
+  });
 }
 
 Outcome unpool_options(const UnpoolWindow& w, poolgen_unpool_options* o) {
-  std::memset(o, 0, sizeof *o);  // padding too: output_shape compares options bytewise
-  Outcome r;
   const bool by_indices = w.kernel_size.empty();  // all zero in the C API
-  if ((!by_indices && !(r = expand("kernel_size", w.kernel_size, w.nd, o->kernel_size)).ok()) ||
-      !(r = expand("stride", w.stride, w.nd, o->stride)).ok() ||
-      !(r = expand("padding", w.padding, w.nd, o->padding)).ok()) {
-    return r;
-  }
-  if (w.output_size.has_value()) {
-    const at::IntArrayRef size = *w.output_size;
-    if (size.size() > kMaxRank) {  // the C options' array (poolgen checks the rest)
-      return fail(POOLGEN_INVALID_ARGUMENT, POOLGEN_ERROR_OPTION, "output_size",
-                  ": expected 0, ", w.nd, " or ", w.nd + 2, " entries, got ", size.size(), " (",
-                  list_text(size), ")");
+  WindowKey key(w.nd, w.output_size.has_value());
+  for (at::IntArrayRef list : {w.kernel_size, w.stride, w.padding}) key.add(list);
+  if (w.output_size.has_value()) key.add(*w.output_size);
+  return remembered(key, o, [&](poolgen_unpool_options* o) {
+    std::memset(o, 0, sizeof *o);  // padding too: output_shape compares options bytewise
+    Outcome r;
+    if ((!by_indices && !(r = expand("kernel_size", w.kernel_size, w.nd, o->kernel_size)).ok()) ||
+        !(r = expand("stride", w.stride, w.nd, o->stride)).ok() ||
+        !(r = expand("padding", w.padding, w.nd, o->padding)).ok()) {
+      return r;
     }
-    o->output_size_len = static_cast<int32_t>(size.size());
-    std::copy(size.begin(), size.end(), o->output_size);
-  }
-  return {};
+    if (w.output_size.has_value()) {
+      const at::IntArrayRef size = *w.output_size;
+      if (size.size() > kMaxRank) {  // the C options' array (poolgen checks the rest)
+        return fail(POOLGEN_INVALID_ARGUMENT, POOLGEN_ERROR_OPTION, "output_size",
+                    ": expected 0, ", w.nd, " or ", w.nd + 2, " entries, got ", size.size(),
+                    " (", list_text(size), ")");
+      }
+      o->output_size_len = static_cast<int32_t>(size.size());
+      std::copy(size.begin(), size.end(), o->output_size);
+    }
+    return Outcome{};
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import poolgen.torch as pt
-from helpers import TORCH_2, assert_same, assert_same_outcome, outcome, raised
+from helpers import TORCH_2, assert_same, assert_same_outcome, dropin, outcome, raised, stock
 
 x = torch.randn(2, 3, 8, 8)
 x5 = torch.randn(2, 3, 4, 6, 6)
@@ -242,3 +242,18 @@ def test_inter_op_threads():
     for k in range(len(xs)):
         assert_same(forked[k], want[k], f"forked {k}")
         assert_same(threaded[k], want[k], f"thread {k}")
+
+
+def test_windows_alternating_on_one_thread():
+    """The binding remembers the latest window's options per thread: alternating windows, a
+    refused one between them and the same window spelt differently all give stock's results."""
+    x = torch.randn(2, 3, 9, 9)
+    windows = [dict(kernel_size=2), dict(kernel_size=2, ceil_mode=True),
+               dict(kernel_size=3, stride=1), dict(kernel_size=2, padding=2),
+               dict(kernel_size=(2, 2), stride=(2, 2)), dict(kernel_size=3, stride=2, padding=1)]
+    for w in windows * 2:
+        f = lambda: F.max_pool2d(x, return_indices=True, **w)  # noqa: E731
+        assert_same_outcome(dropin(f), stock(f), f"max_pool2d {w}")
+        g = lambda: F.max_unpool2d(*stock(F.max_pool2d, x, 2, return_indices=True), **{  # noqa
+            k: v for k, v in w.items() if k != "ceil_mode"})
+        assert_same_outcome(dropin(g), stock(g), f"max_unpool2d {w}")
