@@ -13,8 +13,9 @@ ensure_packages setup g++ make libgtest-dev libgmock-dev googletest libbenchmark
   python3-venv pkg-config g++-aarch64-linux-gnu qemu-user-static clang libclang-rt-14-dev
 # The GPU kernels' check without a GPU (scripts/reliability.sh opencl): PoCL, an OpenCL on the CPU.
 ensure_packages setup --no-install-recommends ocl-icd-libopencl1 pocl-opencl-icd
-# The PyTorch binding's: Debian's PyTorch (1.13) with its C++ headers, and pytest.
-ensure_packages setup --no-install-recommends python3-torch libtorch-dev python3-pytest
+# The PyTorch binding's: Debian's PyTorch (1.13) with its C++ headers, pytest, and pybind11's headers
+# (the functions' direct entry points; PyTorch's wheels carry them, Debian's package does not).
+ensure_packages setup --no-install-recommends python3-torch libtorch-dev python3-pytest pybind11-dev
 
 if [ ! -x .venv/bin/python3 ]; then
   python3 -m venv .venv || /usr/bin/python3 -m venv .venv

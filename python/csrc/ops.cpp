@@ -2,13 +2,15 @@
 // 3-D, with aten's signatures where aten has the op (unpooling takes the window, as
 // torch.nn.functional.max_unpool*d does, so that poolgen can pick its window kernels). CPU (and,
 // where PyTorch has CUDA, CUDA) kernels run poolgen; Autograd kernels make the ops
-// differentiable twice, as PyTorch's are.
+// differentiable twice, as PyTorch's are. The Python module's two calls reach the forward ops
+// without torch.ops' argument matching.
 #include "binding.hpp"
 
 #include <poolgen/poolgen.h>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/extension.h>
 #include <torch/library.h>
 
 #include <array>
@@ -357,4 +359,33 @@ TORCH_LIBRARY_IMPL(poolgen, Autograd, m) {
   poolgen_torch::implement_autograd<1>(m);
   poolgen_torch::implement_autograd<2>(m);
   poolgen_torch::implement_autograd<3>(m);
+}
+
+// The forward ops for poolgen.torch's functions, called through the dispatcher like torch.ops'
+// (autograd, fake tensors and tracing see the same operators) but without torch.ops' matching
+// of Python arguments against the schema, a microsecond a call. Lists arrive as 1 or nd entries.
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  namespace py = pybind11;
+  using at::Tensor;
+  using Ints = std::vector<int64_t>;
+  m.def("max_pool", [](int64_t nd, const Tensor& self, const Ints& kernel_size, const Ints& stride,
+                       const Ints& padding, const Ints& dilation, bool ceil_mode) {
+    HANDLE_TH_ERRORS
+    TORCH_CHECK(nd >= 1 && nd <= 3, "nd: expected 1, 2 or 3, got ", nd);
+    py::gil_scoped_release unlocked;
+    return poolgen_torch::pool_op(nd).call(self, kernel_size, stride, padding, dilation,
+                                            ceil_mode);
+    END_HANDLE_TH_ERRORS_PYBIND
+  });
+  m.def("max_unpool", [](int64_t nd, const Tensor& self, const Tensor& indices,
+                         const Ints& kernel_size, const Ints& stride, const Ints& padding,
+                         c10::optional<Ints> output_size) {
+    HANDLE_TH_ERRORS
+    TORCH_CHECK(nd >= 1 && nd <= 3, "nd: expected 1, 2 or 3, got ", nd);
+    py::gil_scoped_release unlocked;
+    return poolgen_torch::unpool_op(nd).call(self, indices, kernel_size, stride, padding,
+                                              output_size ? at::OptionalIntArrayRef(*output_size)
+                                                          : at::OptionalIntArrayRef());
+    END_HANDLE_TH_ERRORS_PYBIND
+  });
 }

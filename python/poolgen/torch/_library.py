@@ -19,5 +19,6 @@ if not _found:
     raise ImportError("poolgen.torch: the compiled extension (_C*.so) is missing; install the "
                       "package with `pip install --no-build-isolation ./python`")
 torch.ops.load_library(_found[0])
+from . import _C as calls  # noqa: E402  (the same library, as a Python module: fast entry points)
 
 ops = torch.ops.poolgen
