@@ -201,11 +201,11 @@ poolgen_tensor view_of(const at::Tensor& t, at::Tensor* keep) {
   poolgen_tensor v{};
   v.data = s.data_ptr();
   v.dtype = poolgen_dtype(s.scalar_type());
-  v.rank = static_cast<int32_t>(s.dim());
-  for (int64_t d = 0; d < s.dim(); ++d) {
-    v.shape[d] = s.size(d);
-    v.strides[d] = s.stride(d);
-  }
+  // Whole lists rather than size(d) and stride(d), which wrap and check each dimension.
+  const at::IntArrayRef sizes = s.sizes(), strides = s.strides();
+  v.rank = static_cast<int32_t>(sizes.size());
+  std::copy(sizes.begin(), sizes.end(), v.shape);
+  std::copy(strides.begin(), strides.end(), v.strides);
   v.device = s.is_cuda() ? POOLGEN_CUDA : POOLGEN_CPU;
   return v;
 }
