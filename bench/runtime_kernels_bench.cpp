@@ -20,14 +20,6 @@
 namespace poolgen::detail {
 namespace {
 
-View dense(void* data, DType dtype, const Ints& shape, Layout layout) {
-  View v;
-  v.dtype = dtype;
-  v.rank = static_cast<int>(shape.size());
-  for (int i = 0; i < v.rank; ++i) v.shape[i] = shape[i];
-  return packed(v, layout, data);
-}
-
 const Ints kImage{1, 64, 56, 56}, kPooled{1, 64, 28, 28};  // a ResNet stem's pooling
 
 void finish(benchmark::State& state, int64_t bytes) {

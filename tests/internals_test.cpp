@@ -72,15 +72,6 @@ TEST(MagicDivisor, SmallNumeratorsExhaustively) {
   }
 }
 
-// A dense view of `shape` (N, C, spatial...) in `layout` at `data`.
-View dense(void* data, DType dtype, const Ints& shape, Layout layout) {
-  View v;
-  v.dtype = dtype;
-  v.rank = static_cast<int>(shape.size());
-  for (int i = 0; i < v.rank; ++i) v.shape[i] = shape[i];
-  return packed(v, layout, data);
-}
-
 const Kernel& kernel_named(const KernelTable& table, const std::string& name) {
   for (const Kernel& k : table.kernels()) {
     if (name == k.name) return k;

@@ -52,6 +52,16 @@ Layout layout_of(const View& view);
 // channel innermost, then the spatial dimensions row-major, then the batch.
 View packed(const View& view, Layout layout, void* data);
 
+// A packed view of `shape` (N, C, spatial...) of `dtype` in `layout` at `data` (the runtime's
+// unit tests and benchmarks build their views so).
+inline View dense(void* data, DType dtype, const Ints& shape, Layout layout) {
+  View v;
+  v.dtype = dtype;
+  v.rank = static_cast<int>(shape.size());
+  for (int i = 0; i < v.rank; ++i) v.shape[i] = shape[i];
+  return packed(v, layout, data);
+}
+
 // A view with `view`'s batch and channels, `dtype` and the spatial extents of `shape` (its last
 // nd), packed in `layout`, without data: the view a call's other tensor would have (for the
 // kernel-name queries, which know the leading tensor alone).
