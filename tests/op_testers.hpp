@@ -101,6 +101,26 @@ auto with_threads(int threads, F f) {
   return f();
 }
 
+// What the pooling testers take besides: the input's shape and the pooling window.
+template <typename Self>
+class PoolWindowTester : public TesterBase<Self> {
+ public:
+  Self& input_shape(Ints v) { return this->set(shape_, v); }
+  Self& kernel_size(Ints v) { return this->set(options_.kernel_size, v); }
+  Self& stride(Ints v) { return this->set(options_.stride, v); }
+  Self& padding(Ints v) { return this->set(options_.padding, v); }
+  Self& dilation(Ints v) { return this->set(options_.dilation, v); }
+  Self& ceil_mode(bool v = true) { return this->set(options_.ceil_mode, v); }
+
+ protected:
+  Ints shape_{1, 3, 8, 8};
+  PoolOptions options_ = [] {
+    PoolOptions o;
+    o.kernel_size = {2};
+    return o;
+  }();
+};
+
 // Index tensors of either dtype, from and to int64 offsets in logical order.
 class IndexTensor {
  public:
@@ -127,15 +147,8 @@ class IndexTensor {
 };
 
 // max_pool: values and indices as the reference's.
-class MaxPoolTester : public TesterBase<MaxPoolTester> {
+class MaxPoolTester : public PoolWindowTester<MaxPoolTester> {
  public:
-  MaxPoolTester& input_shape(Ints v) { return set(shape_, v); }
-  MaxPoolTester& kernel_size(Ints v) { return set(options_.kernel_size, v); }
-  MaxPoolTester& stride(Ints v) { return set(options_.stride, v); }
-  MaxPoolTester& padding(Ints v) { return set(options_.padding, v); }
-  MaxPoolTester& dilation(Ints v) { return set(options_.dilation, v); }
-  MaxPoolTester& ceil_mode(bool v = true) { return set(options_.ceil_mode, v); }
-
   ::testing::AssertionResult Test() const {
     const int nd = static_cast<int>(shape_.size()) - 2;
     Rng rng(seed_);
@@ -163,14 +176,6 @@ class MaxPoolTester : public TesterBase<MaxPoolTester> {
     if (auto r = same_ints(indices, i.get()); !r) return r << " (indices, " << what << ")";
     return ::testing::AssertionSuccess();
   }
-
- private:
-  Ints shape_{1, 3, 8, 8};
-  PoolOptions options_ = [] {
-    PoolOptions o;
-    o.kernel_size = {2};
-    return o;
-  }();
 };
 
 // The pooling whose values and indices the unpooling testers take: `window` over `input`.
@@ -245,13 +250,8 @@ class MaxUnpoolTester : public TesterBase<MaxUnpoolTester> {
 };
 
 // max_pool_backward of a real pooling's indices with random gradients.
-class MaxPoolBackwardTester : public TesterBase<MaxPoolBackwardTester> {
+class MaxPoolBackwardTester : public PoolWindowTester<MaxPoolBackwardTester> {
  public:
-  MaxPoolBackwardTester& input_shape(Ints v) { return set(shape_, v); }
-  MaxPoolBackwardTester& kernel_size(Ints v) { return set(options_.kernel_size, v); }
-  MaxPoolBackwardTester& stride(Ints v) { return set(options_.stride, v); }
-  MaxPoolBackwardTester& padding(Ints v) { return set(options_.padding, v); }
-
   ::testing::AssertionResult Test() const {
     const int nd = static_cast<int>(shape_.size()) - 2;
     const PooledCase c = pooled(shape_, options_, seed_);
@@ -276,14 +276,6 @@ class MaxPoolBackwardTester : public TesterBase<MaxPoolBackwardTester> {
     if (auto r = same_floats(expected, gi.get()); !r) return r << " (grad_input, " << what << ")";
     return ::testing::AssertionSuccess();
   }
-
- private:
-  Ints shape_{1, 3, 8, 8};
-  PoolOptions options_ = [] {
-    PoolOptions o;
-    o.kernel_size = {2};
-    return o;
-  }();
 };
 
 // max_unpool_backward: the gradient of unpooling a real pooling's values.
