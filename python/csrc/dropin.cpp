@@ -200,23 +200,33 @@ Outcome unpool_by_indices(int nd, const Tensor& self, const Tensor& indices,
   return max_unpool(self, indices, {nd, {}, {}, {}, output_size}, output);
 }
 
+// PyTorch's own unpooling kernels on outputs of their own: a call's fallback, and where poolgen
+// finds an invalid index, the source of PyTorch's message for it (run).
+Tensor stock_unpool2d(const Tensor& self, const Tensor& indices, IntArrayRef output_size) {
+  return POOLGEN_STOCK(self.device().type(), max_unpool2d, self, indices, output_size);
+}
+Tensor stock_unpool3d(const Tensor& self, const Tensor& indices, IntArrayRef output_size,
+                      IntArrayRef stride, IntArrayRef padding) {
+  return POOLGEN_STOCK(self.device().type(), max_unpool3d, self, indices, output_size, stride,
+                       padding);
+}
+
 Tensor aten_max_unpool2d(const Tensor& self, const Tensor& indices, IntArrayRef output_size) {
   Tensor output;
-  const auto stock = [&] { at::cpu::max_unpool2d(self, indices, output_size); };
+  const auto stock = [&] { return stock_unpool2d(self, indices, output_size); };
   if (run(unpool2d, self,
           [&] { return unpool_by_indices(2, self, indices, output_size, {}, {}, &output); },
           stock)) {
     return output;
   }
-  return POOLGEN_STOCK(self.device().type(), max_unpool2d, self, indices, output_size);
+  return stock();
 }
 
 Tensor& aten_max_unpool2d_out(const Tensor& self, const Tensor& indices, IntArrayRef output_size,
                          Tensor& out) {
-  const auto stock = [&] { at::cpu::max_unpool2d(self, indices, output_size); };
   if (!run(unpool2d_out, self,
            [&] { return unpool_by_indices(2, self, indices, output_size, {}, {}, &out); },
-           stock)) {
+           [&] { stock_unpool2d(self, indices, output_size); })) {
     POOLGEN_STOCK(self.device().type(), max_unpool2d_out, out, self, indices, output_size);
   }
   return out;
@@ -225,23 +235,22 @@ Tensor& aten_max_unpool2d_out(const Tensor& self, const Tensor& indices, IntArra
 Tensor aten_max_unpool3d(const Tensor& self, const Tensor& indices, IntArrayRef output_size,
                     IntArrayRef stride, IntArrayRef padding) {
   Tensor output;
-  const auto stock = [&] { at::cpu::max_unpool3d(self, indices, output_size, stride, padding); };
+  const auto stock = [&] { return stock_unpool3d(self, indices, output_size, stride, padding); };
   if (run(
           unpool3d, self,
           [&] { return unpool_by_indices(3, self, indices, output_size, stride, padding, &output); },
           stock)) {
     return output;
   }
-  return POOLGEN_STOCK(self.device().type(), max_unpool3d, self, indices, output_size, stride, padding);
+  return stock();
 }
 
 Tensor& aten_max_unpool3d_out(const Tensor& self, const Tensor& indices, IntArrayRef output_size,
                          IntArrayRef stride, IntArrayRef padding, Tensor& out) {
-  const auto stock = [&] { at::cpu::max_unpool3d(self, indices, output_size, stride, padding); };
   if (!run(
           unpool3d_out, self,
           [&] { return unpool_by_indices(3, self, indices, output_size, stride, padding, &out); },
-          stock)) {
+          [&] { stock_unpool3d(self, indices, output_size, stride, padding); })) {
     POOLGEN_STOCK(self.device().type(), max_unpool3d_out, out, self, indices, output_size, stride, padding);
   }
   return out;
