@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 
+
 class Outcomes:
     """A pytest plugin: the drop-in switched on around each test (with --run dropin), and each
     test's outcome."""
@@ -37,8 +38,8 @@ class Outcomes:
         if report.when == "call" or report.outcome != "passed":
             name = report.nodeid.split("::", 1)[-1]
             if report.outcome == "failed":
-                first = str(report.longrepr).strip().splitlines()
-                self.results[name] = ("failed", first[-1][:300] if first else "")
+                lines = str(report.longrepr).strip().splitlines()
+                self.results[name] = ("failed", lines[-1][:300] if lines else "")
             elif name not in self.results:
                 self.results[name] = (report.outcome, "")
 
@@ -51,7 +52,7 @@ def run_child(test_file, mode, json_path):
     pytest.main([test_file, "-q", "-p", "no:cacheprovider", "-k", "not cuda and not mps",
                  "--rootdir", os.path.dirname(test_file), "-W", "ignore"], plugins=[plugin])
     stats = poolgen.torch.stats("cpu")
-    served = sum(v["poolgen"] for k, v in stats.items() if isinstance(v, dict))
+    served = sum(v["poolgen"] for v in stats.values() if isinstance(v, dict))
     with open(json_path, "w") as f:
         json.dump({"results": plugin.results, "served": served}, f)
 
