@@ -9,7 +9,7 @@ the v0.1 shapes and small ones, on 1 and 2 threads, in one run:
 - functions: poolgen.torch's functions (their backward passes run poolgen's kernels, unpooling's
              included).
 
-    build/torch-env/bin/python3 bench/torch_bench.py [--quick] [--markdown FILE] [--json FILE]
+    build/torch-env/bin/python3 bench/torch_bench.py [--quick] [--case REGEX] [--markdown FILE] [--json FILE]
 
 Times are medians of torch.utils.benchmark's blocked runs (each block repeats the call until it
 takes a while), in ms; speed-up = stock time / poolgen time. Every poolgen result is checked
@@ -18,6 +18,7 @@ against stock's bits before it is timed.
 import argparse
 import json
 import platform
+import re
 import sys
 
 import torch
@@ -84,6 +85,8 @@ def measure(args):
     for case in CASES:
         if args.quick and case[2][0] * case[2][1] > 64:
             continue
+        if args.case and not re.search(args.case, case[0]):
+            continue
         timed = {variant: calls(case, variant) for variant in VARIANTS}
         for op in range(len(OPS)):
             want = flat(timed["stock"][1][op])
@@ -134,6 +137,8 @@ def markdown(rows):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small shapes only")
+    parser.add_argument("--case", help="only the cases whose name matches this regex "
+                        "(rerunning a row whose ratio looks like noise)")
     parser.add_argument("--min-time", type=float, default=0.3,
                         help="seconds per measurement (default 0.3)")
     parser.add_argument("--markdown", help="write the tables here")
