@@ -105,6 +105,13 @@ TEST(Frameworks, PoolingGolden) {
       check_pool_backward(c, &checked["tf2d"], &skipped);
       continue;
     }
+    if (c.refused) {
+      Ints shape;
+      expect_error(max_pool_output_shape(c.nd, c.input_shape, c.pool, &shape),
+                   Code::invalid_argument, {"to hold a window", "would be -"});
+      ++checked["refused"];
+      continue;
+    }
     if (!test::pool_kernel_built(c.dtype, DType::i64)) {
       ++skipped;
       continue;
@@ -141,6 +148,10 @@ TEST(Frameworks, PoolingGolden) {
   EXPECT_GE(checked["tf2d"] + skipped / 2, 76);  // with 12 of explicit padding
   // ONNX's own backend node tests for MaxPool (all but the two largest; the u8 one needs u8).
   EXPECT_GE(checked["onnxnode"], 16);
+  // pool_rule's: extents, empty outputs and refusals, windows with no tap, ceil_mode.
+  EXPECT_GE(checked["onnxrule1d"] + checked["onnxrule2d"] + checked["onnxrule3d"], 20);
+  EXPECT_GE(checked["tfrule2d"], 8);
+  EXPECT_EQ(checked["refused"], 4);
 }
 
 // ONNX Runtime's MaxUnpool (of its MaxPool's indices, and of random ones crossing planes with
@@ -403,34 +414,106 @@ TEST(Frameworks, PoolOptionErrors) {
     expect_error(run(o), Code::invalid_argument, {"index_format: expected an IndexFormat", "got 7"});
   }
   {
-    // An empty window (PyTorch's dilation and padding) has no index in other formats.
-    std::vector<float> row(2, 1.0f), v(1);
-    Ints i(1);
+    // pool_rule: a known one; TensorFlow's has no ceil_mode; ONNX Runtime's SAME padding below
+    // 0 (stride past the kernel's reach) is not served yet, and says so; TensorFlow's (and
+    // PyTorch's) SAME clamps it at 0.
+    PoolOptions o = base;
+    o.pool_rule = static_cast<PoolRule>(3);
+    expect_error(run(o), Code::invalid_argument, {"pool_rule: expected a PoolRule", "got 3"});
+    o.pool_rule = PoolRule::tensorflow;
+    o.ceil_mode = true;
+    expect_error(run(o), Code::invalid_argument,
+                 {"ceil_mode: expected false with pool_rule tensorflow", "got true"});
+    o.ceil_mode = false;
+    o.kernel_size = {1};
+    o.stride = {4};
+    o.auto_pad = AutoPad::same_upper;
+    in[0] = 2.0f;
+    EXPECT_TRUE(run(o, {1, 1, 1, 1}).ok());  // 4 -> 1: one window at 0 (padding 0, not -3)
+    EXPECT_EQ(values[0], 2.0f);
+    EXPECT_EQ(indices[0], 0);
+    in[0] = 1.0f;
+    o.pool_rule = PoolRule::onnx_runtime;
+    expect_error(run(o), Code::unsupported,
+                 {"auto_pad: expected a stride at most", "spatial dimension 0",
+                  "would be -3", "kernel_size 1, stride 4 and extent 4"});
+    // An extent below the rule's minimum names the input and the extent it would have.
+    Ints shape;
+    o = base;
+    o.kernel_size = {6};
+    o.stride = {2};
+    o.pool_rule = PoolRule::onnx_runtime;
+    EXPECT_TRUE(max_pool_output_shape(2, {1, 1, 4, 4}, o, &shape).ok());
+    EXPECT_EQ(shape, (Ints{1, 1, 0, 0}));  // 4 - 6 = -2: a stride short, an empty output
+    o.kernel_size = {5};
+    EXPECT_TRUE(max_pool_output_shape(2, {1, 1, 4, 4}, o, &shape).ok());
+    EXPECT_EQ(shape, (Ints{1, 1, 1, 1}));  // -1 / 2 truncates to 0 (floor: -1)
+    o.kernel_size = {8};
+    expect_error(max_pool_output_shape(2, {1, 1, 4, 4}, o, &shape), Code::invalid_argument,
+                 {"input: expected spatial dimension 0 to hold a window", "would be -1"});
+    o.pool_rule = PoolRule::tensorflow;
+    o.kernel_size = {5};
+    EXPECT_TRUE(max_pool_output_shape(2, {1, 1, 4, 4}, o, &shape).ok());
+    EXPECT_EQ(shape, (Ints{1, 1, 0, 0}));  // (4 - 5 + 2) / 2
+    o.pool_rule = PoolRule::pytorch;
+    expect_error(max_pool_output_shape(2, {1, 1, 4, 4}, o, &shape), Code::invalid_argument,
+                 {"would be 0"});
+  }
+  {
+    // A window with no tap inside (dilation and padding past the input): PyTorch's index for it
+    // (its first tap's, outside the plane) no other format carries, so with PyTorch's rule that
+    // is refused before anything is written; ONNX Runtime's rule gives its own answer.
+    std::vector<float> row(2, 1.0f), v(1, 5.0f);
+    Ints i(1, -7);
     PoolOptions o;
     o.kernel_size = {1, 2};
     o.stride = {3, 1};
     o.padding = {0, 1};
     o.dilation = {3, 3};
     const Ints out = {1, 1, 1, 1};
-    ASSERT_TRUE(max_pool(2, contiguous(row.data(), {1, 1, 1, 2}), contiguous(v.data(), out),
-                         contiguous(i.data(), out), o)
-                    .ok());
+    const auto pool = [&](const PoolOptions& options) {
+      return max_pool(2, contiguous(row.data(), {1, 1, 1, 2}), contiguous(v.data(), out),
+                      contiguous(i.data(), out), options);
+    };
+    ASSERT_TRUE(pool(o).ok());
     EXPECT_EQ(i[0], 2);  // outside the 1x2 plane
+    EXPECT_EQ(v[0], -std::numeric_limits<float>::infinity());
+    v[0] = 5.0f;
+    i[0] = -7;
     o.index_format = IndexFormat::onnx;
-    expect_error(max_pool(2, contiguous(row.data(), {1, 1, 1, 2}), contiguous(v.data(), out),
-                          contiguous(i.data(), out), o),
-                 Code::index_out_of_range, {"got 2", "[0, 0, 0, 0]"});
+    expect_error(pool(o), Code::invalid_argument,
+                 {"index_format: expected plane offsets where windows hold no tap",
+                  "spatial dimension 1", "pool_rule 0", "got onnx"});
+    EXPECT_EQ(v[0], 5.0f);  // nothing written
+    EXPECT_EQ(i[0], -7);
+    o.pool_rule = PoolRule::tensorflow;
+    expect_error(pool(o), Code::invalid_argument,
+                 {"padding: expected every window to hold a tap", "spatial dimension 1"});
+    EXPECT_EQ(i[0], -7);
+    // ONNX Runtime's: the lowest finite value, the index of coordinates (n, c, -1, -1): -W - 1
+    // in row-major order, -H - 1 in column-major.
+    o.pool_rule = PoolRule::onnx_runtime;
+    ASSERT_TRUE(pool(o).ok());
+    EXPECT_EQ(v[0], std::numeric_limits<float>::lowest());
+    EXPECT_EQ(i[0], -3);
+    o.index_format = IndexFormat::onnx_column_major;
+    ASSERT_TRUE(pool(o).ok());
+    EXPECT_EQ(i[0], -2);
     // Calls large enough to share their passes among threads, in blocks of images or of one
-    // image's channels: every plane has the empty window, and the first in (n, c) order is
-    // named, whichever block fails first.
+    // image's channels: each plane's window gets its own plane's answer.
+    o.index_format = IndexFormat::onnx;
     set_num_threads(2);
     for (const Ints& shape : {Ints{4, 4096, 1, 2}, Ints{1, 16384, 1, 2}}) {
       std::vector<float> input(shape[0] * shape[1] * 2, 1.0f), values(input.size() / 2);
       Ints indices(values.size());
       const Ints pooled = {shape[0], shape[1], 1, 1};
-      expect_error(max_pool(2, contiguous(input.data(), shape), contiguous(values.data(), pooled),
-                            contiguous(indices.data(), pooled), o),
-                   Code::index_out_of_range, {"got 2", "at element [0, 0, 0, 0]"});
+      ASSERT_TRUE(max_pool(2, contiguous(input.data(), shape), contiguous(values.data(), pooled),
+                           contiguous(indices.data(), pooled), o)
+                      .ok());
+      for (size_t p = 0; p < indices.size(); ++p) {
+        ASSERT_EQ(indices[p], static_cast<int64_t>(p) * 2 - 3) << "plane " << p;
+        ASSERT_EQ(values[p], std::numeric_limits<float>::lowest()) << "plane " << p;
+      }
     }
     set_num_threads(0);
   }
@@ -490,6 +573,32 @@ TEST(Frameworks, CApiPoolOptions) {
   EXPECT_EQ(indices[2], 4 + 0);  // (1, NaN): first tap 1, NaN never wins
   EXPECT_EQ(values[2], 1.0f);
   EXPECT_EQ(indices[3], 4 + 3);
+  // pool_rule: ONNX Runtime's truncation gives a kernel of 5 over 4 one window per plane
+  // (PyTorch's floor none); the output shape query follows it too.
+  o.auto_pad = POOLGEN_EXPLICIT_PADDING;
+  o.padding[0] = 0;
+  o.kernel_size[0] = 5;
+  o.stride[0] = 2;
+  int64_t shape[3] = {};
+  const int64_t in_shape[3] = {1, 2, 4};
+  EXPECT_EQ(poolgen_max_pool_output_shape(1, 3, in_shape, &o, shape, message, sizeof message),
+            POOLGEN_INVALID_ARGUMENT);
+  o.pool_rule = POOLGEN_POOL_RULE_ONNX_RUNTIME;
+  ASSERT_EQ(poolgen_max_pool_output_shape(1, 3, in_shape, &o, shape, message, sizeof message),
+            POOLGEN_OK)
+      << message;
+  EXPECT_EQ(shape[2], 1);
+  const poolgen_tensor t_one = test::c_tensor(values, POOLGEN_F32, {1, 2, 1}),
+                       t_one_index = test::c_tensor(indices, POOLGEN_I64, {1, 2, 1});
+  ASSERT_EQ(poolgen_max_pool(1, &t_in, &t_one, &t_one_index, &o, message, sizeof message),
+            POOLGEN_OK)
+      << message;
+  EXPECT_EQ(values[1], 3.0f);  // plane (0, 1): 1, NaN, 2, 3 from its first tap
+  EXPECT_EQ(indices[1], 4 + 3);
+  o.pool_rule = 7;
+  EXPECT_EQ(poolgen_max_pool(1, &t_in, &t_one, &t_one_index, &o, message, sizeof message),
+            POOLGEN_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(message).find("pool_rule"), std::string::npos) << message;
 }
 
 TEST(IndexFormats, Names) {

@@ -134,6 +134,41 @@ Status index_error(int64_t position, int64_t index, int64_t plane) {
                     std::to_string(plane) + " (valid: 0 to " + std::to_string(plane - 1) + ")");
 }
 
+template <typename T>
+T lowest_finite() {
+  if constexpr (std::is_same_v<T, f16_t>) {
+    return f16_t{0xfbff};  // -65504
+  } else if constexpr (std::is_same_v<T, bf16_t>) {
+    return bf16_t{0xff7f};
+  } else {
+    return std::numeric_limits<T>::lowest();
+  }
+}
+
+// ONNX Runtime's index for a window with no tap inside: the element at spatial coordinates all
+// -1 of plane `pl` (n * C + c), in `format`; in[] the 3-D frame (leading extents of 1 for nd < 3,
+// whose coordinates stay 0).
+int64_t empty_window_index(IndexFormat format, int nd, int64_t pl, int64_t channels,
+                           const int64_t in[3]) {
+  const int64_t plane = in[0] * in[1] * in[2];
+  int64_t x[3] = {0, 0, 0};
+  for (int j = 3 - nd; j < 3; ++j) x[j] = -1;
+  const int64_t row_major = (x[0] * in[1] + x[1]) * in[2] + x[2];
+  switch (format) {
+    case IndexFormat::onnx: return pl * plane + row_major;
+    case IndexFormat::onnx_column_major: {
+      // The first real spatial dimension fastest.
+      int64_t q = 0;
+      for (int j = 2; j >= 3 - nd; --j) q = q * in[j] + x[j];
+      return pl * plane + q;
+    }
+    case IndexFormat::tensorflow: return row_major * channels + pl % channels;
+    case IndexFormat::tensorflow_with_batch:
+      return (pl / channels * plane + row_major) * channels + pl % channels;
+    default: return row_major;
+  }
+}
+
 // The plane offset `index` of plane `pl` (n * C + c) as `format` writes it (docs/semantics.md,
 // "Index formats"), in the 3-D terms of max_pool below; -1 where the format has none.
 int64_t formatted_index(IndexFormat format, int64_t index, int64_t pl, int64_t channels,
@@ -179,13 +214,24 @@ int64_t pool_extent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool
 }
 
 int64_t pool_extent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t p_end, int64_t d,
-                    bool ceil_mode) {
-  const int64_t num = in + p + p_end - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
-  // Floor division (num may be negative).
-  int64_t q = num / s;
-  if ((num % s != 0) && ((num < 0) != (s < 0))) --q;
-  int64_t out = q + 1;
-  if (ceil_mode && (out - 1) * s >= in + p) --out;
+                    bool ceil_mode, PoolRule rule) {
+  const int64_t rest = in + p + p_end - d * (k - 1) - 1;  // what the window leaves
+  int64_t out = 0;
+  if (rule == PoolRule::tensorflow) {
+    out = (rest + s) / s;  // C++ truncates, as TensorFlow's own division does
+  } else if (rule == PoolRule::onnx_runtime) {
+    // ONNX Runtime: ceil(rest / s) in floating point with ceil_mode, else truncation; both
+    // round toward zero below 0.
+    out = (ceil_mode ? static_cast<int64_t>(std::ceil(static_cast<double>(rest) / s))
+                     : rest / s) + 1;
+  } else {
+    const int64_t num = rest + (ceil_mode ? s - 1 : 0);
+    // Floor division (num may be negative).
+    int64_t q = num / s;
+    if ((num % s != 0) && ((num < 0) != (s < 0))) --q;
+    out = q + 1;
+  }
+  if (ceil_mode && out > 0 && (out - 1) * s >= in + p) --out;
   return out;
 }
 
@@ -202,6 +248,12 @@ Status expand_pool_options(int nd, const PoolOptions& options, PoolWindow* w) {
   if (!(st = check_min("padding", w->padding, 0)).ok()) return st;
   if (!(st = check_min("dilation", w->dilation, 1)).ok()) return st;
   w->ceil_mode = options.ceil_mode;
+  if (options.pool_rule < PoolRule::pytorch || options.pool_rule > PoolRule::tensorflow) {
+    return invalid("pool_rule: unknown value");
+  }
+  if (options.pool_rule == PoolRule::tensorflow && options.ceil_mode) {
+    return invalid("ceil_mode: TensorFlow has none");
+  }
   if (options.auto_pad != AutoPad::explicit_padding) {
     // Both sides come from the input extent (max_pool_output_shape).
     if (options.auto_pad < AutoPad::explicit_padding || options.auto_pad > AutoPad::valid) {
@@ -243,17 +295,25 @@ Status expand_pool_options(int nd, const PoolOptions& options, PoolWindow* w) {
   return Status();
 }
 
-// The padding auto_pad gives for `input_shape` (ONNX Runtime's SAME: the padding an undilated
-// window needs for ceil(in / s) outputs, the odd one after the end for SAME_UPPER).
-void resolve_padding(int nd, const Ints& input_shape, AutoPad auto_pad, PoolWindow* w) {
-  if (auto_pad != AutoPad::same_upper && auto_pad != AutoPad::same_lower) return;
+// The padding auto_pad gives for `input_shape` (SAME: the padding an undilated window needs for
+// ceil(in / s) outputs, the odd one after the end for SAME_UPPER; TensorFlow clamps it at 0, ONNX
+// Runtime does not, which the library refuses: unsupported).
+Status resolve_padding(int nd, const Ints& input_shape, const PoolOptions& options,
+                       PoolWindow* w) {
+  const AutoPad auto_pad = options.auto_pad;
+  if (auto_pad != AutoPad::same_upper && auto_pad != AutoPad::same_lower) return Status();
   for (int i = 0; i < nd; ++i) {
     const int64_t in = input_shape[input_shape.size() - nd + i], s = w->stride[i];
     const int64_t outputs = (in + s - 1) / s;
-    const int64_t needed = std::max<int64_t>(0, (outputs - 1) * s + w->kernel[i] - in);
+    int64_t needed = (outputs - 1) * s + w->kernel[i] - in;
+    if (needed < 0 && options.pool_rule == PoolRule::onnx_runtime) {
+      return Status(Code::unsupported, "auto_pad: ONNX Runtime's negative SAME padding");
+    }
+    needed = std::max<int64_t>(0, needed);
     w->padding[i] = auto_pad == AutoPad::same_upper ? needed / 2 : needed - needed / 2;
     w->padding_end[i] = needed - w->padding[i];
   }
+  return Status();
 }
 
 Status expand_unpool_options(int nd, const UnpoolOptions& options, PoolWindow* w) {
@@ -284,14 +344,14 @@ Status max_pool_output_shape(int nd, const Ints& input_shape, const PoolOptions&
   Status st = expand_pool_options(nd, options, &w);
   if (!st.ok()) return st;
   if (!(st = check_shape("input", nd, input_shape)).ok()) return st;
-  resolve_padding(nd, input_shape, options.auto_pad, &w);
+  if (!(st = resolve_padding(nd, input_shape, options, &w)).ok()) return st;
   Ints out = input_shape;
   const size_t first = input_shape.size() - nd;
   for (int i = 0; i < nd; ++i) {
     const int64_t in = input_shape[first + i];
     const int64_t e = pool_extent(in, w.kernel[i], w.stride[i], w.padding[i], w.padding_end[i],
-                                  w.dilation[i], w.ceil_mode);
-    if (e < 1) {
+                                  w.dilation[i], w.ceil_mode, options.pool_rule);
+    if (e < (options.pool_rule == PoolRule::pytorch ? 1 : 0)) {
       return invalid("output size of spatial dimension " + std::to_string(i) +
                      " would be " + std::to_string(e) + " (input extent " + std::to_string(in) +
                      ", kernel_size " + std::to_string(w.kernel[i]) + ", stride " +
@@ -408,7 +468,7 @@ Status max_pool(int nd, const Ints& input_shape, const std::vector<T>& input,
   }
   PoolWindow w;
   expand_pool_options(nd, options, &w);
-  resolve_padding(nd, input_shape, options.auto_pad, &w);
+  resolve_padding(nd, input_shape, options, &w);
   // Work in 3-D: missing leading spatial dimensions get extent 1 and a trivial window.
   int64_t k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, p[3] = {0, 0, 0}, d[3] = {1, 1, 1};
   for (int i = 0; i < nd; ++i) {
@@ -427,6 +487,7 @@ Status max_pool(int nd, const Ints& input_shape, const std::vector<T>& input,
 
   std::vector<T> vals(static_cast<size_t>(planes * out_plane));
   std::vector<int64_t> idxs(static_cast<size_t>(planes * out_plane));
+  bool empty_window = false;
   for (int64_t pl = 0; pl < planes; ++pl) {
     const T* src = input.data() + pl * in_plane;
     for (int64_t od = 0; od < out[0]; ++od) {
@@ -459,6 +520,14 @@ Status max_pool(int nd, const Ints& input_shape, const std::vector<T>& input,
             }
           }
           const int64_t at = pl * out_plane + (od * out[1] + oh) * out[2] + ow;
+          empty_window = empty_window || !scanned;
+          if (!scanned && options.pool_rule != PoolRule::pytorch) {
+            // No tap inside: ONNX Runtime's lowest finite value and coordinates (n, c, -1, ...)
+            // (TensorFlow's windows always hold one: refused below).
+            vals[at] = lowest_finite<T>();
+            idxs[at] = empty_window_index(options.index_format, nd, pl, channels, in);
+            continue;
+          }
           // PyTorch's bf16 kernels narrow the f32 maximum back: a NaN comes out as 0x7fc0.
           // ONNX Runtime and TensorFlow (first_tap) copy the winning element as it is.
           if constexpr (std::is_same_v<T, bf16_t>) {
@@ -471,12 +540,16 @@ Status max_pool(int nd, const Ints& input_shape, const std::vector<T>& input,
       }
     }
   }
-  const auto unformatted = std::find(idxs.begin(), idxs.end(), -1);
-  if (options.index_format != IndexFormat::plane && unformatted != idxs.end()) {
-    return Status(Code::index_out_of_range,
-                  "indices: an empty window's index has no form in index format " +
-                      std::to_string(static_cast<int>(options.index_format)) + " (element " +
-                      std::to_string(unformatted - idxs.begin()) + ")");
+  // PyTorch's index for a window without a tap inside (its first tap's, which may name another
+  // row's element) has no form in another format.
+  if (((options.pool_rule == PoolRule::pytorch && options.index_format != IndexFormat::plane) ||
+       options.index_format == IndexFormat::window) &&
+      empty_window) {
+    return invalid("indices: an empty window's index has no form in index format " +
+                   std::to_string(static_cast<int>(options.index_format)));
+  }
+  if (options.pool_rule == PoolRule::tensorflow && empty_window) {
+    return invalid("padding: a window without a tap inside, which TensorFlow never has");
   }
   *output_shape = oshape;
   *values = std::move(vals);

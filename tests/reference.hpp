@@ -28,9 +28,10 @@ Status expand_unpool_options(int nd, const UnpoolOptions& options, PoolWindow* w
 
 // Output extent of one pooled dimension (no validation).
 int64_t pool_extent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode);
-// The same with p before the start and p_end after the end.
+// The same with p before the start and p_end after the end, by `rule`'s division (PyTorch's
+// floor, ONNX Runtime's truncation, TensorFlow's (rest + s) / s).
 int64_t pool_extent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t p_end, int64_t d,
-                    bool ceil_mode);
+                    bool ceil_mode, PoolRule rule = PoolRule::pytorch);
 
 // Output shape of max pooling; same error rules as the library.
 Status max_pool_output_shape(int nd, const Ints& input_shape, const PoolOptions& options,

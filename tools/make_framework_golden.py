@@ -150,9 +150,12 @@ def pool_case(name, nd, dt, x, opts, y, i, grads=None):
         if key in opts:
             t += "%s %s\n" % (key, ints(opts[key]))
     t += "ceil_mode %d\n" % int(opts.get("ceil_mode", 0))
-    for key in ("auto_pad", "max_rule", "index_format"):
-        t += "%s %s\n" % (key, opts[key])
+    for key in ("auto_pad", "max_rule", "index_format", "pool_rule"):
+        if key in opts or key != "pool_rule":
+            t += "%s %s\n" % (key, opts[key])
     t += "input_shape %s\nin_values %s\n" % (ints(x.shape), hexbits(x))
+    if y is None:  # the framework refuses the shape
+        return t + "error 1\nend\n"
     t += "output_shape %s\n" % ints(y.shape)
     if grads is None:
         t += "out_values %s\n" % hexbits(y)
@@ -269,6 +272,93 @@ def tf_cases(out):
                     np.transpose(grad.numpy(), (0, 3, 1, 2)),
                     np.transpose(gin.numpy(), (0, 3, 1, 2)))))
                 count += 2
+    return count
+
+
+# Where the frameworks' window arithmetic differs from PyTorch's (PoolOptions::pool_rule): windows
+# that do not fit the padded input (ONNX Runtime's truncating division: an extent of 1 where
+# floor gives 0, then empty outputs, then an error; TensorFlow's VALID: empty outputs, then an
+# error), windows with no tap inside the input (ONNX Runtime: the lowest finite value, the index
+# of coordinates (n, c, -1, ...)), ceil_mode's last window. name, input shape (NC...), ONNX
+# attributes.
+ORT_RULE_CASES = [
+    ("extent1", [1, 1, 3], dict(kernel_shape=[2], strides=[2], dilations=[3])),
+    ("empty", [1, 2, 1], dict(kernel_shape=[3], strides=[2])),
+    ("refused", [1, 1, 1], dict(kernel_shape=[3], strides=[1])),
+    ("extent1_w", [1, 1, 4, 2], dict(kernel_shape=[2, 3], strides=[1, 2])),
+    ("empty_h", [2, 2, 2, 5], dict(kernel_shape=[4, 2], strides=[3, 1])),
+    ("extent1_dil", [1, 2, 3, 4, 2], dict(kernel_shape=[2, 2, 3], strides=[2, 2, 2])),
+    ("notap", [1, 2, 1], dict(kernel_shape=[2], strides=[2], dilations=[3], pads=[1, 1])),
+    ("notap_h", [1, 2, 3, 5], dict(kernel_shape=[3, 1], strides=[5, 1], dilations=[5, 1],
+                                   pads=[2, 0, 2, 0])),
+    ("notap_w", [1, 2, 2, 1], dict(kernel_shape=[1, 2], strides=[1, 2], dilations=[1, 3],
+                                   pads=[0, 1, 0, 1])),
+    ("notap_d", [1, 2, 3, 5, 2], dict(kernel_shape=[3, 1, 1], strides=[5, 1, 1],
+                                      dilations=[5, 1, 1], pads=[2, 0, 0, 2, 0, 0])),
+    ("same_dil", [1, 1, 5], dict(kernel_shape=[3], dilations=[2], auto_pad="SAME_UPPER")),
+    ("same_refused", [1, 1, 1], dict(kernel_shape=[3], dilations=[3], auto_pad="SAME_UPPER")),
+    ("ceil_kept", [1, 1, 5], dict(kernel_shape=[2], strides=[2], ceil_mode=1)),
+    ("ceil_dropped", [1, 1, 5], dict(kernel_shape=[2], strides=[2], pads=[1, 1], ceil_mode=1)),
+    ("ceil_dil", [1, 1, 6], dict(kernel_shape=[2], strides=[2], dilations=[2], ceil_mode=1)),
+    ("ceil_2d", [1, 1, 4, 5], dict(kernel_shape=[2, 2], strides=[3, 3], pads=[0, 1, 1, 1],
+                                   ceil_mode=1)),
+]
+
+# name, input shape (NCHW), ksize, strides, padding
+TF_RULE_CASES = [
+    ("valid_empty", [1, 1, 2, 3], [3, 1], [2, 1], "VALID"),
+    ("valid_refused", [1, 1, 1, 2], [3, 1], [1, 1], "VALID"),
+    ("valid_empty_w", [1, 3, 5, 2], [3, 3], [3, 3], "VALID"),
+    ("valid_k4s4", [1, 2, 5, 1], [4, 1], [4, 1], "VALID"),
+    ("same_s4", [1, 1, 3, 3], [1, 1], [4, 4], "SAME"),
+    ("same_k3s2", [2, 2, 4, 4], [3, 3], [2, 2], "SAME"),
+]
+
+
+def rule_cases(out):
+    """The pool_rule cases: each framework's answer (or refusal) as golden cases."""
+    count = 0
+    for j, (name, shape, attrs) in enumerate(ORT_RULE_CASES):
+        nd = len(shape) - 2
+        for order in (0, 1) if nd > 1 else (0,):
+            g = np.random.default_rng(7000 + 10 * j + order)
+            x = sample(g, shape, np.float32)
+            try:
+                y, i = onnx_run(x, dict(attrs, storage_order=order))
+            except Exception:  # ONNX Runtime refuses the shape ("negative" output dimension)
+                y = i = None
+            opts = dict(kernel_size=attrs["kernel_shape"], stride=attrs.get("strides", [1] * nd),
+                        dilation=attrs.get("dilations", [1] * nd),
+                        ceil_mode=attrs.get("ceil_mode", 0), max_rule="first_tap",
+                        index_format="onnx_column_major" if order else "onnx",
+                        pool_rule="onnx_runtime")
+            if "auto_pad" in attrs:
+                opts["auto_pad"] = AUTO_PAD[attrs["auto_pad"]]
+            else:
+                pads = attrs.get("pads", [0] * 2 * nd)
+                opts.update(auto_pad="explicit_padding", padding=pads[:nd], padding_end=pads[nd:])
+            out.write(pool_case("onnxrule%dd_%s_order%d" % (nd, name, order), nd, "f32", x, opts,
+                                y, i))
+            count += 1
+    for j, (name, shape, k, s, padding) in enumerate(TF_RULE_CASES):
+        for batch in (False, True):
+            g = np.random.default_rng(7500 + 10 * j + batch)
+            x = sample(g, shape, np.float32)
+            try:
+                y, i = tf.nn.max_pool_with_argmax(np.transpose(x, (0, 2, 3, 1)), [1] + k + [1],
+                                                  [1] + s + [1], padding,
+                                                  include_batch_in_index=batch)
+                y = np.transpose(y.numpy(), (0, 3, 1, 2))
+                i = np.transpose(i.numpy(), (0, 3, 1, 2))
+            except Exception:  # "Computed output size would be negative"
+                y = i = None
+            opts = dict(kernel_size=k, stride=s, dilation=[1, 1], max_rule="first_tap",
+                        auto_pad="same_upper" if padding == "SAME" else "valid",
+                        index_format="tensorflow_with_batch" if batch else "tensorflow",
+                        pool_rule="tensorflow")
+            out.write(pool_case("tfrule2d_%s%s" % (name, "_batch" if batch else ""), 2, "f32",
+                                x, opts, y, i))
+            count += 1
     return count
 
 
@@ -539,8 +629,9 @@ def main():
         n_onnx = onnx_cases(f)
         n_tf = tf_cases(f) + tf_explicit_cases(f)
         n_node = onnx_node_cases(f)
-    print("%s: %d ONNX Runtime, %d TensorFlow and %d ONNX node test cases, %d bytes" % (
-        path, n_onnx, n_tf, n_node, os.path.getsize(path)))
+        n_rule = rule_cases(f)
+    print("%s: %d ONNX Runtime, %d TensorFlow, %d ONNX node test and %d pool_rule cases, "
+          "%d bytes" % (path, n_onnx, n_tf, n_node, n_rule, os.path.getsize(path)))
     path = os.path.join(outdir, "frameworks_unpool.txt")
     with open(path, "w") as f:
         f.write(header())

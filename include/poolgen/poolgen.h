@@ -79,6 +79,12 @@ enum {
   POOLGEN_VALID = 3
 };
 enum { POOLGEN_MAX_ANY_NAN = 0, POOLGEN_MAX_FIRST_TAP = 1 };
+/* Whose window arithmetic pooling follows (poolgen::PoolRule). */
+enum {
+  POOLGEN_POOL_RULE_PYTORCH = 0,
+  POOLGEN_POOL_RULE_ONNX_RUNTIME = 1,
+  POOLGEN_POOL_RULE_TENSORFLOW = 2
+};
 /* Unpooling's output_size rules (poolgen::OutputSizeRule). */
 enum {
   POOLGEN_OUTPUT_SIZE_PYTORCH = 0,
@@ -101,6 +107,7 @@ typedef struct poolgen_pool_options {
   int32_t max_rule;     /* POOLGEN_MAX_ANY_NAN (PyTorch) or POOLGEN_MAX_FIRST_TAP */
   int32_t index_format; /* POOLGEN_INDEX_PLANE (PyTorch), POOLGEN_INDEX_ONNX, ... */
   void* cuda_stream;    /* a CUstream: see PoolOptions::cuda_stream; NULL: synchronous */
+  int32_t pool_rule;    /* POOLGEN_POOL_RULE_PYTORCH, POOLGEN_POOL_RULE_ONNX_RUNTIME, ... */
 } poolgen_pool_options;
 
 typedef struct poolgen_unpool_options {

@@ -177,8 +177,24 @@ enum class AutoPad : int32_t { explicit_padding = 0, same_upper = 1, same_lower 
 // and the two agree on every window without a NaN.
 enum class MaxRule : int32_t { any_nan = 0, first_tap = 1 };
 
+// Whose window arithmetic pooling follows where frameworks differ (docs/semantics.md, "Other
+// frameworks"): the output extents of windows that do not fit the padded input, SAME's padding
+// where the stride exceeds the kernel, and windows with no tap inside the input.
+//  - pytorch: floor division; an extent below 1 is an error. A window with no tap inside gives
+//    -inf (the lowest value) and its first tap's index, which only PyTorch's plane offsets
+//    carry: with another index_format such a window is an error, before anything is written.
+//  - onnx_runtime: C++'s truncating division, so an extent is 1 where floor gives 0, then 0 (an
+//    empty output) where the window misses by up to a stride more, an error below. SAME's
+//    padding is not clamped at 0 (negative padding: windows start inside the input; not yet
+//    supported, `unsupported`). A window with no tap inside gives the type's lowest finite value
+//    and the index of coordinates (n, c, -1, ..., -1) in the index format.
+//  - tensorflow: TensorFlow's (in + padding + padding_end - span + stride) / stride, truncated
+//    (0 where the window misses by less than a stride, an error below); no ceil_mode, and every
+//    window must hold a tap (TensorFlow's windows always do).
+enum class PoolRule : int32_t { pytorch = 0, onnx_runtime = 1, tensorflow = 2 };
+
 // Mirrors torch.nn.functional.max_pool{1,2,3}d(..., return_indices=True). Each list holds one
-// entry per spatial dimension, or a single entry used for all of them. The last four fields
+// entry per spatial dimension, or a single entry used for all of them. The last five fields
 // (defaults: PyTorch's) give ONNX's MaxPool and TensorFlow's max_pool_with_argmax.
 struct PoolOptions {
   Ints kernel_size;
@@ -207,6 +223,7 @@ struct PoolOptions {
   MaxRule max_rule = MaxRule::any_nan;
   // The format of the indices written (max_pool) or read (max_pool_backward).
   IndexFormat index_format = IndexFormat::plane;
+  PoolRule pool_rule = PoolRule::pytorch;
 };
 
 // Which framework's rule a given output_size follows (docs/semantics.md, "Unpooling in other

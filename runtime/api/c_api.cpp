@@ -145,6 +145,7 @@ const PoolOptions& pool_options(int32_t nd, const poolgen_pool_options& o) {
   p.auto_pad = static_cast<AutoPad>(o.auto_pad);
   p.max_rule = static_cast<MaxRule>(o.max_rule);
   p.index_format = static_cast<IndexFormat>(o.index_format);
+  p.pool_rule = static_cast<PoolRule>(o.pool_rule);
   return p;
 }
 

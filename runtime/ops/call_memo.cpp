@@ -46,7 +46,8 @@ CallKey::CallKey(int nd, std::initializer_list<const TensorView*> views, const P
                         int64_t{static_cast<int32_t>(o.device)},
                         int64_t{static_cast<int32_t>(o.auto_pad)},
                         int64_t{static_cast<int32_t>(o.max_rule)},
-                        int64_t{static_cast<int32_t>(o.index_format)}}) {
+                        int64_t{static_cast<int32_t>(o.index_format)},
+                        int64_t{static_cast<int32_t>(o.pool_rule)}}) {
     w.add(field);
   }
 }

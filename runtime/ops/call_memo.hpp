@@ -36,7 +36,7 @@ class CallKey {
  private:
   struct Writer;  // appends the values (call_memo.cpp)
 
-  // Three views of rank five and every option list at three entries take 82.
+  // Three views of rank five and every option list at three entries take 83.
   static constexpr size_t kCapacity = 96;
   int64_t values_[kCapacity];  // entries past size_ are never read
   size_t size_ = 0;

@@ -1,4 +1,5 @@
 // max_pool: validate, choose a kernel for the input's device, layout and types, call it.
+#include "conventions/empty_windows.hpp"
 #include "conventions/first_tap.hpp"
 #include "conventions/index_formats.hpp"
 #include "dispatch/cuda.hpp"
@@ -32,6 +33,7 @@ struct PoolPlan : OpPlan {  // views: input, values, indices
   Ints output_shape;
   KernelQuery query{};  // what chose `kernel`, but its window (the call's copies move)
   bool match_window = false;  // whether the query takes the window (fixed-window kernels)
+  bool empty_windows = false;  // ONNX Runtime's answer to write for windows with no tap inside
   const Kernel* kernel = nullptr;
 };
 
@@ -41,6 +43,27 @@ Status prepare(int nd, const TensorView& input, DType index_dtype, const PoolOpt
                PoolPlan* plan) {
   POOLGEN_RETURN_IF_ERROR(plan_shapes(nd, input.shape, options, &plan->window,
                                       &plan->output_shape));
+  int dim = 0;
+  if (has_empty_windows(plan->window, input.shape, plan->output_shape, &dim)) {
+    // Refused before anything is written: only ONNX Runtime defines them in every format.
+    if (options.pool_rule == PoolRule::tensorflow) {
+      return fail(Code::invalid_argument, "padding", ": expected every window to hold a tap ",
+                  "inside the input with pool_rule tensorflow, got windows with none in spatial ",
+                  "dimension ", dim);
+    }
+    // PyTorch's index for them (the first tap's) only plane offsets carry; a window format's
+    // index is a tap's.
+    if ((options.pool_rule == PoolRule::pytorch && options.index_format != IndexFormat::plane) ||
+        options.index_format == IndexFormat::window) {
+      return fail(Code::invalid_argument, "index_format", ": expected ",
+                  options.pool_rule == PoolRule::pytorch ? "plane offsets" : "another format",
+                  " where windows hold no tap inside the input (spatial dimension ", dim,
+                  ") with pool_rule ", static_cast<int>(options.pool_rule),
+                  ", which has no index for them in it, got ",
+                  index_format_name(options.index_format));
+    }
+    plan->empty_windows = options.pool_rule == PoolRule::onnx_runtime;
+  }
   return check_leading_view("input", input, input.shape, nd, index_dtype,
                             spatial_elements(nd, input.shape), &plan->views[0]);
 }
@@ -145,7 +168,7 @@ namespace {
 // over a block while it is in cache; the first failing block in (n, c) order names its index,
 // as one pass over all would.
 [[gnu::cold]] Status apply_other_rules(int nd, const Ints& input_shape, const PoolOptions& options,
-                         const Window& window, const Views& views) {
+                         const Window& window, bool empty_windows, const Views& views) {
   const View& indices = views[2];
   const int dim = indices.shape[0] > 1 ? 0 : 1;
   const int64_t extent = indices.shape[dim];
@@ -162,13 +185,21 @@ namespace {
         const View in = slice(views[0], dim, first, count);
         const View values = slice(views[1], dim, first, count);
         const View block = slice(indices, dim, first, count);
+        const int64_t n0 = dim == 0 ? first : 0, c0 = dim == 1 ? first : 0;
+        const IndexFormat format = options.index_format;
         if (options.max_rule == MaxRule::first_tap) {
           apply_first_tap_rule(in, values, block, window);
         }
-        if (options.index_format != IndexFormat::plane) {
+        if (empty_windows) {
+          fill_empty_windows(values, block, window, input_shape, format,
+                             format != IndexFormat::plane, n0, c0);
+        }
+        if (format != IndexFormat::plane) {
           results[task] = rewrite_indices(nd, input_shape, &window, block, IndexFormat::plane,
-                                          block, options.index_format, batchless,
-                                          dim == 0 ? first : 0, dim == 1 ? first : 0);
+                                          block, format, batchless, n0, c0);
+          if (empty_windows && results[task].ok()) {
+            fill_empty_windows(values, block, window, input_shape, format, false, n0, c0);
+          }
         }
         return 0;  // every block runs: the first failing one in order decides
       },
@@ -235,8 +266,8 @@ struct MaxPool {
                                         {{"input", &in}}));
     POOLGEN_RETURN_IF_ERROR(choose(input, indices.dtype, options, plan));
     // Other frameworks' rules are passes over the results, on the host.
-    const bool pytorch_rules =
-        options.max_rule == MaxRule::any_nan && options.index_format == IndexFormat::plane;
+    const bool pytorch_rules = options.max_rule == MaxRule::any_nan &&
+                               options.index_format == IndexFormat::plane && !plan->empty_windows;
     if (!pytorch_rules && plan->device != Device::cpu) {
       return fail(Code::unsupported, "max_rule and index_format", ": expected PyTorch's (any_nan, ",
                   "plane) on CUDA, got ", static_cast<int>(options.max_rule), " and ",
@@ -273,10 +304,11 @@ struct MaxPool {
         [&](const Views& plane, int64_t) { return pool_rows(plan, plane); }));
     staged_values.finish();
     staged_indices.finish();
-    if (options.max_rule == MaxRule::any_nan && options.index_format == IndexFormat::plane) {
+    if (options.max_rule == MaxRule::any_nan && options.index_format == IndexFormat::plane &&
+        !plan.empty_windows) {
       return {};
     }
-    return apply_other_rules(nd, tensors[0]->shape, options, plan.window,
+    return apply_other_rules(nd, tensors[0]->shape, options, plan.window, plan.empty_windows,
                              {in, out_values, out_indices});
   }
 };

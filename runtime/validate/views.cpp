@@ -13,6 +13,7 @@ namespace poolgen::detail {
   // Sorted by stride, each dimension must step over everything the finer ones cover.
   std::pair<int64_t, int64_t> dims[5];  // (stride, extent); on the stack: this runs every call
   int count = 0;
+  if (view.elements() == 0) return {};  // no element to overlap another
   for (int i = 0; i < view.rank; ++i) {
     if (view.shape[i] <= 1) continue;
     int at = count++;  // insertion sort: at most five entries

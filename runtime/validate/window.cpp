@@ -150,6 +150,15 @@ Status pool_window(int nd, const PoolOptions& o, Window* w) {
                 static_cast<int>(o.max_rule));
   }
   POOLGEN_RETURN_IF_ERROR(check_index_format("index_format", o.index_format));
+  if (o.pool_rule < PoolRule::pytorch || o.pool_rule > PoolRule::tensorflow) {
+    return fail(Code::invalid_argument, "pool_rule", ": expected a PoolRule (0 to 2), got ",
+                static_cast<int>(o.pool_rule));
+  }
+  if (o.pool_rule == PoolRule::tensorflow && o.ceil_mode) {
+    return fail(Code::invalid_argument, "ceil_mode",
+                ": expected false with pool_rule tensorflow (TensorFlow has none), got true");
+  }
+  w->pool_rule = o.pool_rule;
   int64_t volume = 1;
   for (int i = 0; i < nd; ++i) {
     // Parameters are below 2^31: this cannot overflow. auto_pad's padding is below the span.
@@ -315,18 +324,34 @@ Status pool_output_shape(Window* window, const Ints& in, Ints* out, const char* 
     const int64_t extent = in[first + i], s = w.stride[i];
     const int64_t span = w.dilation[i] * (w.kernel[i] - 1) + 1;
     if (w.auto_pad == AutoPad::same_upper || w.auto_pad == AutoPad::same_lower) {
-      // ONNX Runtime's SAME: the padding an undilated window needs for ceil(in / s) outputs,
-      // halved (the odd one at the end for same_upper), then the dilated window's output count.
-      const int64_t needed =
-          std::max<int64_t>(0, ((extent + s - 1) / s - 1) * s + w.kernel[i] - extent);
-      w.padding[i] = w.auto_pad == AutoPad::same_upper ? needed / 2 : (needed + 1) / 2;
-      w.padding_end[i] = needed - w.padding[i];
+      // SAME: the padding an undilated window needs for ceil(in / s) outputs, halved (the odd
+      // one at the end for same_upper), then the dilated window's output count. ONNX Runtime
+      // does not clamp a negative need (a stride past the kernel): its windows then start
+      // inside the input, which no kernel here takes.
+      const int64_t needed = ((extent + s - 1) / s - 1) * s + w.kernel[i] - extent;
+      if (needed < 0 && w.pool_rule == PoolRule::onnx_runtime) {
+        return fail(Code::unsupported, "auto_pad", ": expected a stride at most the kernel's ",
+                    "reach past the input in spatial dimension ", i, " with pool_rule ",
+                    "onnx_runtime (whose SAME padding would be ", needed, "), got kernel_size ",
+                    w.kernel[i], ", stride ", s, " and extent ", extent);
+      }
+      const int64_t clamped = std::max<int64_t>(0, needed);
+      w.padding[i] = w.auto_pad == AutoPad::same_upper ? clamped / 2 : (clamped + 1) / 2;
+      w.padding_end[i] = clamped - w.padding[i];
     }
-    const int64_t pads = w.padding[i] + w.padding_end[i];
-    int64_t o = floor_div(extent + pads - span + (w.ceil_mode ? s - 1 : 0), s) + 1;
+    // What the window leaves of the padded input, then the extent by the rule's division.
+    const int64_t rest = extent + w.padding[i] + w.padding_end[i] - span;
+    int64_t o = 0;
+    switch (w.pool_rule) {
+      case PoolRule::pytorch: o = floor_div(rest + (w.ceil_mode ? s - 1 : 0), s) + 1; break;
+      case PoolRule::onnx_runtime:  // truncating, and ceil_mode's rounding only when it fits
+        o = (rest >= 0 ? (rest + (w.ceil_mode ? s - 1 : 0)) / s : rest / s) + 1;
+        break;
+      case PoolRule::tensorflow: o = (rest + s) / s; break;
+    }
     // The last window must start inside the input or its left padding.
-    if (w.ceil_mode && (o - 1) * s >= extent + w.padding[i]) --o;
-    if (o < 1) {
+    if (w.ceil_mode && o > 0 && (o - 1) * s >= extent + w.padding[i]) --o;
+    if (o < (w.pool_rule == PoolRule::pytorch ? 1 : 0)) {
       return fail(Code::invalid_argument, input, ": expected spatial dimension ", i,
                   " to hold a window of kernel_size ", w.kernel[i], ", dilation ", w.dilation[i],
                   ", padding ", w.padding[i], " and ", w.padding_end[i], ", got extent ", extent,

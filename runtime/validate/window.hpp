@@ -23,6 +23,7 @@ struct Window {
   // stride and padding are 0.
   bool by_indices = false;
   OutputSizeRule size_rule = OutputSizeRule::pytorch;  // unpooling's
+  PoolRule pool_rule = PoolRule::pytorch;              // pooling's
 };
 
 Status pool_window(int nd, const PoolOptions& options, Window* window);

@@ -385,6 +385,8 @@ struct ShapeModel {
   // unknown options device (unsupported), more than 2^59 elements or an unpooled extent beyond
   // 2^59 (invalid_argument).
   bool limit = false;
+  // Refused as unsupported rather than malformed (ONNX Runtime's negative SAME padding).
+  bool unsupported = false;
   Ints out;
   std::string why;  // the first rule broken
 };
@@ -460,6 +462,9 @@ inline ShapeModel model_pool_shape(int nd, const Ints& shape, const PoolOptions&
   // Other frameworks' padding (docs/semantics.md): ONNX's end padding, or SAME / VALID.
   const int auto_pad = static_cast<int>(o.auto_pad);
   if (auto_pad < 0 || auto_pad > 3) return m.why = "auto_pad code", m;
+  const int rule = static_cast<int>(o.pool_rule);  // pytorch, onnx_runtime, tensorflow
+  if (rule < 0 || rule > 2) return m.why = "pool_rule code", m;
+  if (rule == 2 && o.ceil_mode) return m.why = "ceil_mode with pool_rule tensorflow", m;
   const bool end_given = !o.padding_end.empty(), same = auto_pad == 1 || auto_pad == 2;
   if (auto_pad != 0) {
     for (int i = 0; i < nd; ++i) {
@@ -506,15 +511,25 @@ inline ShapeModel model_pool_shape(int nd, const Ints& shape, const PoolOptions&
   for (int i = 0; i < nd; ++i) {
     const i128 in = shape[first + i];
     if (same) {  // the padding an undilated window needs for ceil(in / s) outputs, halved
-      const i128 needed = std::max<i128>(0, (-floor_div(-in, s[i]) - 1) * s[i] + k[i] - in);
-      p[i] = auto_pad == 1 ? needed / 2 : needed - needed / 2;
-      pe[i] = needed - p[i];
+      const i128 needed = (-floor_div(-in, s[i]) - 1) * s[i] + k[i] - in;
+      if (needed < 0 && rule == 1) {
+        m.unsupported = true;
+        return m.why = "ONNX Runtime's negative SAME padding", m;
+      }
+      const i128 clamped = std::max<i128>(0, needed);
+      p[i] = auto_pad == 1 ? clamped / 2 : clamped - clamped / 2;
+      pe[i] = clamped - p[i];
     }
-    const i128 num = in + p[i] + pe[i] - d[i] * (k[i] - 1) - 1 + (o.ceil_mode ? s[i] - 1 : 0);
-    i128 e = floor_div(num, s[i]) + 1;
-    if (o.ceil_mode && (e - 1) * s[i] >= in + p[i]) --e;
+    // What the window leaves, then the rule's division: PyTorch floors, ONNX Runtime truncates
+    // (toward zero below 0), TensorFlow truncates (rest + s) / s.
+    const i128 rest = in + p[i] + pe[i] - d[i] * (k[i] - 1) - 1;
+    const i128 num = rest + (o.ceil_mode ? s[i] - 1 : 0);
+    i128 e = rule == 0   ? floor_div(num, s[i]) + 1
+             : rule == 1 ? (rest >= 0 ? num / s[i] : -(-rest / s[i])) + 1
+                         : (rest + s[i] >= 0 ? (rest + s[i]) / s[i] : -(-(rest + s[i]) / s[i]));
+    if (o.ceil_mode && e > 0 && (e - 1) * s[i] >= in + p[i]) --e;
     if (is_huge(num) || is_huge(in + p[i] + pe[i]) || is_huge(num + s[i])) m.huge = true;
-    if (e < 1) return m.why = "output extent below 1", m;
+    if (e < (rule == 0 ? 1 : 0)) return m.why = "output extent below the rule's minimum", m;
     if (e > kI64Max) fits = false;
     m.out[first + i] = saturate(e);
   }

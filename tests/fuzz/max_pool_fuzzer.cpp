@@ -138,8 +138,13 @@ PoolCase decode(FuzzInput& in) {
         IndexFormat::window, IndexFormat::tensorflow_with_batch, IndexFormat::plane};
     o.max_rule = in.pick(kRules);
     o.index_format = in.pick(kFormats);
+    // Whose window arithmetic (now and then a bad code).
+    static constexpr PoolRule kPoolRules[] = {PoolRule::onnx_runtime, PoolRule::tensorflow,
+                                              PoolRule::pytorch};
+    o.pool_rule = in.chance(5) ? static_cast<PoolRule>(in.byte() % 8) : in.pick(kPoolRules);
     c.co.max_rule = static_cast<int32_t>(o.max_rule);
     c.co.index_format = static_cast<int32_t>(o.index_format);
+    c.co.pool_rule = static_cast<int32_t>(o.pool_rule);
     // Their padding: ONNX's end padding (mostly below the kernel, ONNX Runtime's limit), or
     // auto_pad (SAME or VALID; now and then a bad code, or beside a padding it forbids).
     if (in.chance(60)) {
@@ -187,7 +192,8 @@ std::string describe(const PoolCase& c) {
      << " ceil_mode " << c.o.ceil_mode << " path " << static_cast<int>(c.o.path) << " device "
      << static_cast<int>(c.o.device) << " max_rule " << static_cast<int>(c.o.max_rule)
      << " index_format " << static_cast<int>(c.o.index_format) << " padding_end "
-     << str(c.o.padding_end) << " auto_pad " << static_cast<int>(c.o.auto_pad);
+     << str(c.o.padding_end) << " auto_pad " << static_cast<int>(c.o.auto_pad) << " pool_rule "
+     << static_cast<int>(c.o.pool_rule);
   if (c.c_api) {
     os << "; C padding_end_given " << c.co.padding_end_given << " padding_end "
        << str(Ints(c.co.padding_end, c.co.padding_end + 3)) << " ceil_mode " << c.co.ceil_mode;
@@ -268,7 +274,7 @@ void check_queries(const PoolCase& c) {
 Expect shape_expectations(const PoolCase& c) {
   Expect e;
   const ShapeModel& m = c.model;
-  if (!m.valid) e.add(&e.invalid, "shape rules: " + m.why);
+  if (!m.valid) e.add(m.unsupported ? &e.fail : &e.invalid, "shape rules: " + m.why);
   if (m.limit) {
     e.add(&e.invalid_ok, "beyond the library's limits");
     e.add(&e.unsupported_ok, "beyond the library's limits");
@@ -403,8 +409,10 @@ void check_call(const PoolCase& c) {
     scatter_into(mem[0], make_values(vt, mem[0].elem, mem[0].offsets.size(), c.data));
     packed_input = gather(mem[0]);
   }
-  // The reference's results, computed once. Another index format has no index for an empty
-  // window (docs/semantics.md): the reference says, before the call, whether there is one.
+  // The reference's results, computed once. A window without a tap inside has no index in
+  // another format under PyTorch's rule, none in the window format, and no place under
+  // TensorFlow's (docs/semantics.md): refused before anything is written. The reference says,
+  // before the call, whether there is one.
   std::vector<uint8_t> want_values;
   std::vector<int64_t> want_indices;
   Status rs;
@@ -418,11 +426,14 @@ void check_call(const PoolCase& c) {
   };
   // (Not beyond the library's limits, which it refuses first: SAME pads a window of any size,
   // whose taps the reference would walk.)
-  const bool empty_window = c.o.index_format != IndexFormat::plane && materialise &&
+  const bool empty_window = materialise &&
                             c.model.valid && !c.model.limit && !e.must_fail() &&
                             geometry(c.values).elements > 0 &&
-                            reference().code() == Code::index_out_of_range;
-  if (empty_window) feature("empty_window_index");
+                            reference().code() == Code::invalid_argument;
+  if (empty_window) {
+    feature("empty_window_refused");
+    e.add(&e.invalid, "a window without a tap inside, which the rule or format cannot index");
+  }
 
   if (mem[0].buffer) mem[0].buffer->protect();  // any write to the input faults
   Status st;
@@ -440,7 +451,7 @@ void check_call(const PoolCase& c) {
   if (mem[0].buffer) mem[0].buffer->unprotect();
   for (int i = 0; i < 3; ++i) check_canary(mem[i], names[i], st);
   check_message(st, known);
-  check_outcome(st, e, empty_window);
+  check_outcome(st, e, false);
   feature(std::string("outcome:") + code_name(st.code()) + (c.c_api ? ":c" : ":cpp"));
   if (st.code() == Code::index_out_of_range) {  // after the kernel: the views may be written
     check_outside_view(mem[1], kSentinel, "values");

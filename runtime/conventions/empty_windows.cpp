@@ -1,0 +1,120 @@
+#include "conventions/empty_windows.hpp"
+
+#include <cstring>
+#include <limits>
+#include <vector>
+
+
+namespace poolgen::detail {
+namespace {
+
+// Whether pooled coordinate o of spatial dimension i has a tap in [0, extent): its first tap at
+// or past 0 is before the end.
+bool has_tap(const Window& w, int i, int64_t o, int64_t extent) {
+  const int64_t start = o * w.stride[i] - w.padding[i], d = w.dilation[i];
+  const int64_t skipped = start >= 0 ? 0 : (-start + d - 1) / d;
+  return skipped < w.kernel[i] && start + skipped * d < extent;
+}
+
+// The lowest finite value of `dtype`, as its bytes.
+void lowest_bytes(DType dtype, unsigned char* out) {
+  const auto put = [&](auto v) { std::memcpy(out, &v, sizeof v); };
+  switch (dtype) {
+    case DType::f32: return put(std::numeric_limits<float>::lowest());
+    case DType::f64: return put(std::numeric_limits<double>::lowest());
+    case DType::f16: return put(uint16_t{0xfbff});  // -65504
+    case DType::bf16: return put(uint16_t{0xff7f});
+    case DType::i8: return put(std::numeric_limits<int8_t>::lowest());
+    case DType::u8: return put(uint8_t{0});
+    case DType::i16: return put(std::numeric_limits<int16_t>::lowest());
+    case DType::i32: return put(std::numeric_limits<int32_t>::lowest());
+    case DType::i64: return put(std::numeric_limits<int64_t>::lowest());
+  }
+}
+
+}  // namespace
+
+bool has_empty_windows(const Window& w, const Ints& input_shape, const Ints& output_shape,
+                       int* dim) {
+  const size_t first = input_shape.size() - w.nd;
+  for (int64_t e : output_shape) {
+    if (e == 0) return false;  // no window at all
+  }
+  for (int i = 0; i < w.nd; ++i) {
+    for (int64_t o = 0; o < output_shape[first + i]; ++o) {
+      if (!has_tap(w, i, o, input_shape[first + i])) {
+        *dim = i;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+void fill_empty_windows(const View& values, const View& indices, const Window& w,
+                        const Ints& frame_shape, IndexFormat format, bool placeholder,
+                        int64_t n0, int64_t c0) {
+  const int nd = w.nd;
+  const size_t lead = frame_shape.size() - nd;
+  const int64_t channels = lead == 2 ? frame_shape[1] : frame_shape[0];
+  int64_t extent[3] = {1, 1, 1}, plane = 1;
+  std::vector<char> empty[3];  // per spatial dimension: which pooled coordinates have no tap
+  for (int i = 0; i < nd; ++i) {
+    extent[i] = frame_shape[lead + i];
+    plane *= extent[i];
+    empty[i].resize(values.shape[2 + i]);
+    for (int64_t o = 0; o < values.shape[2 + i]; ++o) empty[i][o] = !has_tap(w, i, o, extent[i]);
+  }
+  // Coordinates all -1: the plane offset -(1 + W + W*H...) row-major, -(1 + H + H*W...) in
+  // ONNX's column-major order.
+  int64_t row_major = 0, column_major = 0, step = 1;
+  for (int i = nd - 1; i >= 0; --i) row_major -= step, step *= extent[i];
+  step = 1;
+  for (int i = 0; i < nd; ++i) column_major -= step, step *= extent[i];
+  unsigned char lowest[8];
+  lowest_bytes(values.dtype, lowest);
+  const int64_t width = element_size(values.dtype);
+  int64_t o[3] = {};
+  for (int64_t n = 0; n < values.shape[0]; ++n) {
+    for (int64_t c = 0; c < values.shape[1]; ++c) {
+      const int64_t image = n0 + n, channel = c0 + c, frame_plane = image * channels + channel;
+      int64_t index = 0;
+      if (!placeholder) {
+        switch (format) {
+          case IndexFormat::onnx: index = frame_plane * plane + row_major; break;
+          case IndexFormat::onnx_column_major: index = frame_plane * plane + column_major; break;
+          case IndexFormat::tensorflow: index = row_major * channels + channel; break;
+          case IndexFormat::tensorflow_with_batch:
+            index = (image * plane + row_major) * channels + channel;
+            break;
+          default: index = row_major; break;
+        }
+      }
+      const int64_t pooled = values.plane();
+      for (int64_t q = 0; q < pooled; ++q) {
+        int64_t rest = q;
+        bool none = false;
+        for (int i = nd - 1; i >= 0; --i) {
+          o[i] = rest % values.shape[2 + i];
+          rest /= values.shape[2 + i];
+          none = none || empty[i][o[i]];
+        }
+        if (!none) continue;
+        int64_t at_value = n * values.strides[0] + c * values.strides[1];
+        int64_t at_index = n * indices.strides[0] + c * indices.strides[1];
+        for (int i = 0; i < nd; ++i) {
+          at_value += o[i] * values.strides[2 + i];
+          at_index += o[i] * indices.strides[2 + i];
+        }
+        std::memcpy(static_cast<char*>(values.data) + at_value * width, lowest, width);
+        if (indices.dtype == DType::i32) {
+          static_cast<int32_t*>(indices.data)[at_index] = static_cast<int32_t>(index);
+        } else {
+          static_cast<int64_t*>(indices.data)[at_index] = index;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace poolgen::detail
