@@ -414,9 +414,9 @@ TEST(Frameworks, PoolOptionErrors) {
     expect_error(run(o), Code::invalid_argument, {"index_format: expected an IndexFormat", "got 7"});
   }
   {
-    // pool_rule: a known one; TensorFlow's has no ceil_mode; ONNX Runtime's SAME padding below
-    // 0 (stride past the kernel's reach) is not served yet, and says so; TensorFlow's (and
-    // PyTorch's) SAME clamps it at 0.
+    // pool_rule: a known one; TensorFlow's has no ceil_mode; ONNX Runtime's SAME padding may be
+    // negative (a stride past the kernel's reach: windows start inside the input), TensorFlow's
+    // (and PyTorch's) SAME clamps it at 0.
     PoolOptions o = base;
     o.pool_rule = static_cast<PoolRule>(3);
     expect_error(run(o), Code::invalid_argument, {"pool_rule: expected a PoolRule", "got 3"});
@@ -429,14 +429,20 @@ TEST(Frameworks, PoolOptionErrors) {
     o.stride = {4};
     o.auto_pad = AutoPad::same_upper;
     in[0] = 2.0f;
+    in[5] = 3.0f;
     EXPECT_TRUE(run(o, {1, 1, 1, 1}).ok());  // 4 -> 1: one window at 0 (padding 0, not -3)
     EXPECT_EQ(values[0], 2.0f);
     EXPECT_EQ(indices[0], 0);
-    in[0] = 1.0f;
+    // ONNX Runtime: need -3, padding trunc(-3 / 2) = -1 before: the window at (1, 1); the same
+    // for SAME_LOWER, trunc(-2 / 2).
     o.pool_rule = PoolRule::onnx_runtime;
-    expect_error(run(o), Code::unsupported,
-                 {"auto_pad: expected a stride at most", "spatial dimension 0",
-                  "would be -3", "kernel_size 1, stride 4 and extent 4"});
+    for (AutoPad same : {AutoPad::same_upper, AutoPad::same_lower}) {
+      o.auto_pad = same;
+      ASSERT_TRUE(run(o, {1, 1, 1, 1}).ok());
+      EXPECT_EQ(values[0], 3.0f);
+      EXPECT_EQ(indices[0], 5);
+    }
+    in[0] = in[5] = 1.0f;
     // An extent below the rule's minimum names the input and the extent it would have.
     Ints shape;
     o = base;

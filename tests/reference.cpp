@@ -296,8 +296,9 @@ Status expand_pool_options(int nd, const PoolOptions& options, PoolWindow* w) {
 }
 
 // The padding auto_pad gives for `input_shape` (SAME: the padding an undilated window needs for
-// ceil(in / s) outputs, the odd one after the end for SAME_UPPER; TensorFlow clamps it at 0, ONNX
-// Runtime does not, which the library refuses: unsupported).
+// ceil(in / s) outputs, the odd one after the end for SAME_UPPER). TensorFlow clamps it at 0;
+// ONNX Runtime does not, and halves a negative one toward zero: SAME_UPPER trunc(need / 2),
+// SAME_LOWER trunc((need + 1) / 2) before the start, the rest after the end.
 Status resolve_padding(int nd, const Ints& input_shape, const PoolOptions& options,
                        PoolWindow* w) {
   const AutoPad auto_pad = options.auto_pad;
@@ -306,11 +307,9 @@ Status resolve_padding(int nd, const Ints& input_shape, const PoolOptions& optio
     const int64_t in = input_shape[input_shape.size() - nd + i], s = w->stride[i];
     const int64_t outputs = (in + s - 1) / s;
     int64_t needed = (outputs - 1) * s + w->kernel[i] - in;
-    if (needed < 0 && options.pool_rule == PoolRule::onnx_runtime) {
-      return Status(Code::unsupported, "auto_pad: ONNX Runtime's negative SAME padding");
-    }
-    needed = std::max<int64_t>(0, needed);
-    w->padding[i] = auto_pad == AutoPad::same_upper ? needed / 2 : needed - needed / 2;
+    if (options.pool_rule != PoolRule::onnx_runtime) needed = std::max<int64_t>(0, needed);
+    const int64_t halved = auto_pad == AutoPad::same_upper ? needed : needed + 1;
+    w->padding[i] = halved >= 0 ? halved / 2 : -(-halved / 2);
     w->padding_end[i] = needed - w->padding[i];
   }
   return Status();

@@ -185,9 +185,9 @@ enum class MaxRule : int32_t { any_nan = 0, first_tap = 1 };
 //    carry: with another index_format such a window is an error, before anything is written.
 //  - onnx_runtime: C++'s truncating division, so an extent is 1 where floor gives 0, then 0 (an
 //    empty output) where the window misses by up to a stride more, an error below. SAME's
-//    padding is not clamped at 0 (negative padding: windows start inside the input; not yet
-//    supported, `unsupported`). A window with no tap inside gives the type's lowest finite value
-//    and the index of coordinates (n, c, -1, ..., -1) in the index format.
+//    padding is not clamped at 0 (a stride past the kernel: negative padding, windows that start
+//    inside the input). A window with no tap inside gives the type's lowest finite value and the
+//    index of coordinates (n, c, -1, ..., -1) in the index format.
 //  - tensorflow: TensorFlow's (in + padding + padding_end - span + stride) / stride, truncated
 //    (0 where the window misses by less than a stride, an error below); no ceil_mode, and every
 //    window must hold a tap (TensorFlow's windows always do).

@@ -1,5 +1,5 @@
 // max_pool: validate, choose a kernel for the input's device, layout and types, call it.
-#include "conventions/empty_windows.hpp"
+#include "conventions/onnx_windows.hpp"
 #include "conventions/first_tap.hpp"
 #include "conventions/index_formats.hpp"
 #include "dispatch/cuda.hpp"
@@ -34,6 +34,13 @@ struct PoolPlan : OpPlan {  // views: input, values, indices
   KernelQuery query{};  // what chose `kernel`, but its window (the call's copies move)
   bool match_window = false;  // whether the query takes the window (fixed-window kernels)
   bool empty_windows = false;  // ONNX Runtime's answer to write for windows with no tap inside
+  // ONNX Runtime's negative SAME padding: the kernel runs on the input less crop[i] leading
+  // elements per spatial dimension, with kernel_window (that padding 0); else kernel_window is
+  // the window.
+  bool cropped = false;
+  int64_t crop[3] = {};
+  Window kernel_window;
+  bool passes = false;  // other frameworks' rules: passes over the kernel's results (host)
   const Kernel* kernel = nullptr;
 };
 
@@ -64,6 +71,13 @@ Status prepare(int nd, const TensorView& input, DType index_dtype, const PoolOpt
     }
     plan->empty_windows = options.pool_rule == PoolRule::onnx_runtime;
   }
+  plan->kernel_window = plan->window;
+  for (int i = 0; i < nd; ++i) {
+    if (plan->window.padding[i] >= 0) continue;
+    plan->cropped = true;
+    plan->crop[i] = -plan->window.padding[i];
+    plan->kernel_window.padding[i] = 0;
+  }
   return check_leading_view("input", input, input.shape, nd, index_dtype,
                             spatial_elements(nd, input.shape), &plan->views[0]);
 }
@@ -80,7 +94,7 @@ Status prepare(int nd, const TensorView& input, DType index_dtype, const PoolOpt
   plan->query = {Op::pool, nd,           layout_of(plan->views[0]), input.dtype, index_dtype,
                  nullptr,  plan->device, capability};
   KernelQuery query = plan->query;
-  if (plan->match_window) query.window = &plan->window;
+  if (plan->match_window) query.window = &plan->kernel_window;
   return choose_kernel(forward_kernels(), query, "input", &plan->kernel);
 }
 
@@ -111,7 +125,7 @@ Status run_pool(const Kernel& kernel, const Window& window, const Views& views) 
 // the padding its first window sees; its indices, offsets from the run's first input row, are
 // shifted to the plane's.
 [[gnu::cold]] Status pool_rows(const PoolPlan& call, const Views& plane) {
-  const Window& w = call.window;
+  const Window& w = call.kernel_window;
   const View &in = plane[0], &values = plane[1], &indices = plane[2];
   const int64_t s = w.stride[0], pad = w.padding[0];
   const int64_t span = w.dilation[0] * (w.kernel[0] - 1) + 1, rows = in.shape[2];
@@ -161,14 +175,22 @@ Status run_pool(const Kernel& kernel, const Window& window, const Views& views) 
 
 namespace {
 
-// Other frameworks' rules, passes over the kernel's results (input, values, indices): the NaN
-// rule's rescan, then the index format. Blocks of whole images (of one image's channels where
+// Other frameworks' rules, passes over the kernel's results (input as the kernel read it, values,
+// indices): the NaN rule's rescan, plane offsets of a cropped input moved back to the whole
+// input's, ONNX Runtime's windows with no tap, then the index format. Blocks of whole images (of one image's channels where
 // there is one and they are not innermost: channels-last blocks would cut every pixel's run of
 // channels short) run on the kernels' thread pool where the call is worth sharing, each pass
 // over a block while it is in cache; the first failing block in (n, c) order names its index,
 // as one pass over all would.
 [[gnu::cold]] Status apply_other_rules(int nd, const Ints& input_shape, const PoolOptions& options,
-                         const Window& window, bool empty_windows, const Views& views) {
+                         const PoolPlan& plan, const Views& views) {
+  const Window& window = plan.window;
+  const bool empty_windows = plan.empty_windows;
+  int64_t extents[3], cropped[3];
+  for (int i = 0; i < nd; ++i) {
+    extents[i] = input_shape[input_shape.size() - nd + i];
+    cropped[i] = extents[i] - plan.crop[i];
+  }
   const View& indices = views[2];
   const int dim = indices.shape[0] > 1 ? 0 : 1;
   const int64_t extent = indices.shape[dim];
@@ -188,8 +210,9 @@ namespace {
         const int64_t n0 = dim == 0 ? first : 0, c0 = dim == 1 ? first : 0;
         const IndexFormat format = options.index_format;
         if (options.max_rule == MaxRule::first_tap) {
-          apply_first_tap_rule(in, values, block, window);
+          apply_first_tap_rule(in, values, block, plan.kernel_window);
         }
+        if (plan.cropped) uncrop_plane_offsets(block, nd, cropped, plan.crop, extents);
         if (empty_windows) {
           fill_empty_windows(values, block, window, input_shape, format,
                              format != IndexFormat::plane, n0, c0);
@@ -266,8 +289,10 @@ struct MaxPool {
                                         {{"input", &in}}));
     POOLGEN_RETURN_IF_ERROR(choose(input, indices.dtype, options, plan));
     // Other frameworks' rules are passes over the results, on the host.
-    const bool pytorch_rules = options.max_rule == MaxRule::any_nan &&
-                               options.index_format == IndexFormat::plane && !plan->empty_windows;
+    plan->passes = options.max_rule != MaxRule::any_nan ||
+                   options.index_format != IndexFormat::plane || plan->empty_windows ||
+                   plan->cropped;
+    const bool pytorch_rules = !plan->passes;
     if (!pytorch_rules && plan->device != Device::cpu) {
       return fail(Code::unsupported, "max_rule and index_format", ": expected PyTorch's (any_nan, ",
                   "plane) on CUDA, got ", static_cast<int>(options.max_rule), " and ",
@@ -278,15 +303,18 @@ struct MaxPool {
     if (plan->device == Device::cpu && pytorch_rules && out_values.elements() != 0 &&
         takes_whole({&in, &out_values, &out_indices}, kernel.layout)) {
       plan->direct =
-          std::make_unique<DirectPool>(kernel, plan->window, Views{in, out_values, out_indices});
+          std::make_unique<DirectPool>(kernel, plan->kernel_window, Views{in, out_values, out_indices});
     }
     return {};
   }
 
   static Status run(int nd, Tensors tensors, const PoolOptions& options, const PoolPlan& plan,
                     const View (&views)[3]) {
-    const View &in = views[0], &out_values = views[1], &out_indices = views[2];
+    const View &out_values = views[1], &out_indices = views[2];
     if (out_values.elements() == 0) return {};
+    // ONNX Runtime's negative padding: the input its windows reach.
+    View in = views[0];
+    for (int i = 0; i < nd; ++i) in = slice(in, 2 + i, plan.crop[i], in.shape[2 + i] - plan.crop[i]);
     const Kernel& kernel = *plan.kernel;
     POOLGEN_RETURN_IF_ERROR(check_device_views(kNames, views, kernel.layout, false));
     const CudaStreamScope stream(plan.device == Device::cuda ? options.cuda_stream : nullptr);
@@ -300,16 +328,12 @@ struct MaxPool {
           return fits_kernel(piece, kernel.layout) &&
                  (plan.device != Device::cuda || fits_cuda_grid(piece, kernel.layout));
         },
-        [&](const Views& piece, int64_t) { return run_pool(kernel, plan.window, piece); },
+        [&](const Views& piece, int64_t) { return run_pool(kernel, plan.kernel_window, piece); },
         [&](const Views& plane, int64_t) { return pool_rows(plan, plane); }));
     staged_values.finish();
     staged_indices.finish();
-    if (options.max_rule == MaxRule::any_nan && options.index_format == IndexFormat::plane &&
-        !plan.empty_windows) {
-      return {};
-    }
-    return apply_other_rules(nd, tensors[0]->shape, options, plan.window, plan.empty_windows,
-                             {in, out_values, out_indices});
+    if (!plan.passes) return {};
+    return apply_other_rules(nd, tensors[0]->shape, options, plan, {in, out_values, out_indices});
   }
 };
 

@@ -324,20 +324,14 @@ Status pool_output_shape(Window* window, const Ints& in, Ints* out, const char* 
     const int64_t extent = in[first + i], s = w.stride[i];
     const int64_t span = w.dilation[i] * (w.kernel[i] - 1) + 1;
     if (w.auto_pad == AutoPad::same_upper || w.auto_pad == AutoPad::same_lower) {
-      // SAME: the padding an undilated window needs for ceil(in / s) outputs, halved (the odd
-      // one at the end for same_upper), then the dilated window's output count. ONNX Runtime
-      // does not clamp a negative need (a stride past the kernel): its windows then start
-      // inside the input, which no kernel here takes.
-      const int64_t needed = ((extent + s - 1) / s - 1) * s + w.kernel[i] - extent;
-      if (needed < 0 && w.pool_rule == PoolRule::onnx_runtime) {
-        return fail(Code::unsupported, "auto_pad", ": expected a stride at most the kernel's ",
-                    "reach past the input in spatial dimension ", i, " with pool_rule ",
-                    "onnx_runtime (whose SAME padding would be ", needed, "), got kernel_size ",
-                    w.kernel[i], ", stride ", s, " and extent ", extent);
-      }
-      const int64_t clamped = std::max<int64_t>(0, needed);
-      w.padding[i] = w.auto_pad == AutoPad::same_upper ? clamped / 2 : (clamped + 1) / 2;
-      w.padding_end[i] = clamped - w.padding[i];
+      // SAME: the padding an undilated window needs for ceil(in / s) outputs, halved with C++'s
+      // truncation (the odd one at the end for same_upper), then the dilated window's output
+      // count. ONNX Runtime does not clamp a negative need (a stride past the kernel): its
+      // windows then start inside the input (max_pool crops what none reaches).
+      int64_t needed = ((extent + s - 1) / s - 1) * s + w.kernel[i] - extent;
+      if (w.pool_rule != PoolRule::onnx_runtime) needed = std::max<int64_t>(0, needed);
+      w.padding[i] = w.auto_pad == AutoPad::same_upper ? needed / 2 : (needed + 1) / 2;
+      w.padding_end[i] = needed - w.padding[i];
     }
     // What the window leaves of the padded input, then the extent by the rule's division.
     const int64_t rest = extent + w.padding[i] + w.padding_end[i] - span;

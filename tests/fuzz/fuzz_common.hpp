@@ -385,8 +385,6 @@ struct ShapeModel {
   // unknown options device (unsupported), more than 2^59 elements or an unpooled extent beyond
   // 2^59 (invalid_argument).
   bool limit = false;
-  // Refused as unsupported rather than malformed (ONNX Runtime's negative SAME padding).
-  bool unsupported = false;
   Ints out;
   std::string why;  // the first rule broken
 };
@@ -511,14 +509,13 @@ inline ShapeModel model_pool_shape(int nd, const Ints& shape, const PoolOptions&
   for (int i = 0; i < nd; ++i) {
     const i128 in = shape[first + i];
     if (same) {  // the padding an undilated window needs for ceil(in / s) outputs, halved
-      const i128 needed = (-floor_div(-in, s[i]) - 1) * s[i] + k[i] - in;
-      if (needed < 0 && rule == 1) {
-        m.unsupported = true;
-        return m.why = "ONNX Runtime's negative SAME padding", m;
-      }
-      const i128 clamped = std::max<i128>(0, needed);
-      p[i] = auto_pad == 1 ? clamped / 2 : clamped - clamped / 2;
-      pe[i] = clamped - p[i];
+      // (ONNX Runtime does not clamp at 0: windows start inside the input, the halves
+      // truncated toward zero.)
+      i128 needed = (-floor_div(-in, s[i]) - 1) * s[i] + k[i] - in;
+      if (rule != 1) needed = std::max<i128>(0, needed);
+      const i128 halved = auto_pad == 1 ? needed : needed + 1;
+      p[i] = halved >= 0 ? halved / 2 : -(-halved / 2);
+      pe[i] = needed - p[i];
     }
     // What the window leaves, then the rule's division: PyTorch floors, ONNX Runtime truncates
     // (toward zero below 0), TensorFlow truncates (rest + s) / s.

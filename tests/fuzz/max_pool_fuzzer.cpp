@@ -274,7 +274,7 @@ void check_queries(const PoolCase& c) {
 Expect shape_expectations(const PoolCase& c) {
   Expect e;
   const ShapeModel& m = c.model;
-  if (!m.valid) e.add(m.unsupported ? &e.fail : &e.invalid, "shape rules: " + m.why);
+  if (!m.valid) e.add(&e.invalid, "shape rules: " + m.why);
   if (m.limit) {
     e.add(&e.invalid_ok, "beyond the library's limits");
     e.add(&e.unsupported_ok, "beyond the library's limits");

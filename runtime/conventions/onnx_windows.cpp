@@ -1,4 +1,4 @@
-#include "conventions/empty_windows.hpp"
+#include "conventions/onnx_windows.hpp"
 
 #include <cstring>
 #include <limits>
@@ -32,7 +32,42 @@ void lowest_bytes(DType dtype, unsigned char* out) {
   }
 }
 
+// Calls f(i64 element) on every index of `v` (i32 or i64, any strides), in place.
+template <typename F>
+void for_each_index(const View& v, F f) {
+  int64_t at[5] = {};
+  const int64_t count = v.elements();
+  for (int64_t e = 0; e < count; ++e) {
+    int64_t offset = 0, rest = e;
+    for (int d = v.rank - 1; d >= 0; --d) {
+      at[d] = rest % v.shape[d];
+      rest /= v.shape[d];
+      offset += at[d] * v.strides[d];
+    }
+    if (v.dtype == DType::i32) {
+      int32_t& x = static_cast<int32_t*>(v.data)[offset];
+      x = static_cast<int32_t>(f(x));
+    } else {
+      int64_t& x = static_cast<int64_t*>(v.data)[offset];
+      x = f(x);
+    }
+  }
+}
+
 }  // namespace
+
+void uncrop_plane_offsets(const View& indices, int nd, const int64_t* cropped,
+                          const int64_t* crop, const int64_t* extent) {
+  for_each_index(indices, [&](int64_t q) {
+    int64_t x[3], p = 0;
+    for (int i = nd - 1; i >= 0; --i) {
+      x[i] = q % cropped[i] + crop[i];
+      q /= cropped[i];
+    }
+    for (int i = 0; i < nd; ++i) p = p * extent[i] + x[i];
+    return p;
+  });
+}
 
 bool has_empty_windows(const Window& w, const Ints& input_shape, const Ints& output_shape,
                        int* dim) {

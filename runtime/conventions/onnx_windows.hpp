@@ -1,7 +1,11 @@
-// Windows with no tap inside the input (dilation or padding past it): PyTorch's kernels give them
-// -inf and their first tap's index, which only plane offsets carry; ONNX Runtime gives the lowest
-// finite value and the index of coordinates (n, c, -1, ...). A pass over max_pool's results, as
-// the NaN rule's is (docs/design.md, "Hand-written compute").
+// ONNX Runtime's windows that PyTorch's kernels do not have, as passes over max_pool's results
+// (docs/design.md, "Hand-written compute"):
+// - windows with no tap inside the input (dilation or padding past it): PyTorch's kernels give
+//   them -inf and their first tap's index, which only plane offsets carry; ONNX Runtime gives the
+//   lowest finite value and the index of coordinates (n, c, -1, ...);
+// - windows that start inside the input (SAME's negative padding where the stride passes the
+//   kernel): the kernels run on the input less the elements no window reaches, and their plane
+//   offsets are moved back to the whole input's.
 #pragma once
 
 #include "core/view.hpp"
@@ -22,5 +26,11 @@ bool has_empty_windows(const Window& w, const Ints& input_shape, const Ints& out
 void fill_empty_windows(const View& values, const View& indices, const Window& w,
                         const Ints& frame_shape, IndexFormat format, bool placeholder,
                         int64_t n0, int64_t c0);
+
+// Plane offsets in `indices` (host, any strides, i32 or i64) of a plane whose first crop[i]
+// elements of each spatial dimension were cut off (`cropped`: its extents) rewritten as offsets
+// of the whole plane (`extent`); nd spatial dimensions.
+void uncrop_plane_offsets(const View& indices, int nd, const int64_t* cropped,
+                          const int64_t* crop, const int64_t* extent);
 
 }  // namespace poolgen::detail
