@@ -542,6 +542,45 @@ TEST(Frameworks, PoolOptionErrors) {
   }
 }
 
+// The gradient under the frameworks' window arithmetic: TensorFlow's empty VALID output has an
+// all-zero gradient; ONNX Runtime's negative SAME padding (windows inside the input) scatters
+// to the indices its forward gave.
+TEST(Frameworks, PoolRuleGradients) {
+  PoolOptions o;
+  o.kernel_size = {3, 1};
+  o.stride = {2, 1};
+  o.auto_pad = AutoPad::valid;
+  o.pool_rule = PoolRule::tensorflow;
+  o.max_rule = MaxRule::first_tap;
+  o.index_format = IndexFormat::tensorflow;
+  std::vector<float> grad_input(6, 7.0f), none;
+  Ints no_indices;
+  ASSERT_TRUE(max_pool_backward(2, contiguous(none.data(), {1, 1, 0, 3}),
+                                contiguous(no_indices.data(), {1, 1, 0, 3}),
+                                contiguous(grad_input.data(), {1, 1, 2, 3}), o)
+                  .ok());
+  EXPECT_EQ(grad_input, std::vector<float>(6, 0.0f));
+
+  std::vector<float> in(16, 1.0f), values(1), grad(1, 2.5f), grad_in(16, 7.0f);
+  in[5] = 3.0f;
+  Ints indices(1);
+  o = PoolOptions();
+  o.kernel_size = {1};
+  o.stride = {4};
+  o.auto_pad = AutoPad::same_upper;
+  o.pool_rule = PoolRule::onnx_runtime;
+  o.index_format = IndexFormat::onnx;
+  ASSERT_TRUE(max_pool(2, contiguous(in.data(), {1, 1, 4, 4}), contiguous(values.data(), {1, 1, 1, 1}),
+                       contiguous(indices.data(), {1, 1, 1, 1}), o)
+                  .ok());
+  ASSERT_EQ(indices[0], 5);
+  ASSERT_TRUE(max_pool_backward(2, contiguous(grad.data(), {1, 1, 1, 1}),
+                                contiguous(indices.data(), {1, 1, 1, 1}),
+                                contiguous(grad_in.data(), {1, 1, 4, 4}), o)
+                  .ok());
+  for (int p = 0; p < 16; ++p) EXPECT_EQ(grad_in[p], p == 5 ? 2.5f : 0.0f) << p;
+}
+
 // The C API's fields for the same options: ONNX's pads (1, 0) on a 1x4 row, first tap, global
 // indices in the second plane.
 TEST(Frameworks, CApiPoolOptions) {

@@ -659,6 +659,7 @@ Ints element_coordinates(const View& v, int64_t n, int64_t c, int64_t p) {
                 " at element ", format_shape(at));
   };
   const char* const outside_plane = "naming an element of its own plane";
+  if (src.elements() == 0) return {};  // (an empty pooled extent: the loops' divisors are 0)
   Found found;
   if (try_affine_rewrite(fr, src, from_format, dst, to_format, n0, c0, &found)) {
     if (found.n < 0) return {};

@@ -3,6 +3,8 @@
 // the accumulating scatter. On the CPU the gathers are the fixed windows'; on CUDA (and on the
 // CPU with Path::winner, where the twin is built) it is any window's, with a thread per input
 // position, and the scatter behind it has a thread per plane.
+#include <algorithm>
+
 #include "conventions/index_formats.hpp"
 #include "dispatch/cuda.hpp"
 #include "dispatch/kernel_table.hpp"
@@ -58,7 +60,11 @@ Status choose(const TensorView& grad_output, DType index_dtype, const PoolOption
   plan->device = call_device(options.device, grad_output);
   int capability = 0;
   if (plan->device == Device::cuda) POOLGEN_RETURN_IF_ERROR(cuda_capability(&capability));
-  if (plan->device == Device::cpu && options.path == Path::automatic) {
+  // ONNX Runtime's negative SAME padding: the gathers walk windows from their padding, which
+  // they take as at least 0; the scatter goes by the indices alone.
+  const Window& w = plan->window;
+  const bool by_index_only = std::any_of(w.padding, w.padding + nd, [](int64_t p) { return p < 0; });
+  if (plan->device == Device::cpu && options.path == Path::automatic && !by_index_only) {
     plan->gather = find_kernel(backward_kernels(), {Op::pool_backward_gather, nd, layout,
                                                     grad_output.dtype, index_dtype,
                                                     &plan->window, Device::cpu, 0});
@@ -72,7 +78,7 @@ Status choose(const TensorView& grad_output, DType index_dtype, const PoolOption
     }
     if (!takes) plan->gather = nullptr;
   }
-  if (plan->device == Device::cuda || options.path == Path::winner) {
+  if ((plan->device == Device::cuda || options.path == Path::winner) && !by_index_only) {
     plan->window_gather = find_kernel(backward_kernels(),
                                       {Op::pool_backward_window_gather, nd, layout,
                                        grad_output.dtype, index_dtype, &plan->window,
