@@ -124,7 +124,8 @@ inline constexpr const char* kArguments[] = {
     "input",    "values",  "indices",     "output",      "kernel_size",     "stride",
     "padding",  "dilation", "output_size", "nd",         "options",         "input_shape",
     "output_size_len", "device", "ceil_mode", "path", "rank", "grad_output", "grad_input",
-    "grad_values", "index_format", "max_rule", "padding_end", "auto_pad", "output_size_rule"};
+    "grad_values", "index_format", "max_rule", "padding_end", "auto_pad", "output_size_rule",
+    "pool_rule"};
 
 // The message with every number replaced by '#': one entry per kind of message.
 inline std::string message_template(const std::string& m) {
@@ -1479,7 +1480,9 @@ inline void expect_view(Expect& e, const char* name, const ViewSpec& v, int32_t 
   if (v.null_data && g.sane && g.elements > 0) e.add(&e.invalid, n + " null");
   if (negative_strides(v)) e.add(&e.unsupported_ok, n + " negative strides");
   if (reach_beyond_limit(v)) e.add(&e.invalid_ok, n + " reach beyond 2^59");
-  if (output && g.sane && (v.strides.empty() || v.strides.size() == v.shape.size()) &&
+  // (A view without elements has none to overlap.)
+  if (output && g.sane && g.elements > 0 &&
+      (v.strides.empty() || v.strides.size() == v.shape.size()) &&
       !keeps_elements_apart(v.shape, effective_strides(v))) {
     e.add(&e.invalid, n + " overlapping");
   }

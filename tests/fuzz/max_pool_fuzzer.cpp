@@ -166,12 +166,13 @@ PoolCase decode(FuzzInput& in) {
         }
         c.co.auto_pad = static_cast<int32_t>(o.auto_pad);
       }
-      // The padding (and ceil_mode) move the output's shape: the model again, and views of it.
-      c.model = model_pool_shape(c.nd, c.input.shape, o);
-      const Ints pooled = c.model.valid && c.model.representable ? c.model.out : c.input.shape;
-      c.values = decode_view(in, snd, pooled, c.values.dtype, c.c_api);
-      c.indices = decode_view(in, snd, pooled, c.indices.dtype, c.c_api);
     }
+    // The rule, the padding (and ceil_mode) move the output's shape: the model again, and views
+    // of it.
+    c.model = model_pool_shape(c.nd, c.input.shape, o);
+    const Ints pooled = c.model.valid && c.model.representable ? c.model.out : c.input.shape;
+    c.values = decode_view(in, snd, pooled, c.values.dtype, c.c_api);
+    c.indices = decode_view(in, snd, pooled, c.indices.dtype, c.c_api);
   }
   return c;
 }
