@@ -1,14 +1,16 @@
-"""Builds poolgen's PyTorch extension against the installed torch, linking poolgen's kernels
-statically (no Halide or LLVM at run time):
+"""Builds poolgen's framework adapters against the frameworks installed here, linking poolgen's
+kernels statically (no Halide or LLVM at run time): poolgen.torch where torch is installed,
+poolgen.tensorflow where tensorflow (or tensorflow-cpu) is.
 
     pip install --no-build-isolation ./python              # into this environment
     pip wheel --no-build-isolation --no-deps ./python      # a wheel for environments like it
 
-The wheel's version carries the PyTorch it was built for (0.1.0+torch2.15.0.cu132), and the
-package refuses to load under any other, saying which (poolgen/torch/_library.py).
+The wheel's version carries the frameworks it was built for (0.1.0+torch2.15.0.cu132, or
+0.1.0+torch2.15.0.cu132.tf2.21.0 with both), and each adapter refuses to load under another
+version, saying which (poolgen/torch/_library.py, poolgen/tensorflow/__init__.py).
 
 POOLGEN_PREFIX names poolgen's install tree (`./scripts/build.sh` makes one in ./install, the
-default); the extension links its libpoolgen.a, kernel archives and Halide runtime as its
+default); the adapters link its libpoolgen.a, kernel archives and Halide runtime as its
 pkg-config file lists them.
 """
 import os
@@ -19,11 +21,19 @@ import sys
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
+from setuptools import Extension
+
 try:
     import torch
     from torch.utils.cpp_extension import BuildExtension, CppExtension
 except ImportError:
-    sys.exit("poolgen's PyTorch extension builds against an installed torch; none was found")
+    torch = None
+try:
+    import tensorflow as tf
+except ImportError:
+    tf = None
+if torch is None and tf is None:
+    sys.exit("poolgen's adapters build against an installed torch or tensorflow; neither was found")
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -46,43 +56,93 @@ def pkg_config(prefix):
     return fields["Cflags"], fields["Libs"]
 
 
-class BuildPyRecordingTorch(build_py):
-    """Records the PyTorch the extension is built against, for the import-time check."""
+class BuildPyRecordingFrameworks(build_py):
+    """Records the framework versions the adapters are built against, for the import-time check."""
 
     def run(self):
         super().run()
-        record = pathlib.Path(self.build_lib) / "poolgen" / "torch" / "_built_for.py"
-        record.write_text(f"TORCH_VERSION = {torch.__version__!r}\n")
+        for package, name, framework in (("torch", "TORCH_VERSION", torch),
+                                         ("tensorflow", "TENSORFLOW_VERSION", tf)):
+            if framework is not None:
+                record = pathlib.Path(self.build_lib) / "poolgen" / package / "_built_for.py"
+                record.write_text(f"{name} = {framework.__version__!r}\n")
 
 
-torch_major = int(torch.__version__.split(".")[0])
-# CUDA tensors are served where PyTorch 2 was built with CUDA: the binding reaches streams and
-# the caching allocator through c10's device-generic interfaces (no CUDA headers), and falls
-# back to PyTorch's CUDA kernels (libtorch_cuda).
-serves_cuda = torch_major >= 2 and torch.version.cuda is not None
+def label(name, version):
+    """A PEP 440 local label part: 2.15.0+cu132 -> torch2.15.0.cu132."""
+    return name + re.sub(r"[^0-9a-zA-Z.]", ".", version)
+
+
 prefix = pathlib.Path(os.environ.get("POOLGEN_PREFIX", HERE.parent / "install")).resolve()
 cflags, libs = pkg_config(prefix)
+includes = [flag[2:] for flag in cflags if flag.startswith("-I")]
+archives = [str(a) for a in sorted(prefix.glob("lib*/**/*.a"))]
+# The kernels' and Halide runtime's symbols stay inside each adapter; no debug information.
+private_link = ["-Wl,--exclude-libs,ALL", "-Wl,--strip-debug", *libs]
+extensions, packages, labels = [], ["poolgen"], []
+build_ext = None
 
-# PEP 440 local label: 2.15.0+cu132 -> torch2.15.0.cu132.
-torch_label = "torch" + re.sub(r"[^0-9a-zA-Z.]", ".", torch.__version__)
+if torch is not None:
+    torch_major = int(torch.__version__.split(".")[0])
+    # CUDA tensors are served where PyTorch 2 was built with CUDA: the binding reaches streams
+    # and the caching allocator through c10's device-generic interfaces (no CUDA headers), and
+    # falls back to PyTorch's CUDA kernels (libtorch_cuda).
+    serves_cuda = torch_major >= 2 and torch.version.cuda is not None
+    extensions.append(CppExtension(
+        "poolgen.torch._C",
+        sources=[f"csrc/torch/{name}.cpp" for name in ("binding", "ops", "dropin")],
+        # Relinked whenever poolgen's archives or the binding's headers change.
+        depends=["csrc/torch/binding.hpp", "csrc/bridge/bridge.hpp"] + archives,
+        include_dirs=list(includes),  # (CppExtension extends the list it is given)
+        # PyTorch 1.x builds extensions as C++14 by default; poolgen's binding is C++17.
+        extra_compile_args=["-O2"] + (["-std=c++17"] if torch_major < 2 else []),
+        define_macros=[("POOLGEN_TORCH_CUDA", "1" if serves_cuda else "0")],
+        libraries=["torch_cuda"] if serves_cuda else [],
+        extra_link_args=private_link,
+    ))
+    packages.append("poolgen.torch")
+    labels.append(label("torch", torch.__version__))
+    build_ext = BuildExtension
+
+if tf is not None:
+    # A library TensorFlow loads (tf.load_op_library), built with its own flags (its headers,
+    # C++ ABI and libtensorflow_framework).
+    extensions.append(Extension(
+        "poolgen.tensorflow._kernels",
+        sources=["csrc/tensorflow/kernels.cc"],
+        depends=["csrc/bridge/bridge.hpp"] + archives,
+        include_dirs=list(includes),  # (CppExtension extends the list it is given)
+        extra_compile_args=["-O2", "-Wno-deprecated-declarations", *tf.sysconfig.get_compile_flags()],
+        extra_link_args=[*tf.sysconfig.get_link_flags(), *private_link],
+        language="c++",
+    ))
+    packages.append("poolgen.tensorflow")
+    labels.append(label("tf", tf.__version__))
+
+if torch is not None and tf is not None:
+    from setuptools.command.build_ext import build_ext as plain_build_ext
+
+    class BuildBoth(BuildExtension):
+        """PyTorch's build for its extension; setuptools' own for TensorFlow's, which must not
+        see the include paths PyTorch's adds (its protobuf headers are another version)."""
+
+        def build_extensions(self):
+            everything = self.extensions
+            self.extensions = [e for e in everything if not e.name.startswith("poolgen.torch")]
+            plain_build_ext.build_extensions(self)
+            self.extensions = [e for e in everything if e.name.startswith("poolgen.torch")]
+            super().build_extensions()
+            self.extensions = everything
+
+    build_ext = BuildBoth
+
+cmdclass = {"build_py": BuildPyRecordingFrameworks}
+if build_ext is not None:
+    cmdclass["build_ext"] = build_ext
 
 setup(
-    version=f"0.1.0+{torch_label}",
-    ext_modules=[
-        CppExtension(
-            "poolgen.torch._C",
-            sources=[f"csrc/{name}.cpp" for name in ("binding", "ops", "dropin")],
-            # Relinked whenever poolgen's archives or the binding's header change.
-            depends=["csrc/binding.hpp"] + [str(a) for a in sorted(prefix.glob("lib*/**/*.a"))],
-            include_dirs=[flag[2:] for flag in cflags if flag.startswith("-I")],
-            # PyTorch 1.x builds extensions as C++14 by default; poolgen's binding is C++17.
-            extra_compile_args=["-O2"] + (["-std=c++17"] if torch_major < 2 else []),
-            define_macros=[("POOLGEN_TORCH_CUDA", "1" if serves_cuda else "0")],
-            libraries=["torch_cuda"] if serves_cuda else [],
-            # The kernels' and Halide runtime's symbols stay inside the extension; no debug
-            # information (10 of its 25 MB built against Debian's torch).
-            extra_link_args=["-Wl,--exclude-libs,ALL", "-Wl,--strip-debug", *libs],
-        )
-    ],
-    cmdclass={"build_ext": BuildExtension, "build_py": BuildPyRecordingTorch},
+    version="0.1.0+" + ".".join(labels),
+    packages=packages,
+    ext_modules=extensions,
+    cmdclass=cmdclass,
 )

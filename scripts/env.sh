@@ -61,6 +61,21 @@ check_torch_wheel() {
   rm -rf "$run"
 }
 
+# The TensorFlow adapter (python/, poolgen.tensorflow): built against the tensorflow-cpu wheel
+# (python/requirements-tensorflow.txt) in an environment of its own, then tested against
+# TensorFlow's own kernels (tests/tensorflow). About a minute where pip's cache holds the wheels,
+# plus their download (240 MB) on a fresh machine.
+TENSORFLOW_PYTHON="${POOLGEN_TENSORFLOW_PYTHON:-/usr/bin/python3}"
+TENSORFLOW_ENV="${POOLGEN_TENSORFLOW_ENV:-$BUILD/tensorflow-env}"
+check_tensorflow_package() {
+  [ -x "$TENSORFLOW_ENV/bin/python3" ] || "$TENSORFLOW_PYTHON" -m venv "$TENSORFLOW_ENV"
+  ensure_requirements "$ROOT/python/requirements-tensorflow.txt" "$TENSORFLOW_ENV"
+  POOLGEN_PREFIX="$PREFIX" "$TENSORFLOW_ENV/bin/python3" -m pip install -q \
+    --disable-pip-version-check --no-build-isolation "$ROOT/python"
+  TF_CPP_MIN_LOG_LEVEL=3 "$TENSORFLOW_ENV/bin/python3" -m pytest -q -p no:cacheprovider \
+    "$ROOT/tests/tensorflow"
+}
+
 # Budgets of the default build's code (tools/footprint.py; docs/footprint.md): the largest
 # linked example, and an f32 program's share of the archives.
 POOLGEN_BUDGET_LINKED=${POOLGEN_BUDGET_LINKED:-14310000}

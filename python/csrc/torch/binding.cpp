@@ -24,25 +24,8 @@ namespace {
 
 constexpr int kMaxRank = 5;  // poolgen_tensor's arrays
 
-// The binding's own failures (what only PyTorch's tensors and rules can fail), in poolgen's
-// form: "argument: expected ..., got ...".
-template <typename... Parts>
-Outcome fail(int code, int kind, const char* argument, const Parts&... parts) {
-  std::ostringstream message;
-  (message << argument << ... << parts);
-  return {code, kind, argument, message.str()};
-}
-
-// Runs one C API call with its message buffer.
-template <typename F>
-Outcome call(F f) {
-  char message[1024];
-  message[0] = '\0';
-  const int32_t code = f(message, sizeof message);
-  if (code == POOLGEN_OK) return {};
-  const poolgen_error e = poolgen_last_error();
-  return {code, e.kind, e.argument, message};
-}
+using poolgen_bridge::call;
+using poolgen_bridge::fail;
 
 std::string list_text(at::IntArrayRef list) {
   std::ostringstream text;

@@ -14,6 +14,8 @@
 #include <ATen/ops/max_unpool3d_cpu_dispatch.h>
 #include <c10/util/Optional.h>
 
+#include "../bridge/bridge.hpp"
+
 // POOLGEN_TORCH_CUDA: the installed PyTorch has CUDA (setup.py), and poolgen serves its CUDA
 // tensors too. It needs no CUDA header: streams, devices and the caching allocator are reached
 // through c10's device-generic interfaces (PyTorch 2).
@@ -40,16 +42,7 @@
 
 namespace poolgen_torch {
 
-// A failed call: poolgen's status code (POOLGEN_*), what it is about (POOLGEN_ERROR_*), the
-// argument it names and the message; code 0 is success. The exception raised follows the first
-// three (poolgen_last_error's), never the message's wording.
-struct Outcome {
-  int code = 0;
-  int kind = 0;
-  std::string argument;
-  std::string message;
-  bool ok() const { return code == 0; }
-};
+using poolgen_bridge::Outcome;
 
 // Raises the exception PyTorch raises for such a failure, with poolgen's message: ValueError for
 // an output_size (as torch.nn.functional.max_unpool*d does), the installed PyTorch's own type for

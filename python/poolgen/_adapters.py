@@ -1,0 +1,21 @@
+"""What every framework adapter does as it is imported: refuse a framework version other than the
+one it was built for, and find its compiled library beside it."""
+import glob
+import os
+
+
+def check_built_for(adapter, framework, built_for, installed, how):
+    """ImportError naming both versions where the adapter was built for another."""
+    if built_for != installed:
+        raise ImportError(f"{adapter} was built for {framework} {built_for}, but this Python has "
+                          f"{framework} {installed}: {how}")
+
+
+def compiled_library(package_file, pattern, adapter):
+    """The adapter's compiled library (`pattern` in its package's folder)."""
+    found = sorted(glob.glob(os.path.join(os.path.dirname(package_file), pattern)))
+    if not found:
+        raise ImportError(f"{adapter}: the compiled library ({pattern}) is missing; install the "
+                          "package with `pip install --no-build-isolation ./python` where the "
+                          "framework is installed")
+    return found[0]
