@@ -294,9 +294,11 @@ struct MaxPool {
                    plan->cropped;
     const bool pytorch_rules = !plan->passes;
     if (!pytorch_rules && plan->device != Device::cpu) {
-      return fail(Code::unsupported, "max_rule and index_format", ": expected PyTorch's (any_nan, ",
-                  "plane) on CUDA, got ", static_cast<int>(options.max_rule), " and ",
-                  index_format_name(options.index_format));
+      return fail(Code::unsupported, "max_rule and index_format",
+                  ": expected PyTorch's rules on CUDA (any_nan, plane, and windows as PyTorch's ",
+                  "kernels compute them), got max_rule ", static_cast<int>(options.max_rule),
+                  ", index_format ", index_format_name(options.index_format), " and pool_rule ",
+                  static_cast<int>(options.pool_rule));
     }
     // A CPU call under PyTorch's rules that one launch serves as its views are.
     const Kernel& kernel = *plan->kernel;
@@ -314,7 +316,9 @@ struct MaxPool {
     if (out_values.elements() == 0) return {};
     // ONNX Runtime's negative padding: the input its windows reach.
     View in = views[0];
-    for (int i = 0; i < nd; ++i) in = slice(in, 2 + i, plan.crop[i], in.shape[2 + i] - plan.crop[i]);
+    for (int i = 0; plan.cropped && i < nd; ++i) {
+      in = slice(in, 2 + i, plan.crop[i], in.shape[2 + i] - plan.crop[i]);
+    }
     const Kernel& kernel = *plan.kernel;
     POOLGEN_RETURN_IF_ERROR(check_device_views(kNames, views, kernel.layout, false));
     const CudaStreamScope stream(plan.device == Device::cuda ? options.cuda_stream : nullptr);
