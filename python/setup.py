@@ -119,6 +119,8 @@ if tf is not None:
     packages.append("poolgen.tensorflow")
     labels.append(label("tf", tf.__version__))
 
+packages.append("poolgen.keras")  # Python only: its layers run the adapters above
+
 if torch is not None and tf is not None:
     from setuptools.command.build_ext import build_ext as plain_build_ext
 

@@ -63,7 +63,8 @@ check_torch_wheel() {
 
 # The TensorFlow adapter (python/, poolgen.tensorflow): built against the tensorflow-cpu wheel
 # (python/requirements-tensorflow.txt) in an environment of its own, then tested against
-# TensorFlow's own kernels (tests/tensorflow). About a minute where pip's cache holds the wheels,
+# TensorFlow's own kernels (tests/tensorflow), with poolgen.keras on Keras' TensorFlow backend
+# (tests/keras). About a minute where pip's cache holds the wheels,
 # plus their download (240 MB) on a fresh machine.
 TENSORFLOW_PYTHON="${POOLGEN_TENSORFLOW_PYTHON:-/usr/bin/python3}"
 TENSORFLOW_ENV="${POOLGEN_TENSORFLOW_ENV:-$BUILD/tensorflow-env}"
@@ -72,8 +73,8 @@ check_tensorflow_package() {
   ensure_requirements "$ROOT/python/requirements-tensorflow.txt" "$TENSORFLOW_ENV"
   POOLGEN_PREFIX="$PREFIX" "$TENSORFLOW_ENV/bin/python3" -m pip install -q \
     --disable-pip-version-check --no-build-isolation "$ROOT/python"
-  TF_CPP_MIN_LOG_LEVEL=3 "$TENSORFLOW_ENV/bin/python3" -m pytest -q -p no:cacheprovider \
-    "$ROOT/tests/tensorflow"
+  TF_CPP_MIN_LOG_LEVEL=3 KERAS_BACKEND=tensorflow "$TENSORFLOW_ENV/bin/python3" -m pytest -q \
+    -p no:cacheprovider "$ROOT/tests/tensorflow" "$ROOT/tests/keras"
 }
 
 # Budgets of the default build's code (tools/footprint.py; docs/footprint.md): the largest
