@@ -1,13 +1,15 @@
 """Builds poolgen's framework adapters against the frameworks installed here, linking poolgen's
 kernels statically (no Halide or LLVM at run time): poolgen.torch where torch is installed,
-poolgen.tensorflow where tensorflow (or tensorflow-cpu) is.
+poolgen.tensorflow where tensorflow (or tensorflow-cpu) is, poolgen.openvino where openvino is;
+poolgen.keras (Python only) with them.
 
     pip install --no-build-isolation ./python              # into this environment
     pip wheel --no-build-isolation --no-deps ./python      # a wheel for environments like it
 
 The wheel's version carries the frameworks it was built for (0.1.0+torch2.15.0.cu132, or
 0.1.0+torch2.15.0.cu132.tf2.21.0 with both), and each adapter refuses to load under another
-version, saying which (poolgen/torch/_library.py, poolgen/tensorflow/__init__.py).
+version, saying which (poolgen/torch/_library.py, poolgen/tensorflow/__init__.py,
+poolgen/openvino/__init__.py).
 
 POOLGEN_PREFIX names poolgen's install tree (`./scripts/build.sh` makes one in ./install, the
 default); the adapters link its libpoolgen.a, kernel archives and Halide runtime as its
@@ -32,8 +34,15 @@ try:
     import tensorflow as tf
 except ImportError:
     tf = None
-if torch is None and tf is None:
-    sys.exit("poolgen's adapters build against an installed torch or tensorflow; neither was found")
+try:
+    import importlib.metadata
+    import openvino
+    openvino_version = importlib.metadata.version("openvino")
+except ImportError:
+    openvino = None
+if torch is None and tf is None and openvino is None:
+    sys.exit("poolgen's adapters build against an installed torch, tensorflow or openvino; none "
+             "was found")
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -61,11 +70,13 @@ class BuildPyRecordingFrameworks(build_py):
 
     def run(self):
         super().run()
-        for package, name, framework in (("torch", "TORCH_VERSION", torch),
-                                         ("tensorflow", "TENSORFLOW_VERSION", tf)):
-            if framework is not None:
+        for package, name, version in (
+                ("torch", "TORCH_VERSION", torch and torch.__version__),
+                ("tensorflow", "TENSORFLOW_VERSION", tf and tf.__version__),
+                ("openvino", "OPENVINO_VERSION", openvino and openvino_version)):
+            if version is not None:
                 record = pathlib.Path(self.build_lib) / "poolgen" / package / "_built_for.py"
-                record.write_text(f"{name} = {framework.__version__!r}\n")
+                record.write_text(f"{name} = {version!r}\n")
 
 
 def label(name, version):
@@ -119,14 +130,32 @@ if tf is not None:
     packages.append("poolgen.tensorflow")
     labels.append(label("tf", tf.__version__))
 
+if openvino is not None:
+    # An extension library OpenVINO loads (core.add_extension), against the wheel's headers and
+    # its versioned core and ONNX frontend libraries (already loaded where it is used).
+    wheel = pathlib.Path(openvino.__file__).parent
+    extensions.append(Extension(
+        "poolgen.openvino._extension",
+        sources=["csrc/openvino/extension.cpp"],
+        depends=["csrc/bridge/bridge.hpp"] + archives,
+        include_dirs=[*includes, str(wheel / "include")],
+        extra_compile_args=["-O2", "-std=c++17", "-Wno-attributes"],
+        extra_link_args=[*(str(next(wheel.glob(f"libs/lib{name}.so.*")))
+                           for name in ("openvino", "openvino_onnx_frontend")), *private_link],
+        language="c++",
+    ))
+    packages.append("poolgen.openvino")
+    labels.append(label("ov", openvino_version))
+
 packages.append("poolgen.keras")  # Python only: its layers run the adapters above
 
-if torch is not None and tf is not None:
+if torch is not None and (tf is not None or openvino is not None):
     from setuptools.command.build_ext import build_ext as plain_build_ext
 
     class BuildBoth(BuildExtension):
-        """PyTorch's build for its extension; setuptools' own for TensorFlow's, which must not
-        see the include paths PyTorch's adds (its protobuf headers are another version)."""
+        """PyTorch's build for its extension; setuptools' own for the others, which must not see
+        the include paths and flags PyTorch's adds (TensorFlow's protobuf headers are another
+        version)."""
 
         def build_extensions(self):
             everything = self.extensions

@@ -77,6 +77,19 @@ check_tensorflow_package() {
     -p no:cacheprovider "$ROOT/tests/tensorflow" "$ROOT/tests/keras"
 }
 
+# The OpenVINO adapter (python/, poolgen.openvino): built against the openvino wheel
+# (python/requirements-openvino.txt) in an environment of its own, then tested against ONNX
+# Runtime's outputs checked in under tests/golden (tests/openvino). About 80 MB of wheels on a
+# fresh machine.
+OPENVINO_ENV="${POOLGEN_OPENVINO_ENV:-$BUILD/openvino-env}"
+check_openvino_package() {
+  [ -x "$OPENVINO_ENV/bin/python3" ] || "$TENSORFLOW_PYTHON" -m venv "$OPENVINO_ENV"
+  ensure_requirements "$ROOT/python/requirements-openvino.txt" "$OPENVINO_ENV"
+  POOLGEN_PREFIX="$PREFIX" "$OPENVINO_ENV/bin/python3" -m pip install -q \
+    --disable-pip-version-check --no-build-isolation "$ROOT/python"
+  "$OPENVINO_ENV/bin/python3" -m pytest -q -p no:cacheprovider "$ROOT/tests/openvino"
+}
+
 # Budgets of the default build's code (tools/footprint.py; docs/footprint.md): the largest
 # linked example, and an f32 program's share of the archives.
 POOLGEN_BUDGET_LINKED=${POOLGEN_BUDGET_LINKED:-14310000}

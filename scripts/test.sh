@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds (if needed) and runs the whole test suite: ctest on this machine, the PyTorch binding's
 # pytest suite against the installed PyTorch and its wheel in a fresh environment, the
-# TensorFlow adapter's against tensorflow-cpu (python/requirements-tensorflow.txt), then (when
+# TensorFlow adapter's (and poolgen.keras') against tensorflow-cpu
+# (python/requirements-tensorflow.txt), the OpenVINO adapter's against openvino
+# (python/requirements-openvino.txt), then (when
 # the cross toolchain and qemu are installed) the aarch64 build's ctest under qemu-user, with the
 # SegNet example against the installed ARM library.
 set -euo pipefail
@@ -19,6 +21,9 @@ check_torch_wheel
 start=$(date +%s)
 check_tensorflow_package
 echo "test: the TensorFlow adapter built and tested in $(($(date +%s) - start)) s"
+start=$(date +%s)
+check_openvino_package
+echo "test: the OpenVINO adapter built and tested in $(($(date +%s) - start)) s"
 if have_aarch64; then
   start=$(date +%s)
   [ -f "$AARCH64_BUILD/CMakeCache.txt" ] || build_aarch64
