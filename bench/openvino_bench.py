@@ -2,8 +2,8 @@
 """ONNX MaxPool with Indices and MaxUnpool in OpenVINO, on its CPU device: with poolgen's extension
 (poolgen.openvino), and without it (OpenVINO's own MaxPool for the pooling; for the unpooling,
 which OpenVINO cannot convert, the ScatterElements model a user would write instead), as a model
-calls them (an infer request's infer(), outputs included): median of 15 calls, f32, 1 and 2
-threads (OpenVINO's INFERENCE_NUM_THREADS and poolgen's).
+calls them (an infer request's infer(), outputs included): median of 15 calls, f32, on 1 and 2 of
+OpenVINO's threads (INFERENCE_NUM_THREADS; poolgen's ops run on one, the extension's default).
 
     $PYTHON bench/openvino_bench.py     # rows: case|threads|stock ms|poolgen ms
 """
@@ -72,7 +72,6 @@ def core_for(threads, extension):
 
 
 for threads in (1, 2):
-    po.set_num_threads(threads)
     stock, ours = core_for(threads, False), core_for(threads, True)
     for name, shape, k, s, p in ROWS:
         x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)

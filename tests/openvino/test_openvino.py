@@ -250,3 +250,22 @@ def test_segnet_runs_to_openvinos_bits():
     after = po.stats()
     assert after["max_pool"] == before["max_pool"] + 1
     assert after["max_unpool"] == before["max_unpool"] + 1
+
+
+def test_threads():
+    """poolgen's threads inside OpenVINO: checked, and the results the same on two."""
+    with pytest.raises(ValueError, match="positive int"):
+        po.set_num_threads(0)
+    x = np.random.default_rng(2).standard_normal((2, 8, 40, 40)).astype(np.float32)
+    node = helper.make_node("MaxPool", ["X"], ["Y", "I"], kernel_shape=[3, 3], strides=[2, 2])
+    onnx_model = model([node], [helper.make_tensor_value_info("X", TensorProto.FLOAT,
+                                                              list(x.shape))],
+                       [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None),
+                        helper.make_tensor_value_info("I", TensorProto.INT64, None)], 12)
+    one = run(core_with_poolgen(), onnx_model, {"X": x})
+    po.set_num_threads(2)
+    try:
+        two = run(core_with_poolgen(), onnx_model, {"X": x})
+    finally:
+        po.set_num_threads(1)
+    assert all(same_bits(a, b) for a, b in zip(one, two))

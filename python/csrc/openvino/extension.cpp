@@ -32,6 +32,18 @@ using Ints = std::vector<int64_t>;
 // Calls served, for poolgen.openvino.stats(): pooling's, unpooling's.
 std::atomic<int64_t> served[2];
 
+// poolgen runs on one thread inside OpenVINO unless set_num_threads says otherwise: evaluate()
+// runs on one of OpenVINO's threads while its other workers wait spinning, and poolgen's own
+// threads competing with them made every op slower (docs/openvino.md, "Speed").
+std::atomic<bool> threads_chosen{false};
+void choose_threads(int n) {
+  threads_chosen = true;
+  poolgen_set_num_threads(n);
+}
+void default_threads() {
+  if (!threads_chosen.load(std::memory_order_relaxed)) choose_threads(1);
+}
+
 int dtype_of(const ov::element::Type& t) {
   switch (t) {
     case ov::element::f32: return POOLGEN_F32;
@@ -169,6 +181,7 @@ class MaxPool : public ov::op::Op {
   bool has_evaluate() const override { return true; }
 
   bool evaluate(ov::TensorVector& outputs, const ov::TensorVector& inputs) const override {
+    default_threads();
     const ov::Tensor& x = inputs[0];
     ov::Shape shape;
     pooled(x.get_shape(), &shape);
@@ -235,6 +248,7 @@ class MaxUnpool : public ov::op::Op {
   bool has_evaluate() const override { return true; }
 
   bool evaluate(ov::TensorVector& outputs, const ov::TensorVector& inputs) const override {
+    default_threads();
     const ov::Tensor &x = inputs[0], &i = inputs[1];
     Ints given;
     if (inputs.size() == 3) {
@@ -369,7 +383,7 @@ OPENVINO_CREATE_EXTENSIONS(std::vector<ov::Extension::Ptr>({
 // For poolgen.openvino.set_num_threads() (ctypes): the threads of the extension's poolgen
 // (OpenVINO's own thread settings do not reach ops run through evaluate()).
 extern "C" __attribute__((visibility("default"))) void poolgen_openvino_set_num_threads(int n) {
-  poolgen_set_num_threads(n);
+  poolgen_openvino::choose_threads(n);
 }
 
 // For poolgen.openvino.stats() (ctypes): calls served by pooling (0) and unpooling (1).

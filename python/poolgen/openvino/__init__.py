@@ -37,7 +37,8 @@ _library.poolgen_openvino_set_num_threads.argtypes = [ctypes.c_int]
 
 
 def set_num_threads(n):
-    """The threads poolgen's ops use (OpenVINO's INFERENCE_NUM_THREADS does not reach them)."""
+    """The threads poolgen's ops use: 1 unless set here (OpenVINO's INFERENCE_NUM_THREADS does
+    not reach them, and inside OpenVINO's threads more were slower: docs/openvino.md)."""
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"set_num_threads: expected a positive int, got {n!r}")
     _library.poolgen_openvino_set_num_threads(n)
