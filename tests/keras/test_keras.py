@@ -232,3 +232,20 @@ def test_segnet_trains_to_the_same_bits(tmp_path):
     for key in stock:
         assert np.array_equal(stock[key].view(np.uint32), ours[key].view(np.uint32)), key
     assert not np.array_equal(stock["w0"], segnet(StockPool2D, StockUnpool2D).get_weights()[0])
+
+
+def test_models_of_unknown_extents():
+    """A model built for any height and width unpools to each input's own extents; a 1-D
+    channels_first model infers its size."""
+    x = keras.Input((None, None, 3))
+    values, argmax = layers.MaxPoolingWithArgmax2D(2)(x)
+    model = keras.Model(x, layers.MaxUnpooling2D(2)([values, argmax, x]))
+    for shape in ((2, 9, 7, 3), (1, 4, 6, 3)):
+        data = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        want, want_argmax = reference_pool(data, [2, 2], [2, 2], "valid")
+        out = model.predict(data, verbose=0)
+        assert np.array_equal(out, reference_unpool(want, want_argmax, shape[1:3]))
+    x = keras.Input((3, None))
+    values, argmax = layers.MaxPoolingWithArgmax1D(2, data_format="channels_first")(x)
+    y = layers.MaxUnpooling1D(2, data_format="channels_first")([values, argmax])
+    assert keras.Model(x, y).predict(np.ones((2, 3, 8), np.float32), verbose=0).shape == (2, 3, 8)
