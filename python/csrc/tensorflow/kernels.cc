@@ -169,22 +169,35 @@ void follow_threads(OpKernelContext* c) {
   }
 }
 
-// Runs one poolgen call, f(message, size), on the device's threads; counts it for this kernel's
-// op when it succeeds.
-template <typename F>
-void serve(OpKernelContext* c, F f) {
-  follow_threads(c);
-  const Status status = as_status(poolgen_bridge::call(f));
-  if (!status.ok()) return c->SetStatus(status);
-  const auto op = std::find(std::begin(kOps), std::end(kOps), c->op_kernel().type_string());
-  if (op != std::end(kOps)) served[op - kOps].fetch_add(1, std::memory_order_relaxed);
-}
+// The adapter's kernels: each runs its poolgen calls on the device's threads and counts, for
+// stats(), those of its op that succeed (the op's counter found once, as TensorFlow makes the
+// kernel, not on every call).
+class ServingKernel : public OpKernel {
+ public:
+  explicit ServingKernel(OpKernelConstruction* c) : OpKernel(c) {
+    const auto op = std::find(std::begin(kOps), std::end(kOps), c->def().op());
+    if (op != std::end(kOps)) served_ = &served[op - kOps];
+  }
+
+ protected:
+  // Runs one poolgen call, f(message, size).
+  template <typename F>
+  void serve(OpKernelContext* c, F f) const {
+    follow_threads(c);
+    const Status status = as_status(poolgen_bridge::call(f));
+    if (!status.ok()) return c->SetStatus(status);
+    if (served_) served_->fetch_add(1, std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<int64_t>* served_ = nullptr;
+};
 
 // MaxPoolWithArgmax (2-D) and PoolgenMaxPool3DWithArgmax.
 template <typename T, typename Targmax>
-class MaxPoolWithArgmax : public OpKernel {
+class MaxPoolWithArgmax : public ServingKernel {
  public:
-  explicit MaxPoolWithArgmax(OpKernelConstruction* c) : OpKernel(c), window_(c) {}
+  explicit MaxPoolWithArgmax(OpKernelConstruction* c) : ServingKernel(c), window_(c) {}
 
   void Compute(OpKernelContext* c) override {
     const Tensor& input = c->input(0);
@@ -209,9 +222,10 @@ class MaxPoolWithArgmax : public OpKernel {
 // where windows share a maximum. An argmax outside its image is InvalidArgument here, where
 // TensorFlow's own kernel aborts the process.
 template <typename T, typename Targmax>
-class MaxPoolGradWithArgmax : public OpKernel {
+class MaxPoolGradWithArgmax : public ServingKernel {
  public:
-  explicit MaxPoolGradWithArgmax(OpKernelConstruction* c) : OpKernel(c), window_(c) {}
+  explicit MaxPoolGradWithArgmax(OpKernelConstruction* c)
+      : ServingKernel(c), window_(c) {}
 
   void Compute(OpKernelContext* c) override {
     const Tensor &input = c->input(0), &grad = c->input(1), &argmax = c->input(2);
@@ -242,9 +256,9 @@ class MaxPoolGradWithArgmax : public OpKernel {
 // value, stored at its argmax, the latest in NHWC order winning where two name one place
 // (docs/semantics.md, "index_format"). An argmax outside the output is InvalidArgument.
 template <typename T, typename Targmax>
-class MaxUnpool : public OpKernel {
+class MaxUnpool : public ServingKernel {
  public:
-  explicit MaxUnpool(OpKernelConstruction* c) : OpKernel(c) {
+  explicit MaxUnpool(OpKernelConstruction* c) : ServingKernel(c) {
     bool with_batch = false;
     OP_REQUIRES_OK(c, c->GetAttr("include_batch_in_index", &with_batch));
     options_.index_format =
@@ -294,9 +308,9 @@ class MaxUnpool : public OpKernel {
 // batch item's (or, with the batch, the whole) NHWC memory, which is a plane offset of that
 // memory seen as one 1-D plane per item: poolgen's gather over those planes.
 template <typename T, typename Targmax>
-class MaxUnpoolGrad : public OpKernel {
+class MaxUnpoolGrad : public ServingKernel {
  public:
-  explicit MaxUnpoolGrad(OpKernelConstruction* c) : OpKernel(c) {
+  explicit MaxUnpoolGrad(OpKernelConstruction* c) : ServingKernel(c) {
     OP_REQUIRES_OK(c, c->GetAttr("include_batch_in_index", &with_batch_));
   }
 
@@ -311,12 +325,15 @@ class MaxUnpoolGrad : public OpKernel {
                                         argmax.shape().DebugString()));
     Tensor* grad_values = nullptr;
     OP_REQUIRES_OK(c, c->allocate_output(0, argmax.shape(), &grad_values));
+    // Each item's memory as one channel of one spatial dimension (the whole batch's: with it).
     const int64_t items = with_batch_ ? 1 : grad.dim_size(0);
-    const poolgen_tensor g = plane_view(grad.data(), dtype_of<T>(), items, grad.NumElements()),
-                         a = plane_view(argmax.data(), dtype_of<Targmax>(), items,
-                                        argmax.NumElements()),
-                         gv = plane_view(grad_values->data(), dtype_of<T>(), items,
-                                         argmax.NumElements());
+    const auto flat = [&](const Tensor& t) {
+      return TensorShape({items, items ? t.NumElements() / items : 0, 1});
+    };
+    const poolgen_tensor g = channels_last_view(grad.data(), dtype_of<T>(), flat(grad)),
+                         a = channels_last_view(argmax.data(), dtype_of<Targmax>(), flat(argmax)),
+                         gv = channels_last_view(grad_values->data(), dtype_of<T>(),
+                                                 flat(argmax));
     poolgen_unpool_options o{};
     o.output_size_len = 1;
     o.output_size[0] = g.shape[2];
@@ -326,20 +343,6 @@ class MaxUnpoolGrad : public OpKernel {
   }
 
  private:
-  // `elements` of contiguous memory as `items` 1-D planes of one channel.
-  static poolgen_tensor plane_view(const void* data, int dtype, int64_t items, int64_t elements) {
-    const int64_t shape[3] = {items, 1, items ? elements / items : 0};
-    poolgen_tensor t{};
-    t.data = const_cast<void*>(data);
-    t.dtype = dtype;
-    t.rank = 3;
-    std::memcpy(t.shape, shape, sizeof shape);
-    t.strides[0] = shape[2];
-    t.strides[1] = shape[2];
-    t.strides[2] = 1;
-    return t;
-  }
-
   bool with_batch_ = false;
 };
 
