@@ -150,8 +150,17 @@ struct Window {
   }
 };
 
-ov::Shape as_shape(const int64_t* extents, size_t rank) {
-  return ov::Shape(extents, extents + rank);
+// An op's output shape for input extents `in`, by poolgen's query(rank, extents, out, message,
+// size); false (`quiet`) or OpenVINO's exception where poolgen refuses the arguments.
+template <typename Query>
+bool output_shape(const char* op, const ov::Shape& in, ov::Shape* shape, bool quiet,
+                  Query query) {
+  const poolgen_tensor t = view(nullptr, ov::element::f32, in);
+  int64_t out[5] = {};
+  const bool ok = call(op, [&](char* m, size_t n) { return query(t.rank, t.shape, out, m, n); },
+                       quiet);
+  *shape = ov::Shape(out, out + in.size());
+  return ok;
 }
 
 // ONNX's MaxPool with Indices: (values, int64 indices), both of the pooled shape.
@@ -200,14 +209,13 @@ class MaxPool : public ov::op::Op {
 
  private:
   bool pooled(const ov::Shape& in, ov::Shape* shape, bool quiet = false) const {
-    const poolgen_tensor t = view(nullptr, ov::element::f32, in);
     const poolgen_pool_options o = window_.pool_options();
-    int64_t out[5] = {};
-    const bool ok = call("MaxPool", [&](char* m, size_t n) {
-      return poolgen_max_pool_output_shape(window_.nd(), t.rank, t.shape, &o, out, m, n);
-    }, quiet);
-    *shape = as_shape(out, in.size());
-    return ok;
+    return output_shape("MaxPool", in, shape, quiet,
+                        [&](int32_t rank, const int64_t* extents, int64_t* out, char* m,
+                            size_t n) {
+                          return poolgen_max_pool_output_shape(window_.nd(), rank, extents, &o,
+                                                               out, m, n);
+                        });
   }
 
   Window window_;
@@ -292,14 +300,13 @@ class MaxUnpool : public ov::op::Op {
 
   bool unpooled(const ov::Shape& in, const Ints* given, ov::Shape* shape,
                 bool quiet = false) const {
-    const poolgen_tensor t = view(nullptr, ov::element::f32, in);
     const poolgen_unpool_options o = options(given);
-    int64_t out[5] = {};
-    const bool ok = call("MaxUnpool", [&](char* m, size_t n) {
-      return poolgen_max_unpool_output_shape(window_.nd(), t.rank, t.shape, &o, out, m, n);
-    }, quiet);
-    *shape = as_shape(out, in.size());
-    return ok;
+    return output_shape("MaxUnpool", in, shape, quiet,
+                        [&](int32_t rank, const int64_t* extents, int64_t* out, char* m,
+                            size_t n) {
+                          return poolgen_max_unpool_output_shape(window_.nd(), rank, extents,
+                                                                 &o, out, m, n);
+                        });
   }
 
   Window window_;
