@@ -1,5 +1,6 @@
 """What every framework adapter does as it is imported: refuse a framework version other than the
-one it was built for, and find its compiled library beside it."""
+one it was built for, and find its compiled library beside it; and the unpooled size the
+TensorFlow-side adapters infer."""
 import glob
 import os
 
@@ -19,3 +20,9 @@ def compiled_library(package_file, pattern, adapter):
                           "package with `pip install --no-build-isolation ./python` where the "
                           "framework is installed")
     return found[0]
+
+
+def unpooled_extent(pooled, kernel, stride, same):
+    """The extent TensorFlow models unpool a pooled extent to (TensorFlow Addons' and TensorFlow
+    Lite's MaxUnpooling2D): SAME pooled * stride, VALID (pooled - 1) * stride + kernel."""
+    return pooled * stride if same else (pooled - 1) * stride + kernel

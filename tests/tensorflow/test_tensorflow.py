@@ -356,3 +356,14 @@ def test_graph_shapes_and_stats():
     after = pt.stats()
     assert after["max_pool3d_with_argmax"] == before["max_pool3d_with_argmax"] + 1
     assert after["max_unpool"] == before["max_unpool"] + 1
+
+
+def test_unpooled_size():
+    """TensorFlow models' unpooled extents: SAME pooled * stride, VALID (pooled - 1) * stride +
+    ksize, in every form of ksize and strides."""
+    pt = pt_or_skip()
+    assert pt.unpooled_size([4, 3], 3, 2, "SAME") == [8, 6]
+    assert pt.unpooled_size([4, 3], [3, 2], [2, 1], "VALID") == [9, 4]
+    assert pt.unpooled_size([2, 2, 2], [1, 2, 2, 2, 1], [1, 2, 3, 1, 1], "VALID") == [4, 5, 3]
+    with pytest.raises(ValueError, match="padding must be 'SAME' or 'VALID'"):
+        pt.unpooled_size([4], 2, 2, "same")

@@ -15,6 +15,7 @@ backend is not served (NotImplementedError says what it would need). docs/keras.
 import keras
 
 from . import _backends
+from .._adapters import unpooled_extent
 
 __all__ = [f"{kind}{nd}D" for kind in ("MaxPoolingWithArgmax", "MaxUnpooling")
            for nd in (1, 2, 3)]
@@ -96,7 +97,7 @@ class _MaxUnpooling(_Window):
             return list(self.output_size)
         if len(shapes) == 3:
             return self._spatial(shapes[2])
-        return [_backends.unpooled_extent(e, k, s, self.padding)
+        return [None if e is None else unpooled_extent(e, k, s, self.padding == "same")
                 for e, k, s in zip(self._spatial(shapes[0]), self.pool_size, self.strides)]
 
     def call(self, inputs):

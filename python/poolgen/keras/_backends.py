@@ -13,13 +13,6 @@ def pooled_extent(size, k, s, padding):
     return -(-size // s) if padding == "same" else (size - k) // s + 1
 
 
-def unpooled_extent(size, k, s, padding):
-    """The extent Keras' unpooling infers: SAME size * stride, VALID (size - 1) * stride + k."""
-    if size is None:
-        return None
-    return size * s if padding == "same" else (size - 1) * s + k
-
-
 def same_padding(size, k, s):
     """TensorFlow's SAME padding of one extent: (before, after), after >= before."""
     total = max((-(-size // s) - 1) * s + k - size, 0)

@@ -8,7 +8,7 @@ signature.
 
     import poolgen.tensorflow as pt  # before the model runs
     values, argmax = tf.nn.max_pool_with_argmax(x, 2, 2, "VALID")
-    restored = pt.max_unpool(values, argmax, pt.unpooled_size(x.shape[1:3], 2, 2, "VALID"))
+    restored = pt.max_unpool(values, argmax, x.shape[1:3])  # the input's extents
 
 It adds, in TensorFlow's conventions, what TensorFlow lacks: max_pool_with_argmax for 1-D and 3-D
 inputs (N, spatial..., C) and max_unpool (1-D to 3-D) by TensorFlow's argmax, each with its
@@ -22,7 +22,7 @@ import ctypes
 
 import tensorflow as tf
 
-from .._adapters import check_built_for, compiled_library
+from .._adapters import check_built_for, compiled_library, unpooled_extent
 
 try:
     from ._built_for import TENSORFLOW_VERSION as _BUILT_FOR  # written by setup.py
@@ -96,11 +96,9 @@ def unpooled_size(pooled, ksize, strides, padding):
     pooled = list(pooled)
     nd = len(pooled)
     k, s = _window(ksize, nd, "ksize")[1:-1], _window(strides, nd, "strides")[1:-1]
-    if padding == "SAME":
-        return [p * si for p, si in zip(pooled, s)]
-    if padding == "VALID":
-        return [(p - 1) * si + ki for p, ki, si in zip(pooled, k, s)]
-    raise ValueError(f"padding must be 'SAME' or 'VALID', got {padding!r}")
+    if padding not in ("SAME", "VALID"):
+        raise ValueError(f"padding must be 'SAME' or 'VALID', got {padding!r}")
+    return [unpooled_extent(p, ki, si, padding == "SAME") for p, ki, si in zip(pooled, k, s)]
 
 
 def max_unpool(values, argmax, output_size, include_batch_in_index=False):
