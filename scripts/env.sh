@@ -61,33 +61,35 @@ check_torch_wheel() {
   rm -rf "$run"
 }
 
-# The TensorFlow adapter (python/, poolgen.tensorflow): built against the tensorflow-cpu wheel
-# (python/requirements-tensorflow.txt) in an environment of its own, then tested against
-# TensorFlow's own kernels (tests/tensorflow), with poolgen.keras on Keras' TensorFlow backend
-# (tests/keras). About a minute where pip's cache holds the wheels,
-# plus their download (240 MB) on a fresh machine.
-TENSORFLOW_PYTHON="${POOLGEN_TENSORFLOW_PYTHON:-/usr/bin/python3}"
-TENSORFLOW_ENV="${POOLGEN_TENSORFLOW_ENV:-$BUILD/tensorflow-env}"
-check_tensorflow_package() {
-  [ -x "$TENSORFLOW_ENV/bin/python3" ] || "$TENSORFLOW_PYTHON" -m venv "$TENSORFLOW_ENV"
-  ensure_requirements "$ROOT/python/requirements-tensorflow.txt" "$TENSORFLOW_ENV"
-  POOLGEN_PREFIX="$PREFIX" "$TENSORFLOW_ENV/bin/python3" -m pip install -q \
+# The TensorFlow and OpenVINO adapters (python/): each built against its framework's pinned wheels
+# (python/requirements-<framework>.txt) in an environment of its own, made from ADAPTER_PYTHON,
+# then its suites run there (pytest's arguments after the first two).
+ADAPTER_PYTHON="${POOLGEN_ADAPTER_PYTHON:-/usr/bin/python3}"
+check_adapter_package() {
+  local framework="$1" env="$2"
+  shift 2
+  [ -x "$env/bin/python3" ] || "$ADAPTER_PYTHON" -m venv "$env"
+  ensure_requirements "$ROOT/python/requirements-$framework.txt" "$env"
+  POOLGEN_PREFIX="$PREFIX" "$env/bin/python3" -m pip install -q \
     --disable-pip-version-check --no-build-isolation "$ROOT/python"
-  TF_CPP_MIN_LOG_LEVEL=3 KERAS_BACKEND=tensorflow "$TENSORFLOW_ENV/bin/python3" -m pytest -q \
-    -p no:cacheprovider "$ROOT/tests/tensorflow" "$ROOT/tests/keras"
+  "$env/bin/python3" -m pytest -q -p no:cacheprovider "$@"
 }
 
-# The OpenVINO adapter (python/, poolgen.openvino): built against the openvino wheel
-# (python/requirements-openvino.txt) in an environment of its own, then tested against ONNX
-# Runtime's outputs checked in under tests/golden (tests/openvino). About 80 MB of wheels on a
-# fresh machine.
+# poolgen.tensorflow against TensorFlow's own kernels (tests/tensorflow), with poolgen.keras on
+# Keras' TensorFlow backend (tests/keras). About a minute where pip's cache holds the wheels,
+# plus their download (about 300 MB) on a fresh machine.
+TENSORFLOW_ENV="${POOLGEN_TENSORFLOW_ENV:-$BUILD/tensorflow-env}"
+check_tensorflow_package() {
+  TF_CPP_MIN_LOG_LEVEL=3 KERAS_BACKEND=tensorflow check_adapter_package tensorflow \
+    "$TENSORFLOW_ENV" "$ROOT/tests/tensorflow" "$ROOT/tests/keras"
+}
+
+# poolgen.openvino against ONNX Runtime's outputs checked in under tests/golden
+# (tests/openvino). About 20 s where pip's cache holds the wheels, plus their download (about
+# 80 MB) on a fresh machine.
 OPENVINO_ENV="${POOLGEN_OPENVINO_ENV:-$BUILD/openvino-env}"
 check_openvino_package() {
-  [ -x "$OPENVINO_ENV/bin/python3" ] || "$TENSORFLOW_PYTHON" -m venv "$OPENVINO_ENV"
-  ensure_requirements "$ROOT/python/requirements-openvino.txt" "$OPENVINO_ENV"
-  POOLGEN_PREFIX="$PREFIX" "$OPENVINO_ENV/bin/python3" -m pip install -q \
-    --disable-pip-version-check --no-build-isolation "$ROOT/python"
-  "$OPENVINO_ENV/bin/python3" -m pytest -q -p no:cacheprovider "$ROOT/tests/openvino"
+  check_adapter_package openvino "$OPENVINO_ENV" "$ROOT/tests/openvino"
 }
 
 # Budgets of the default build's code (tools/footprint.py; docs/footprint.md): the largest
