@@ -18,8 +18,8 @@ else ()
   # The SSE2 variant it replaces was 3.5 MB, 15% of the default build's code; a build whose
   # list ends in x86-64-linux serves older CPUs, and the runtime refuses a CPU below the floor
   # with an error rather than run instructions it lacks (POOLGEN_CPU_FLOOR_FEATURES, below).
-  # AVX-512 (avx512_skylake) is opt-in: it is the largest variant and its gain over AVX2 is
-  # unmeasured on the machines this project now runs on.
+  # AVX-512 is a variant of the families where it was measured faster (POOLGEN_AVX512_FAMILIES,
+  # below), not of every kernel: it is the largest variant and loses on others.
   set(poolgen_default_cpu_targets "x86-64-linux-avx2-fma-f16c;x86-64-linux-sse41")
 endif ()
 set(POOLGEN_CPU_TARGETS "${poolgen_default_cpu_targets}"
@@ -46,6 +46,30 @@ foreach (feature IN LISTS poolgen_floor)
     string(APPEND POOLGEN_CPU_FLOOR_FEATURES "halide_target_feature_${feature}, ")
   endif ()
 endforeach ()
+# AVX-512 per family: the kernels of POOLGEN_AVX512_FAMILIES whose value type (unpooling
+# kernels: whose element width) is one of POOLGEN_AVX512_TYPES get an AVX-512 variant in front
+# of POOLGEN_CPU_TARGETS, for the same architecture and OS (x86 only; a list that already has an
+# AVX-512 target gives it to every kernel). Each family earned it on a Zen 5 (docs/kernels.md,
+# "AVX-512"); on the others AVX-512 measured no faster than AVX2 and would only add bytes.
+# f32, one thread, ms, AVX-512 / AVX2, three interleaved runs of one binary
+# (poolgen_bench --poolgen_cpu_variant=avx2): general pooling 2-D 8x64x112x112 k3s1p1 8.66-9.35 /
+# 10.1-10.4, NHWC 6.92-7.03 / 8.57-9.03; 3-D 2x16x32x64x64 k3s2p1 3.18-3.31 / 3.66-3.91, NDHWC
+# k3s1p1 15.4-15.6 / 18.8-19.0; 1-D 8x64x65536 k3s2p1 12.2-14.7 / 14.3-17.8; NCDHW k2s2p0
+# 0.76-0.77 / 0.87-1.03. The fixed 2-D windows, the channels-last fixed windows, the unpooling
+# and gradient kernels measured within the noise of AVX2 (docs/kernels.md).
+set(POOLGEN_AVX512_FAMILIES "max_pool1d;max_pool2d;max_pool3d;max_pool2d_cl;max_pool3d_cl;max_pool3d_k2s2p0"
+    CACHE STRING
+    "Kernel families (names without types) with an AVX-512 variant besides POOLGEN_CPU_TARGETS")
+set(POOLGEN_AVX512_TYPES "f32" CACHE STRING
+    "Value types whose kernels of POOLGEN_AVX512_FAMILIES get the AVX-512 variant")
+set(POOLGEN_AVX512_TARGET "")
+list(GET POOLGEN_CPU_TARGETS 0 poolgen_best)
+string(REGEX MATCH "^x86-64-[a-z]+" poolgen_x86_os "${poolgen_best}")
+if (POOLGEN_AVX512_FAMILIES AND poolgen_x86_os AND NOT POOLGEN_CPU_TARGETS MATCHES "avx512")
+  set(POOLGEN_AVX512_TARGET "${poolgen_x86_os}-avx512_skylake")
+endif ()
+set(POOLGEN_AVX512_KERNELS "")  # their names, for the kernel table
+
 # user_context routes kernel errors to the call that caused them; strict_float keeps the
 # NaN-aware comparisons exactly as written.
 set(POOLGEN_KERNEL_FEATURES user_context strict_float)
@@ -143,6 +167,13 @@ function(poolgen_kernel name op nd k s p layout value index)
     set(capability ${ARG_CUDA_CAPABILITY})
     list(APPEND ARG_PARAMS ${POOLGEN_CUDA_KNOBS_${ARG_GENERATOR}})
   endif ()
+  if (NOT ARG_CUDA_CAPABILITY AND POOLGEN_AVX512_TARGET AND ARG_KNOBS IN_LIST POOLGEN_AVX512_FAMILIES)
+    poolgen_avx512_type(wide ${op} ${value})
+    if (wide)
+      list(PREPEND targets ${POOLGEN_AVX512_TARGET})
+      set(POOLGEN_AVX512_KERNELS ${POOLGEN_AVX512_KERNELS} ${name} PARENT_SCOPE)
+    endif ()
+  endif ()
   set(cpu_schedule "${POOLGEN_KNOBS_${ARG_KNOBS}}${POOLGEN_TUNED_${ARG_KNOBS}}")
   set(plugins "")
   if (cpu_schedule MATCHES "autoscheduler:")
@@ -168,6 +199,18 @@ function(poolgen_kernel name op nd k s p layout value index)
   string(APPEND ${table} "POOLGEN_KERNEL(${op}, ${nd}, ${k}, ${s}, ${p}, ${layout}, "
          "${value}, ${index}, ${device}, ${capability}, ${name})\n")
   set(${table} "${${table}}" PARENT_SCOPE)
+endfunction()
+
+# poolgen_avx512_type(<out> <op> <value>): whether a kernel's type is one of POOLGEN_AVX512_TYPES
+# (unpooling kernels move bits: by element width).
+function(poolgen_avx512_type out op value)
+  set(match FALSE)
+  foreach (type IN LISTS POOLGEN_AVX512_TYPES)
+    if (value STREQUAL type OR (op MATCHES "^unpool" AND POOLGEN_WIDTH_${value} EQUAL POOLGEN_WIDTH_${type}))
+      set(match TRUE)
+    endif ()
+  endforeach ()
+  set(${out} ${match} PARENT_SCOPE)
 endfunction()
 
 # poolgen_window(<window> <k> <s> <p>): the kernel, stride and padding of a POOLGEN_FAST_WINDOWS
@@ -212,6 +255,10 @@ set(POOLGEN_UNPOOL_GATHER_LAYOUTS "" CACHE STRING
     "Layouts with gather unpooling kernels for every fast window (contiguous, channels_last)")
 set(POOLGEN_UNPOOL_GATHER_FAMILIES "max_unpool2d_k2s2p0_cl" CACHE STRING
     "Gather unpooling kernel families built whatever POOLGEN_UNPOOL_GATHER_LAYOUTS says")
+# And the 32-bit (f32) contiguous 2-D k2s2p0 gather, NCHW's SegNet case, which the runtime takes
+# only on calls no cache holds (gather_pays): 8x64x112x112 f32, one thread, ms, gather / scatter
+# 1.76-1.91 / 2.23-2.28 (i64 indices), for 26 KB an index type.
+set(POOLGEN_DEFAULT_UNPOOL_GATHERS b32:max_unpool2d_k2s2p0)
 
 # The value types with fixed-window kernels: those inference pools (f32, bf16, i8, u8; on ARM
 # also f16, which it computes natively). x86 has no 16-bit float arithmetic, and its f16 window
@@ -280,7 +327,8 @@ foreach (bits IN LISTS POOLGEN_VALUE_WIDTHS)
           poolgen_window("${window}" k s p)
           set(family max_unpool${nd}d_k${k}s${s}p${p}${tag})
           if (NOT layout IN_LIST POOLGEN_UNPOOL_GATHER_LAYOUTS AND
-              NOT family IN_LIST POOLGEN_UNPOOL_GATHER_FAMILIES)
+              NOT family IN_LIST POOLGEN_UNPOOL_GATHER_FAMILIES AND
+              NOT "b${bits}:${family}" IN_LIST POOLGEN_DEFAULT_UNPOOL_GATHERS)
             continue ()
           endif ()
           poolgen_gather_params(params ${nd} ${k} ${s} ${p} ${layout})
@@ -371,10 +419,13 @@ foreach (lib IN LISTS POOLGEN_KERNEL_LIBRARIES ITEMS poolgen_halide_runtime)
 endforeach ()
 
 string(REPLACE ";" "\",\"" POOLGEN_TARGET_NAMES "\"${POOLGEN_CPU_TARGETS}\"")
+string(REPLACE ";" "\",\"" POOLGEN_AVX512_KERNEL_NAMES "\"${POOLGEN_AVX512_KERNELS}\"")
 file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/kernel_table.inc
      CONTENT "// Generated by cmake/PoolgenKernels.cmake: every compiled kernel.\n\
 // POOLGEN_KERNEL(op, nd, kernel, stride, padding, layout, value, index, device, capability, name)\n\
 #define POOLGEN_CPU_TARGET_NAMES ${POOLGEN_TARGET_NAMES}\n\
+#define POOLGEN_AVX512_TARGET \"${POOLGEN_AVX512_TARGET}\"\n\
+#define POOLGEN_AVX512_KERNEL_NAMES ${POOLGEN_AVX512_KERNEL_NAMES}\n\
 #define POOLGEN_CPU_FLOOR_TARGET \"${POOLGEN_CPU_FLOOR_TARGET}\"\n\
 #define POOLGEN_CPU_FLOOR_FEATURES ${POOLGEN_CPU_FLOOR_FEATURES}\n\
 #define POOLGEN_CUDA_TARGET_PREFIX \"${POOLGEN_CUDA_TARGET_PREFIX}\"\n${POOLGEN_KERNEL_TABLE}")

@@ -8,6 +8,10 @@
 // requirement_failed, which the runtime checks for, runtime/dispatch/launch.hpp) and the runtime
 // takes the scatter path.
 //
+// Indices may count from another origin than their plane's, as the scatter's do: plane q of the
+// call (n * C + c) finds its slots at index - (plane_origin + q) * plane_stride (ONNX's global
+// indices; PyTorch's plane offsets pass plane_stride 0).
+//
 // With `accumulate` it is max pooling's backward for that window (docs/semantics.md,
 // "Gradients"): cells are the pooled gradients, slots the pooling input's positions, and a slot
 // sums the candidates naming it in input order, in the value type's arithmetic (add_in_type),
@@ -45,6 +49,10 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
   void configure() {
     values_ = add_input<Buffer<>>("values", value_type, rank + 2);
     indices_ = add_input<Buffer<>>("indices", index_type, rank + 2);
+    if (!accumulate) {
+      plane_origin_ = add_input<int64_t>("plane_origin");
+      plane_stride_ = add_input<int64_t>("plane_stride");
+    }
     output_ = add_output<Buffer<>>("output", value_type, rank + 2);
   }
 
@@ -84,6 +92,11 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
     Func indices = tiles ? Func(*indices_) : BoundaryConditions::repeat_edge(*indices_, cells);
     Func value = tiles ? Func(*values_) : BoundaryConditions::repeat_edge(*values_, cells);
     Expr index = indices(tensor_args(cell, c_, n_, l));
+    if (!accumulate) {  // in the index type: the runtime passes origins its indices can hold
+      const Expr channels = values_->dim(l == Layout::channels_last ? 0 : nd).extent();
+      const Expr plane = *plane_origin_ + cast<int64_t>(n_) * channels + c_;
+      index = index - cast(index_type, plane * *plane_stride_);
+    }
     const Expr span = flat_offset(last_tap, out_extent, Int(32));
     Expr local = cast<int32_t>(clamp(index - flat_offset(window_start, out_extent, index_type),
                                      cast(index_type, -1), cast(index_type, span + 1)));
@@ -176,6 +189,8 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
 
   Input<Buffer<>>* values_ = nullptr;
   Input<Buffer<>>* indices_ = nullptr;
+  Input<int64_t>* plane_origin_ = nullptr;
+  Input<int64_t>* plane_stride_ = nullptr;
   Output<Buffer<>>* output_ = nullptr;
   Func marked_{"marked"}, group_ok_{"group_ok"}, group_checked_{"group_checked"};
   Var c_{"c"}, n_{"n"};

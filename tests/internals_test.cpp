@@ -127,6 +127,8 @@ TEST(Launch, BoundsQueryFindsRegionsPastTheViews) {
     Launch l(k);
     l.add_view(views[0], k.value, Access::read);
     l.add_view(views[1], k.index, Access::read);
+    l.add_scalar(0);  // the indices' plane origin and stride: plane offsets
+    l.add_scalar(0);
     l.add_view(views[2], k.value, Access::write);
     const halide_buffer_t before = l.view_buffer(2);
     halide_dimension_t dims[4];
@@ -411,6 +413,72 @@ TEST(HandWrittenKernels, ScatterLargeStoresAndAdds) {
   EXPECT_EQ(sums[0], three);
   EXPECT_EQ(sums[1], three);
   for (size_t k = 2; k < sums.size(); ++k) EXPECT_EQ(sums[k], 0) << k;
+}
+
+// An unpooling gather reads ONNX's global offsets (plane q of the call counts from q * the
+// output's plane) when given that stride: it serves them, with the plane offsets' result, and
+// declines them as plane offsets (every plane past the first names slots outside its cells).
+TEST(Gather, ServesGlobalOffsetsGivenThePlaneStride) {
+  for (const char* name : {"max_unpool2d_k2s2p0_cl_b32_i64", "max_unpool2d_k2s2p0_b32_i64",
+                           "max_unpool2d_k2s2p0_b32_i32"}) {
+    const Kernel* k = nullptr;
+    for (const Kernel& each : forward_kernels().kernels()) {
+      if (std::strcmp(each.name, name) == 0) k = &each;
+    }
+    if (!k) continue;  // not in this build's matrix
+    SCOPED_TRACE(name);
+    const int64_t n = 2, c = 16, h = 4, w = 32, plane = 4 * h * w;
+    std::vector<float> values(static_cast<size_t>(n * c * h * w));
+    std::vector<int64_t> offsets(values.size());
+    std::mt19937 rng(3);
+    for (size_t j = 0; j < values.size(); ++j) values[j] = static_cast<float>(rng() % 1000);
+    // SegNet indices in contiguous element order: a random tap of each cell's 2x2 window.
+    for (int64_t q = 0; q < n * c; ++q) {
+      for (int64_t y = 0; y < h; ++y) {
+        for (int64_t x = 0; x < w; ++x) {
+          offsets[(q * h + y) * w + x] = (2 * y + rng() % 2) * 2 * w + 2 * x + rng() % 2;
+        }
+      }
+    }
+    // The plane offsets' output, and the global offsets', in the kernel's layout and index type.
+    std::vector<float> want(static_cast<size_t>(n * c * plane)), got(want.size());
+    for (int64_t q = 0; q < n * c; ++q) {
+      for (int64_t j = 0; j < h * w; ++j) want[q * plane + offsets[q * h * w + j]] = values[q * h * w + j];
+    }
+    const Ints in_shape = {n, c, h, w}, out_shape = {n, c, 2 * h, 2 * w};
+    std::vector<float> laid_values(values.size());
+    std::vector<int64_t> global(values.size());
+    std::vector<int32_t> global32(values.size());
+    for (int64_t b = 0; b < n; ++b) {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        for (int64_t j = 0; j < h * w; ++j) {
+          const int64_t from = (b * c + ch) * h * w + j;
+          const int64_t to = k->layout == Layout::channels_last ? (b * h * w + j) * c + ch : from;
+          laid_values[to] = values[from];
+          global[to] = (b * c + ch) * plane + offsets[from];
+          global32[to] = static_cast<int32_t>(global[to]);
+        }
+      }
+    }
+    void* index_data = k->index == DType::i64 ? static_cast<void*>(global.data()) : global32.data();
+    const Views views{dense(laid_values.data(), DType::f32, in_shape, k->layout),
+                      dense(index_data, k->index, in_shape, k->layout),
+                      dense(got.data(), DType::f32, out_shape, k->layout)};
+    bool served = false;
+    ASSERT_TRUE(gather_if_served(*k, views, 0, &served, 0).ok());
+    EXPECT_FALSE(served) << "global offsets taken for plane offsets";
+    ASSERT_TRUE(gather_if_served(*k, views, 0, &served, plane).ok());
+    ASSERT_TRUE(served);
+    for (int64_t b = 0; b < n; ++b) {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        for (int64_t j = 0; j < plane; ++j) {
+          const int64_t at = k->layout == Layout::channels_last ? (b * plane + j) * c + ch
+                                                                : (b * c + ch) * plane + j;
+          ASSERT_EQ(got[at], want[(b * c + ch) * plane + j]) << "plane " << b * c + ch << " slot " << j;
+        }
+      }
+    }
+  }
 }
 
 // The gather beyond a kernel's buffers (64-bit offsets, one thread): output[j] =

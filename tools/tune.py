@@ -174,6 +174,7 @@ class Tuner:
                "-DCMAKE_BUILD_TYPE=Release", f"-Dpoolgen-halide_generators_DIR={HOST_BUILD}/cmake",
                f"-DPOOLGEN_CPU_TARGETS={self.target}", "-DPOOLGEN_VALUE_TYPES=f32",
                "-DPOOLGEN_INDEX_TYPES=i64", "-DPOOLGEN_CUDA_CAPABILITIES=",
+               "-DPOOLGEN_AVX512_FAMILIES=",  # the target alone, no AVX-512 variant besides
                "-DPOOLGEN_BUILD_TESTS=OFF", "-DPOOLGEN_BUILD_BENCH=ON",
                f"-DPOOLGEN_SCHEDULES_DIR={self.schedules}",
                f"-DPOOLGEN_UNPOOL_GATHER_LAYOUTS={gather}"]

@@ -6,12 +6,13 @@
 
 #include <HalideRuntime.h>
 
+#include <cstring>
 #include <string>
 #include <utility>
 
 extern "C" {
 #define POOLGEN_KERNEL(op, nd, k, s, p, layout, value, index, device, capability, name)
-#include "kernel_table.inc"  // for POOLGEN_CPU_TARGET_NAMES, POOLGEN_CUDA_TARGET_PREFIX
+#include "kernel_table.inc"  // for POOLGEN_CPU_TARGET_NAMES, POOLGEN_AVX512_*, POOLGEN_CUDA_TARGET_PREFIX
 #undef POOLGEN_KERNEL
 }
 
@@ -81,6 +82,9 @@ std::vector<KernelInfo> compiled_kernels() {
   for (const detail::KernelTable* table : detail::registered_kernel_tables()) {
     for (const detail::Kernel& k : table->kernels()) {
       std::vector<std::string> targets = {POOLGEN_CPU_TARGET_NAMES};
+      for (const char* wide : {POOLGEN_AVX512_KERNEL_NAMES}) {  // the families AVX-512 pays for
+        if (std::strcmp(wide, k.name) == 0) targets.insert(targets.begin(), POOLGEN_AVX512_TARGET);
+      }
       if (k.device == Device::cuda) {
         targets = {POOLGEN_CUDA_TARGET_PREFIX + std::to_string(k.capability)};
       }

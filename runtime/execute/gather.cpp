@@ -8,9 +8,14 @@ namespace poolgen::detail {
 namespace {
 
 struct GatherLaunch : Launch {
-  GatherLaunch(const Kernel& kernel, const Views& views) : Launch(kernel) {
+  GatherLaunch(const Kernel& kernel, const Views& views, int64_t plane_stride = 0)
+      : Launch(kernel) {
     add_view(views[0], kernel.value, Access::read);
     add_view(views[1], kernel.index, Access::read);
+    if (kernel.op == Op::unpool_gather) {  // pooling's gradient takes plane offsets only
+      add_scalar(0);
+      add_scalar(plane_stride);
+    }
     add_view(views[2], kernel.value, Access::write);
   }
 };
@@ -24,9 +29,9 @@ Status gather_takes(const Kernel& kernel, const Views& views, bool* takes) {
 }
 
 Status gather_if_served(const Kernel& kernel, const Views& views, int64_t call_bytes,
-                        bool* served) {
+                        bool* served, int64_t plane_stride) {
   bool declined = false;
-  POOLGEN_RETURN_IF_ERROR(GatherLaunch(kernel, views).run(call_bytes, &declined));
+  POOLGEN_RETURN_IF_ERROR(GatherLaunch(kernel, views, plane_stride).run(call_bytes, &declined));
   *served = !declined;
   return {};
 }

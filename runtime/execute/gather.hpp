@@ -16,8 +16,10 @@ namespace poolgen::detail {
 
 // Runs the gather `kernel` on views it takes (gather_takes): *served false where it declined
 // (the caller then runs the scatter); a failure of any other kind is an internal error. The
-// call moves `call_bytes`.
+// call moves `call_bytes`. An unpooling gather's indices count plane q of the views (n * C + c)
+// from q * plane_stride (ONNX's global offsets: the output's plane; 0 for plane offsets), which
+// the caller has checked the index dtype holds for every plane.
 Status gather_if_served(const Kernel& kernel, const Views& views, int64_t call_bytes,
-                        bool* served);
+                        bool* served, int64_t plane_stride = 0);
 
 }  // namespace poolgen::detail

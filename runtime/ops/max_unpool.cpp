@@ -240,6 +240,15 @@ struct MaxUnpool {
                                   batchless, n, c);
     };
     const bool global = options.index_format == IndexFormat::onnx && frame == plan.output_shape;
+    // ONNX's global offsets in the default frame: the gather subtracts each plane's first slot,
+    // as the scatter does, where the index dtype holds every slot's offset.
+    if (global && plan.gather &&
+        (i.dtype == DType::i64 || o.elements() <= std::numeric_limits<int32_t>::max())) {
+      bool served = false;
+      POOLGEN_RETURN_IF_ERROR(gather_if_served(*plan.gather, {v, i, o}, plan.bytes, &served,
+                                               o.plane()));
+      if (served) return {};
+    }
     const Status grouped = scatter(*plan.scatter, ScatterMode::store, v, i, o, plan.bytes,
                                    &rewrite, global, slab_stride(plan.window));
     if (grouped.code() != Code::index_out_of_range) return grouped;
