@@ -48,9 +48,11 @@ foreach (feature IN LISTS poolgen_floor)
 endforeach ()
 # AVX-512 per family: the kernels of POOLGEN_AVX512_FAMILIES whose value type (unpooling
 # kernels: whose element width) is one of POOLGEN_AVX512_TYPES get an AVX-512 variant in front
-# of POOLGEN_CPU_TARGETS, for the same architecture and OS (x86 only; a list that already has an
-# AVX-512 target gives it to every kernel). Each family earned it on a Zen 5 (docs/kernels.md,
-# "AVX-512"); on the others AVX-512 measured no faster than AVX2 and would only add bytes.
+# of POOLGEN_CPU_TARGETS: the first target with its instruction sets replaced (x86 only; its
+# other features, such as a sanitizer's, kept: a multitarget library's variants must agree on
+# them; a list that already has an AVX-512 target gives it to every kernel). Each family earned
+# it on a Zen 5 (docs/kernels.md, "AVX-512"); on the others AVX-512 measured no faster than AVX2
+# and would only add bytes.
 # f32, one thread, ms, AVX-512 / AVX2, three interleaved runs of one binary
 # (poolgen_bench --poolgen_cpu_variant=avx2): general pooling 2-D 8x64x112x112 k3s1p1 8.66-9.35 /
 # 10.1-10.4, NHWC 6.92-7.03 / 8.57-9.03; 3-D 2x16x32x64x64 k3s2p1 3.18-3.31 / 3.66-3.91, NDHWC
@@ -64,9 +66,11 @@ set(POOLGEN_AVX512_TYPES "f32" CACHE STRING
     "Value types whose kernels of POOLGEN_AVX512_FAMILIES get the AVX-512 variant")
 set(POOLGEN_AVX512_TARGET "")
 list(GET POOLGEN_CPU_TARGETS 0 poolgen_best)
-string(REGEX MATCH "^x86-64-[a-z]+" poolgen_x86_os "${poolgen_best}")
-if (POOLGEN_AVX512_FAMILIES AND poolgen_x86_os AND NOT POOLGEN_CPU_TARGETS MATCHES "avx512")
-  set(POOLGEN_AVX512_TARGET "${poolgen_x86_os}-avx512_skylake")
+if (POOLGEN_AVX512_FAMILIES AND poolgen_best MATCHES "^x86-64-" AND
+    NOT POOLGEN_CPU_TARGETS MATCHES "avx512")
+  string(REGEX REPLACE "-(sse41|avx|avx2|fma|f16c)(-|$)" "\\2" poolgen_avx512 "${poolgen_best}")
+  string(REGEX REPLACE "-(sse41|avx|avx2|fma|f16c)(-|$)" "\\2" poolgen_avx512 "${poolgen_avx512}")
+  set(POOLGEN_AVX512_TARGET "${poolgen_avx512}-avx512_skylake")
 endif ()
 set(POOLGEN_AVX512_KERNELS "")  # their names, for the kernel table
 

@@ -33,7 +33,8 @@ cmake --build "$BUILD" --target poolgen_generators -j "$JOBS" >/dev/null
 
 # checked_build <dir> <build targets or ""> <halide target> <cmake options...>: a clang build of
 # the runtime and tests (all, or the targets named) with the host generators, no CUDA and one CPU
-# variant (the runtime is what is checked; the variants are tested by the main build).
+# variant, no AVX-512 one besides (the runtime is what is checked; the variants are tested by
+# the main build).
 checked_build() {
   local dir="$1" target="$2" cpu="$3" start
   shift 3
@@ -41,7 +42,7 @@ checked_build() {
   cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -Dpoolgen-halide_generators_DIR="$BUILD/cmake" \
-    -DPOOLGEN_CPU_TARGETS="$cpu" -DPOOLGEN_CUDA_CAPABILITIES= \
+    -DPOOLGEN_CPU_TARGETS="$cpu" -DPOOLGEN_AVX512_FAMILIES= -DPOOLGEN_CUDA_CAPABILITIES= \
     -DPOOLGEN_BUILD_BENCH=OFF "$@" >/dev/null
   # shellcheck disable=SC2086 # `target` may name several
   cmake --build "$dir" -j "$JOBS" ${target:+--target $target}
