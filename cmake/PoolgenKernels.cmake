@@ -362,6 +362,15 @@ endforeach ()
 # cache holds, the only ones the runtime gives it (runtime/dispatch/kernel_table.hpp, gather_pays).
 set(POOLGEN_DEFAULT_BACKWARD_WINDOWS f32:max_pool2d_backward_k2s2p0_cl f32:max_pool3d_backward_k2s2p0_cl
     f32:max_pool2d_backward_k2s2p0)
+# Unpooling's gradient for SegNet indices (every index in its own cell's k2s2p0 window): each
+# cell reads its window densely (generators/max_unpool_backward_window_generator.cpp) rather than
+# gathering by index; a call whose indices leave their windows takes the gather by index. f32,
+# 2-D 8x64x112x112, one / two threads, ms, window / by index: NCHW 2.01-2.09 / 2.34-2.48, 0.99-1.09
+# / 1.11-1.31; NHWC 1.73-1.88 / 2.38-2.40, 0.85-0.91 / 1.24-1.25. The 3-D ones measured no
+# faster (2x16x32x64x64: 0.87-1.05 / 0.87-1.07) and are built on request
+# (b32:max_unpool3d_backward_k2s2p0[_cl]).
+set(POOLGEN_UNPOOL_BACKWARD_WINDOWS "b32:max_unpool2d_backward_k2s2p0;b32:max_unpool2d_backward_k2s2p0_cl"
+    CACHE STRING "Fixed-window unpooling gradient kernels (<width>:<family>)")
 set(POOLGEN_GRADIENT_TYPES "")
 foreach (value f32 f64 f16 bf16)
   if (value IN_LIST POOLGEN_VALUE_TYPES)
@@ -404,6 +413,14 @@ foreach (index IN LISTS POOLGEN_INDEX_TYPES)
       poolgen_kernel(max_unpool_backward${tag}_b${bits}_${index} unpool_backward 0 0 0 0
                      ${layout} ${POOLGEN_WIDTH_DTYPE_${bits}} ${index}
                      GENERATOR max_unpool_backward KNOBS max_unpool_backward${tag})
+      foreach (nd 2 3)
+        set(family max_unpool${nd}d_backward_k2s2p0${tag})
+        if ("b${bits}:${family}" IN_LIST POOLGEN_UNPOOL_BACKWARD_WINDOWS)
+          poolgen_kernel(${family}_b${bits}_${index} unpool_backward ${nd} 2 2 0 ${layout}
+                         ${POOLGEN_WIDTH_DTYPE_${bits}} ${index} GENERATOR max_unpool_backward_window
+                         KNOBS ${family} PARAMS rank=${nd} fixed_kernel=2)
+        endif ()
+      endforeach ()
     endforeach ()
   endforeach ()
 endforeach ()

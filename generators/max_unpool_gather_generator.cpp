@@ -78,7 +78,7 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
     // that any other index lands on a value no tap has. 32-bit lanes compare and select 32-bit
     // values without the mask narrowing that 64-bit indices need.
     std::vector<Var> cell_vars(nd);
-    std::vector<Expr> cell(cell_vars.begin(), cell_vars.end()), window_start(nd), last_tap(nd, k - 1);
+    std::vector<Expr> cell(cell_vars.begin(), cell_vars.end()), window_start(nd);
     Expr cell_inside = Internal::const_true();
     for (int i = 0; i < nd; ++i) {
       window_start[i] = cell[i] * s - p;
@@ -97,14 +97,12 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
       const Expr plane = *plane_origin_ + cast<int64_t>(n_) * channels + c_;
       index = index - cast(index_type, plane * *plane_stride_);
     }
-    const Expr span = flat_offset(last_tap, out_extent, Int(32));
-    Expr local = cast<int32_t>(clamp(index - flat_offset(window_start, out_extent, index_type),
-                                     cast(index_type, -1), cast(index_type, span + 1)));
+    const Expr local = offset_in_window(index, window_start, out_extent, k);
 
     // in_window: the cell's index names a slot inside the cell's own window. A tap outside the
     // plane is compared as -2, which no cell holds.
     Expr in_window = Internal::const_false();
-    for_each_offset(nd, k, [&](const std::vector<int>& tap) {
+    for_each_tap(nd, k, [&](const std::vector<int>& tap) {
       Expr inside = Internal::const_true();
       std::vector<Expr> tap_offset(nd);
       for (int i = 0; i < nd; ++i) {
@@ -120,23 +118,14 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
     // kernel. In channels-last a group is one cell's channels (the vectors), which a schedule
     // can check right before the cell's slots; in contiguous layouts, a row along the innermost
     // spatial dimension.
-    const bool channels_last = l == Layout::channels_last;
     const Expr broken = -3;
     const std::vector<Expr> cell_at = tensor_args(cell, c_, n_, l);
     marked_(cell_at) = select(!cell_inside, -1, in_window, local, broken);
-    std::vector<Var> group_vars(cell_vars.begin() + (channels_last ? 0 : 1), cell_vars.end());
-    if (!channels_last) group_vars.push_back(c_);
-    group_vars.push_back(n_);
-    const std::vector<Expr> group(group_vars.begin(), group_vars.end());  // also a cell's group
-    RDom along = channels_last ? RDom(0, values_->dim(0).extent(), "along_cell")
-                               : RDom(0, in_extent[0], "along_row");
-    std::vector<Expr> member = cell;  // marked's arguments for the group's cell `along`
-    if (!channels_last) member[0] = along;
-    member = tensor_args(member, channels_last ? Expr(along) : Expr(c_), Expr(n_), l);
-    group_ok_(group) = Internal::const_true();
-    group_ok_(group) = group_ok_(group) && marked_(member) > broken;
-    group_checked_(group) = require(group_ok_(group), 0,
-                                    "max_unpool: an index lies outside its pooling window");
+    RDom along;
+    const std::vector<Expr> group = check_cell_groups(
+        marked_, group_ok_, group_checked_, cell_vars, c_, n_, l, values_->dim(0).extent(),
+        [&](const Expr& mark) { return mark > broken; },
+        "max_unpool: an index lies outside its pooling window", &along);
     Func claimed("claimed");  // marked, once its group is checked
     claimed(cell_at) = marked_(cell_at) + group_checked_(group);
 
@@ -145,7 +134,7 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
     std::vector<Var> out_vars(nd);
     std::vector<Expr> x(out_vars.begin(), out_vars.end());
     Expr result = cast(value_type, 0);
-    for_each_offset(nd, candidates, [&](const std::vector<int>& j) {
+    for_each_tap(nd, candidates, [&](const std::vector<int>& j) {
       std::vector<Expr> candidate(nd), tap(nd);
       Expr covers = Internal::const_true();
       for (int i = 0; i < nd; ++i) {
@@ -174,19 +163,6 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
   }
 
  private:
-  // Calls f(offset) for every offset in [0, extent)^nd, in row-major order (offset[0] fastest,
-  // matching Halide's innermost-first dimensions).
-  template <typename F>
-  static void for_each_offset(int nd, int extent, F f) {
-    std::vector<int> offset(nd, 0);
-    while (true) {
-      f(offset);
-      int i = 0;
-      while (i < nd && ++offset[i] == extent) offset[i++] = 0;
-      if (i == nd) return;
-    }
-  }
-
   Input<Buffer<>>* values_ = nullptr;
   Input<Buffer<>>* indices_ = nullptr;
   Input<int64_t>* plane_origin_ = nullptr;

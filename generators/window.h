@@ -140,6 +140,32 @@ inline Halide::Expr flat_offset(const std::vector<Halide::Expr>& coords,
   return flat;
 }
 
+// Calls f(offset) for every offset in [0, extent)^nd, in row-major order (offset[0] fastest,
+// matching Halide's innermost-first dimensions): a fixed window's taps.
+template <typename F>
+void for_each_tap(int nd, int extent, F f) {
+  std::vector<int> offset(nd, 0);
+  while (true) {
+    f(offset);
+    int i = 0;
+    while (i < nd && ++offset[i] == extent) offset[i++] = 0;
+    if (i == nd) return;
+  }
+}
+
+// A fixed window's cell index as its offset inside the window (whose taps lie at 0..span in a
+// plane of `extents`), narrowed to 32 bits: clamped to -1..span+1 first, so that any index
+// outside the window lands on a value no tap has, and compared in 32-bit lanes.
+inline Halide::Expr offset_in_window(const Halide::Expr& index,
+                                     const std::vector<Halide::Expr>& window_start,
+                                     const std::vector<Halide::Expr>& extents, int kernel) {
+  const std::vector<Halide::Expr> last_tap(window_start.size(), kernel - 1);
+  const Halide::Expr span = flat_offset(last_tap, extents, Halide::Int(32));
+  const Halide::Type t = index.type();
+  return Halide::cast<int32_t>(Halide::clamp(index - flat_offset(window_start, extents, t),
+                                             Halide::cast(t, -1), Halide::cast(t, span + 1)));
+}
+
 // The smallest value of `t`: the running maximum starts here (-inf for floats).
 inline Halide::Expr lowest(const Halide::Type& t) {
   return t.is_float() ? Halide::cast(t, Halide::Expr(-std::numeric_limits<double>::infinity()))
@@ -183,6 +209,34 @@ std::vector<T> tensor_args(const std::vector<T>& spatial, const typename Same<T>
   if (layout == Layout::contiguous) args.push_back(c);
   args.push_back(n);
   return args;
+}
+
+// A fixed window's marked cells, checked a group at a time: a row of cells along the innermost
+// spatial dimension, or in channels-last one cell's channels (the vectors), which a schedule can
+// check right before the group is read. group_ok is the lanes' "and" of ok(mark) over the group
+// (a vectorizable reduction along *along, over `extent`: dimension 0 of the cells' buffer, in
+// either layout), group_checked its one scalar require. Returns the group of the cell at
+// `cell_vars` (with c and n), the arguments of group_ok and group_checked.
+template <typename Ok>
+std::vector<Halide::Expr> check_cell_groups(Halide::Func marked, Halide::Func group_ok,
+                                            Halide::Func group_checked,
+                                            const std::vector<Halide::Var>& cell_vars,
+                                            const Halide::Var& c, const Halide::Var& n,
+                                            Layout layout, const Halide::Expr& extent, Ok ok,
+                                            const std::string& message, Halide::RDom* along) {
+  using Halide::Expr;
+  const bool channels_last = layout == Layout::channels_last;
+  std::vector<Expr> group(cell_vars.begin() + (channels_last ? 0 : 1), cell_vars.end());
+  if (!channels_last) group.push_back(c);
+  group.push_back(n);
+  *along = Halide::RDom(0, extent, channels_last ? "along_cell" : "along_row");
+  std::vector<Expr> member(cell_vars.begin(), cell_vars.end());  // the group's cell `along`
+  if (!channels_last) member[0] = (*along)[0];
+  member = tensor_args(member, channels_last ? Expr((*along)[0]) : Expr(c), Expr(n), layout);
+  group_ok(group) = Halide::Internal::const_true();
+  group_ok(group) = group_ok(group) && ok(marked(member));
+  group_checked(group) = Halide::require(group_ok(group), 0, message);
+  return group;
 }
 
 // Estimates of a representative call for the autoschedulers: the benchmark's shapes (1-D

@@ -83,3 +83,12 @@ set(POOLGEN_KNOBS_max_pool3d_cl rows_per_task:8)
 # 11.0-17.2 -> 9.9-14.0 (8-20%); SSE4.1 14x14 7.2-7.6 -> 5.7-5.8, 16x16 6.3-6.4 -> 5.9-6.1;
 # other sizes unchanged. 3.7-4.1 KB a variant.
 set(POOLGEN_KNOBS_max_pool2d_k2s2p0 channel_vectors:8,short_rows:true)
+# Unpooling's gradient by windows: full vectors of cells, read in place, loops in one piece, each
+# row of cells (channels-last: each cell) marked and checked right before it is read: a block's
+# marks in a pass of their own made the kernel slower than the gather by index (8x64x112x112 f32,
+# one thread: 3.35-3.39 ms against 2.38-2.89; 2.01-2.09 checked by rows). Channels-last tasks of
+# 8 rows: a 1x64x56x56 call was one task.
+foreach (family max_unpool2d_backward_k2s2p0 max_unpool3d_backward_k2s2p0)
+  set(POOLGEN_KNOBS_${family} stage_cells:false,narrow_vectors:false,partition_cells:false,check_groups:true)
+  set(POOLGEN_KNOBS_${family}_cl ${POOLGEN_KNOBS_${family}},rows_per_task:8)
+endforeach ()

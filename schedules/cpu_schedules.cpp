@@ -223,6 +223,7 @@ void CpuGatherSchedule::read(Knobs& knobs) {
   knobs.take("narrow_vectors", &narrow_vectors);
   knobs.take("slot_tile", &slot_tile);
   knobs.take("cell_vectors", &cell_vectors);
+  knobs.take("check_groups", &check_groups);
 }
 
 void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const {
@@ -295,6 +296,13 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
       // slots (its group is its channels): marking a block's cells in a pass of their own, then
       // its slots in another, took 1.4x the time (docs/kernels.md).
       if (slot_tile == k) check_each_group(LoopLevel(out, outer[0]));
+    } else if (check_groups && s.x.size() > 1) {
+      // A group is a row of cells (contiguous: the row loop, parallel_rows' "row" in 2-D) or a
+      // cell's channels (channels-last: the cell's loop).
+      const bool row2d = s.layout == Layout::contiguous && s.x.size() == 2;
+      check_each_group(LoopLevel(out, s.layout == Layout::channels_last ? s.x[0]
+                                      : row2d                         ? Var("row")
+                                                                      : s.x[1]));
     }
     out.specialize_fail("max_unpool: rows narrower than a vector are the scatter's");
   }

@@ -138,6 +138,10 @@ struct CpuGatherSchedule {
   // the views' bounds (the plan's bounds query), rows of a partial window are declined
   // (specialize_fail): both the scatter's.
   bool cell_vectors = false;
+  // With full vectors only and no slot tiles (2-D and 3-D): each group of marks (a row of
+  // cells; channels-last: a cell's channels) is computed and checked right before its cells are
+  // read, rather than a block's marks in a pass of their own.
+  bool check_groups = false;
 
   void read(Knobs& knobs);
   void apply(const GatherStages& s, const Halide::Target& target) const;

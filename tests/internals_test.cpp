@@ -72,10 +72,16 @@ TEST(MagicDivisor, SmallNumeratorsExhaustively) {
   }
 }
 
-const Kernel& kernel_named(const KernelTable& table, const std::string& name) {
+// The kernel of `table` named `name`, or null where this build's matrix lacks it.
+const Kernel* built_kernel(const KernelTable& table, const std::string& name) {
   for (const Kernel& k : table.kernels()) {
-    if (name == k.name) return k;
+    if (name == k.name) return &k;
   }
+  return nullptr;
+}
+
+const Kernel& kernel_named(const KernelTable& table, const std::string& name) {
+  if (const Kernel* k = built_kernel(table, name)) return *k;
   ADD_FAILURE() << name << " is not in the table";
   return table.kernels().front();
 }
@@ -421,10 +427,7 @@ TEST(HandWrittenKernels, ScatterLargeStoresAndAdds) {
 TEST(Gather, ServesGlobalOffsetsGivenThePlaneStride) {
   for (const char* name : {"max_unpool2d_k2s2p0_cl_b32_i64", "max_unpool2d_k2s2p0_b32_i64",
                            "max_unpool2d_k2s2p0_b32_i32"}) {
-    const Kernel* k = nullptr;
-    for (const Kernel& each : forward_kernels().kernels()) {
-      if (std::strcmp(each.name, name) == 0) k = &each;
-    }
+    const Kernel* k = built_kernel(forward_kernels(), name);
     if (!k) continue;  // not in this build's matrix
     SCOPED_TRACE(name);
     const int64_t n = 2, c = 16, h = 4, w = 32, plane = 4 * h * w;
@@ -478,6 +481,70 @@ TEST(Gather, ServesGlobalOffsetsGivenThePlaneStride) {
         }
       }
     }
+  }
+}
+
+// Unpooling's gradient by windows: each cell reads its k2s2p0 window and keeps the slot its
+// index names, the gather by index's result; an index outside its cell's window (here the next
+// cell's slot) declines, for the gather by index to serve.
+TEST(Gather, UnpoolGradientReadsEachCellsWindow) {
+  for (const char* name : {"max_unpool2d_backward_k2s2p0_b32_i64",
+                           "max_unpool2d_backward_k2s2p0_cl_b32_i32",
+                           "max_unpool3d_backward_k2s2p0_b32_i64"}) {
+    const Kernel* k = built_kernel(backward_kernels(), name);
+    if (!k) continue;  // not in this build's matrix
+    SCOPED_TRACE(name);
+    const int nd = k->nd;
+    const int64_t c = 16, h = nd == 3 ? 3 : 4, w = 32, cells = h * w * (nd == 3 ? 2 : 1);
+    const Ints cell_shape = nd == 3 ? Ints{2, c, 2, h, w} : Ints{2, c, h, w};
+    Ints slot_shape = cell_shape;
+    for (int d = 0; d < nd; ++d) slot_shape[2 + d] *= 2;
+    const int64_t planes = 2 * c, slots = cells << nd;
+    std::mt19937 rng(7);
+    std::vector<float> grad(static_cast<size_t>(planes * slots));
+    for (float& g : grad) g = static_cast<float>(rng() % 1000);
+    // SegNet offsets (plane order: the views below are dense in the kernel's layout, so the
+    // test lays out nothing; it only reads through the same coordinates).
+    std::vector<int64_t> offsets(static_cast<size_t>(planes * cells));
+    const View g = dense(grad.data(), DType::f32, slot_shape, k->layout);
+    std::vector<int64_t> index64(offsets.size());
+    std::vector<int32_t> index32(offsets.size());
+    std::vector<float> got(offsets.size()), want(offsets.size());
+    const View i = dense(k->index == DType::i64 ? static_cast<void*>(index64.data()) : index32.data(),
+                         k->index, cell_shape, k->layout);
+    const View o = dense(got.data(), DType::f32, cell_shape, k->layout);
+    // Element (q, cell) of a dense view in either layout, through its strides.
+    const auto at = [&](const View& v, int64_t q, int64_t cell) {
+      int64_t pos = (q / c) * v.strides[0] + (q % c) * v.strides[1];
+      for (int d = v.rank - 1; d >= 2; --d) {
+        pos += (cell % v.shape[d]) * v.strides[d];
+        cell /= v.shape[d];
+      }
+      return pos;
+    };
+    for (int64_t q = 0; q < planes; ++q) {
+      for (int64_t cell = 0; cell < cells; ++cell) {
+        int64_t slot = 0, rest = cell, scale = 1;  // the cell's window start, then a random tap
+        std::vector<int64_t> coord(nd);
+        for (int d = nd - 1; d >= 0; --d) coord[d] = rest % cell_shape[2 + d], rest /= cell_shape[2 + d];
+        for (int d = nd - 1; d >= 0; --d) {
+          slot += (2 * coord[d] + static_cast<int64_t>(rng() % 2)) * scale;
+          scale *= slot_shape[2 + d];
+        }
+        index64[at(i, q, cell)] = slot;
+        index32[at(i, q, cell)] = static_cast<int32_t>(slot);
+        want[at(o, q, cell)] = grad[at(g, q, slot)];
+      }
+    }
+    bool served = false;
+    ASSERT_TRUE(gather_if_served(*k, {g, i, o}, 0, &served).ok());
+    ASSERT_TRUE(served);
+    EXPECT_EQ(got, want);
+    const int64_t broken = at(i, 1, 5);
+    index64[broken] += 2;  // the next cell's first slot along the row
+    index32[broken] += 2;
+    ASSERT_TRUE(gather_if_served(*k, {g, i, o}, 0, &served).ok());
+    EXPECT_FALSE(served) << "an index outside its window served";
   }
 }
 

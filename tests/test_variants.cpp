@@ -141,6 +141,7 @@ const std::pair<int, Ints> kShapes[] = {
     {2, {1, 3, 6, 16}},
     {2, {1, 2, 6, 26}},
     {3, {1, 3, 7, 9, 11}},
+    {3, {1, 2, 4, 4, 32}},  // rows of 16 cells: the 3-D k2s2p0 windows' kernels (opt-in)
     // Channel counts of 1, 2 or 4 whole vectors (by the variant and value width), which the
     // channels-last scatter zeroes with stores of their own, and 64, which most variants zero
     // as before (schedules/cpu_schedules.cpp).
@@ -334,18 +335,23 @@ void check_backward(int nd, const Ints& shape, const PoolOptions& pool, Layout l
   ASSERT_TRUE(
       ref::max_unpool_backward(nd, out_shape, unpooled_grad, indices64, unpool, &want).ok());
   const Tensor<T> unpooled(shape, layout, unpooled_grad);
-  // Path::winner: the CPU twin of CUDA's kernel, where the build has one for these views.
-  for (Path path : {Path::automatic, Path::winner}) {
+  // Path::winner: the CPU twin of CUDA's kernel, where the build has one for these views; out
+  // of cache, the contiguous window's kernel.
+  for (const auto& [path, out_of_cache] :
+       {std::pair{Path::automatic, false}, std::pair{Path::automatic, true},
+        std::pair{Path::winner, false}}) {
     unpool.path = path;
+    set_streaming_bytes(out_of_cache ? 0 : -1);
     std::string name;
     const Status named_status =
         max_unpool_backward_kernel_name(nd, unpooled.view, index, out_shape, unpool, &name);
     if (path == Path::winner && named_status.code() == Code::unsupported) continue;
     ASSERT_TRUE(named_status.ok()) << named_status.message();
     named->insert(name);
-    SCOPED_TRACE(name);
+    SCOPED_TRACE(name + (out_of_cache ? " out of cache" : ""));
     Tensor<T> got(out_shape, layout);
     const Status s = max_unpool_backward(nd, unpooled.view, indices.view, got.view, unpool);
+    set_streaming_bytes(-1);
     ASSERT_TRUE(s.ok()) << s.message();
     ASSERT_NO_FATAL_FAILURE(expect_elements(got.logical(), want, test::values::same_bits<T>));
   }

@@ -104,7 +104,8 @@ Status choose_kernel(const KernelTable& table, const KernelQuery& query, const c
 // ones write each slot once: beyond the last-level cache that saves the scatter's zeroing pass,
 // but on calls it holds they measured slower than the scatter (small planes, and 22 MB calls,
 // where perf finds them waiting on their stores; docs/kernels.md). They are tried from
-// streaming_bytes() on, where no cache holds the call.
+// streaming_bytes() on, where no cache holds the call. So is unpooling's gradient by windows
+// before the gather by index (its rows of cells pay their checks on small planes).
 bool gather_pays(const Kernel& gather, int64_t bytes);
 
 const char* layout_name(Layout layout);

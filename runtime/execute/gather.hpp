@@ -1,7 +1,9 @@
 // The fixed windows' gathers on the CPU (max_unpool_gather: unpooling's, and pooling's gradient
 // with accumulate): each output slot reads the cells whose windows reach it, which serves a call
 // only while every index lies in its own cell's window. A gather that finds one that does not
-// declines (its generator's requirement), and the scatter then serves the call.
+// declines (its generator's requirement), and the scatter then serves the call. Unpooling's
+// gradient by windows (max_unpool_backward_window: each cell reads its own window) runs here
+// too, the gather by index behind it.
 #pragma once
 
 #include "core/view.hpp"

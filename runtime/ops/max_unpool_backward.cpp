@@ -1,8 +1,10 @@
 // max_unpool_backward: validate, then gather every value's gradient from the slot its index
-// names (max_unpool_backward kernels, per element width); name the first invalid index.
+// names (max_unpool_backward kernels, per element width; for a fixed window whose cells hold
+// their own window's index, dense reads of each window first); name the first invalid index.
 #include "dispatch/cuda.hpp"
 #include "dispatch/kernel_table.hpp"
 #include "dispatch/launch.hpp"
+#include "execute/gather.hpp"
 #include "execute/gpu_algorithms.hpp"
 #include "execute/scatter.hpp"
 #include "execute/staging.hpp"
@@ -20,6 +22,11 @@ struct UnpoolBackwardPlan : OpPlan {  // views: grad_output, indices, grad_value
   Window window;
   Ints output_shape;  // grad_output's
   const Kernel* kernel = nullptr;
+  // The fixed window's kernel, where one is built for the call's window (given, or implied by
+  // the shapes) and takes its views: it declines cells whose index leaves their window, and
+  // `kernel` then serves the call.
+  const Kernel* window_kernel = nullptr;
+  int64_t bytes = 0;  // the three views'
 };
 
 // Everything about a call but the data and the kernel: the window, the shapes, the gradient
@@ -47,14 +54,33 @@ Status prepare(int nd, const TensorView& grad_output, DType index_dtype, const I
 }
 
 // The kernel: on CUDA (and on the CPU with Path::winner, a check of the GPU algorithm where the
-// build has its CPU twin) one that reports the first invalid index, else one that stops there.
+// build has its CPU twin) one that reports the first invalid index, else one that stops there;
+// on the CPU, in front of it, the window's kernel where one is built and takes the views.
 [[gnu::cold]]
-Status choose(const TensorView& grad_output, DType index_dtype, const UnpoolOptions& options,
-              UnpoolBackwardPlan* plan) {
+Status choose(const TensorView& grad_output, DType index_dtype, const Ints& values_shape,
+              const UnpoolOptions& options, UnpoolBackwardPlan* plan) {
   plan->device = call_device(options.device, grad_output);
   int capability = 0;
   if (plan->device == Device::cuda) POOLGEN_RETURN_IF_ERROR(cuda_capability(&capability));
   const bool reporting = plan->device == Device::cuda || options.path == Path::winner;
+  Window implied;
+  const Window* window = &plan->window;
+  if (plan->window.by_indices) {
+    window = implied_window(plan->window.nd, values_shape, plan->output_shape, &implied) ? &implied
+                                                                                        : nullptr;
+  }
+  if (!reporting && options.path == Path::automatic && window) {
+    const Kernel* k = find_kernel(backward_kernels(),
+                                  {Op::unpool_backward, plan->window.nd, layout_of(plan->views[0]),
+                                   grad_output.dtype, index_dtype, window, Device::cpu, 0});
+    bool takes = k && k->kernel != 0 &&
+                 gather_pays(*k, total_bytes({plan->views[0], plan->views[1], plan->views[2]}));
+    if (takes) {
+      POOLGEN_RETURN_IF_ERROR(gather_takes(
+          *k, {plan->views[0], plan->views[1], plan->views[2]}, &takes));
+    }
+    if (takes) plan->window_kernel = k;
+  }
   return choose_kernel(
       backward_kernels(),
       {reporting ? Op::unpool_backward_reporting : Op::unpool_backward, plan->window.nd,
@@ -126,9 +152,14 @@ struct MaxUnpoolBackward {
                          const Ints& values_shape, const UnpoolOptions& options,
                          UnpoolBackwardPlan* plan) {
     POOLGEN_RETURN_IF_ERROR(prepare(nd, grad_output, index_dtype, values_shape, options, plan));
-    return choose(grad_output, index_dtype, options, plan);
+    const View& g = plan->views[0];
+    plan->views[1] = packed_like(g, index_dtype, values_shape, nd, layout_of(g));
+    plan->views[2] = packed_like(g, grad_output.dtype, values_shape, nd, layout_of(g));
+    return choose(grad_output, index_dtype, values_shape, options, plan);
   }
-  static const Kernel& first_kernel(const UnpoolBackwardPlan& plan) { return *plan.kernel; }
+  static const Kernel& first_kernel(const UnpoolBackwardPlan& plan) {
+    return *(plan.window_kernel ? plan.window_kernel : plan.kernel);
+  }
 
   [[gnu::cold]] static Status check(int nd, Tensors tensors, const UnpoolOptions& options,
                       UnpoolBackwardPlan* plan) {
@@ -141,10 +172,11 @@ struct MaxUnpoolBackward {
         {"indices", indices, indices.dtype, grad_values.shape},
         {"grad_values", grad_values, grad_output.dtype, grad_values.shape}, &plan->views[1],
         &plan->views[2]));
-    POOLGEN_RETURN_IF_ERROR(choose(grad_output, indices.dtype, options, plan));
+    POOLGEN_RETURN_IF_ERROR(choose(grad_output, indices.dtype, grad_values.shape, options, plan));
     const Kernel& kernel = *plan->kernel;
     const Views views{plan->views[0], plan->views[1], plan->views[2]};
-    if (kernel.op == Op::unpool_backward && views[2].elements() != 0 &&
+    plan->bytes = total_bytes(views);
+    if (!plan->window_kernel && kernel.op == Op::unpool_backward && views[2].elements() != 0 &&
         takes_flat(views, kernel.layout)) {
       plan->direct = std::make_unique<DirectGather>(kernel, views);
     }
@@ -156,6 +188,11 @@ struct MaxUnpoolBackward {
     const View &g = views[0], &i = views[1], &o = views[2];
     if (o.elements() == 0) return {};
     const Kernel& kernel = *plan.kernel;
+    if (plan.window_kernel) {
+      bool served = false;
+      POOLGEN_RETURN_IF_ERROR(gather_if_served(*plan.window_kernel, {g, i, o}, plan.bytes, &served));
+      if (served) return {};
+    }
     if (kernel.op == Op::unpool_backward) return gather(kernel, g, i, o);
     POOLGEN_RETURN_IF_ERROR(check_device_views(kNames, views, kernel.layout, true));
     const CudaStreamScope stream(plan.device == Device::cuda ? options.cuda_stream : nullptr);
