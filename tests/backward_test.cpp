@@ -651,9 +651,16 @@ TEST(BackwardKernelChoice, UnpoolNamesFollowWidthLayoutAndIndexDType) {
               const Status st =
                   max_unpool_backward_kernel_name(nd, v, index, values_shape, o, &name);
               ASSERT_TRUE(st.ok()) << st.message();
-              EXPECT_EQ(name, expect) << dtype_name(value) << " " << dtype_name(index) << " nd "
-                                      << nd << " grad_output strides " << str(v.strides)
-                                      << " path " << path_name(path);
+              // The automatic path may take the 2-D window's kernel in front, where it is built
+              // and its vectors fit the views (channels-last: the channels, by the variant).
+              const std::string window = "max_unpool2d_backward_k2s2p0" +
+                                         std::string(cl ? "_cl" : "") + bits + dtype_name(index);
+              const bool by_window = path == Path::automatic && nd == 2 && name == window &&
+                                     find_kernel(kernels, window) != nullptr;
+              EXPECT_TRUE(name == expect || by_window)
+                  << name << " for " << expect << ": " << dtype_name(value) << " "
+                  << dtype_name(index) << " nd " << nd << " grad_output strides "
+                  << str(v.strides) << " path " << path_name(path);
               ++checked;
             }
           }
