@@ -68,8 +68,9 @@ set(POOLGEN_AVX512_TARGET "")
 list(GET POOLGEN_CPU_TARGETS 0 poolgen_best)
 if (POOLGEN_AVX512_FAMILIES AND poolgen_best MATCHES "^x86-64-" AND
     NOT POOLGEN_CPU_TARGETS MATCHES "avx512")
-  string(REGEX REPLACE "-(sse41|avx|avx2|fma|f16c)(-|$)" "\\2" poolgen_avx512 "${poolgen_best}")
-  string(REGEX REPLACE "-(sse41|avx|avx2|fma|f16c)(-|$)" "\\2" poolgen_avx512 "${poolgen_avx512}")
+  string(REPLACE "-" ";" poolgen_avx512 "${poolgen_best}")
+  list(REMOVE_ITEM poolgen_avx512 sse41 avx avx2 fma f16c)
+  list(JOIN poolgen_avx512 "-" poolgen_avx512)
   set(POOLGEN_AVX512_TARGET "${poolgen_avx512}-avx512_skylake")
 endif ()
 set(POOLGEN_AVX512_KERNELS "")  # their names, for the kernel table

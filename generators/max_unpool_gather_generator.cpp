@@ -9,8 +9,8 @@
 // takes the scatter path.
 //
 // Indices may count from another origin than their plane's, as the scatter's do: plane q of the
-// call (n * C + c) finds its slots at index - (plane_origin + q) * plane_stride (ONNX's global
-// indices; PyTorch's plane offsets pass plane_stride 0).
+// call (n * C + c) finds its slots at index - q * plane_stride (ONNX's global indices; PyTorch's
+// plane offsets pass plane_stride 0). The gather takes whole calls only, so no origin is needed.
 //
 // With `accumulate` it is max pooling's backward for that window (docs/semantics.md,
 // "Gradients"): cells are the pooled gradients, slots the pooling input's positions, and a slot
@@ -50,7 +50,6 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
     values_ = add_input<Buffer<>>("values", value_type, rank + 2);
     indices_ = add_input<Buffer<>>("indices", index_type, rank + 2);
     if (!accumulate) {
-      plane_origin_ = add_input<int64_t>("plane_origin");
       plane_stride_ = add_input<int64_t>("plane_stride");
     }
     output_ = add_output<Buffer<>>("output", value_type, rank + 2);
@@ -94,7 +93,7 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
     Expr index = indices(tensor_args(cell, c_, n_, l));
     if (!accumulate) {  // in the index type: the runtime passes origins its indices can hold
       const Expr channels = values_->dim(l == Layout::channels_last ? 0 : nd).extent();
-      const Expr plane = *plane_origin_ + cast<int64_t>(n_) * channels + c_;
+      const Expr plane = cast<int64_t>(n_) * channels + c_;
       index = index - cast(index_type, plane * *plane_stride_);
     }
     const Expr local = offset_in_window(index, window_start, out_extent, k);
@@ -165,7 +164,6 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
  private:
   Input<Buffer<>>* values_ = nullptr;
   Input<Buffer<>>* indices_ = nullptr;
-  Input<int64_t>* plane_origin_ = nullptr;
   Input<int64_t>* plane_stride_ = nullptr;
   Output<Buffer<>>* output_ = nullptr;
   Func marked_{"marked"}, group_ok_{"group_ok"}, group_checked_{"group_checked"};

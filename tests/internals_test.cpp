@@ -133,8 +133,7 @@ TEST(Launch, BoundsQueryFindsRegionsPastTheViews) {
     Launch l(k);
     l.add_view(views[0], k.value, Access::read);
     l.add_view(views[1], k.index, Access::read);
-    l.add_scalar(0);  // the indices' plane origin and stride: plane offsets
-    l.add_scalar(0);
+    l.add_scalar(0);  // the indices' plane stride: plane offsets
     l.add_view(views[2], k.value, Access::write);
     const halide_buffer_t before = l.view_buffer(2);
     halide_dimension_t dims[4];

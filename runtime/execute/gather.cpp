@@ -12,10 +12,7 @@ struct GatherLaunch : Launch {
       : Launch(kernel) {
     add_view(views[0], kernel.value, Access::read);
     add_view(views[1], kernel.index, Access::read);
-    if (kernel.op == Op::unpool_gather) {  // pooling's gradient takes plane offsets only
-      add_scalar(0);
-      add_scalar(plane_stride);
-    }
+    if (kernel.op == Op::unpool_gather) add_scalar(plane_stride);  // the gradient's: offsets only
     add_view(views[2], kernel.value, Access::write);
   }
 };

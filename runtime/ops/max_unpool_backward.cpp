@@ -26,7 +26,7 @@ struct UnpoolBackwardPlan : OpPlan {  // views: grad_output, indices, grad_value
   // the shapes) and takes its views: it declines cells whose index leaves their window, and
   // `kernel` then serves the call.
   const Kernel* window_kernel = nullptr;
-  int64_t bytes = 0;  // the three views'
+  int64_t bytes = 0;  // the three views' (choose)
 };
 
 // Everything about a call but the data and the kernel: the window, the shapes, the gradient
@@ -69,16 +69,14 @@ Status choose(const TensorView& grad_output, DType index_dtype, const Ints& valu
     window = implied_window(plan->window.nd, values_shape, plan->output_shape, &implied) ? &implied
                                                                                         : nullptr;
   }
+  const Views views{plan->views[0], plan->views[1], plan->views[2]};
+  plan->bytes = total_bytes(views);
   if (!reporting && options.path == Path::automatic && window) {
     const Kernel* k = find_kernel(backward_kernels(),
-                                  {Op::unpool_backward, plan->window.nd, layout_of(plan->views[0]),
+                                  {Op::unpool_backward, plan->window.nd, layout_of(views[0]),
                                    grad_output.dtype, index_dtype, window, Device::cpu, 0});
-    bool takes = k && k->kernel != 0 &&
-                 gather_pays(*k, total_bytes({plan->views[0], plan->views[1], plan->views[2]}));
-    if (takes) {
-      POOLGEN_RETURN_IF_ERROR(gather_takes(
-          *k, {plan->views[0], plan->views[1], plan->views[2]}, &takes));
-    }
+    bool takes = k && k->kernel != 0 && gather_pays(*k, plan->bytes);
+    if (takes) POOLGEN_RETURN_IF_ERROR(gather_takes(*k, views, &takes));
     if (takes) plan->window_kernel = k;
   }
   return choose_kernel(
@@ -175,7 +173,6 @@ struct MaxUnpoolBackward {
     POOLGEN_RETURN_IF_ERROR(choose(grad_output, indices.dtype, grad_values.shape, options, plan));
     const Kernel& kernel = *plan->kernel;
     const Views views{plan->views[0], plan->views[1], plan->views[2]};
-    plan->bytes = total_bytes(views);
     if (!plan->window_kernel && kernel.op == Op::unpool_backward && views[2].elements() != 0 &&
         takes_flat(views, kernel.layout)) {
       plan->direct = std::make_unique<DirectGather>(kernel, views);
