@@ -5,6 +5,7 @@
 #include "conventions/index_formats.hpp"
 
 #include "execute/memory.hpp"
+#include "parallel/settings.hpp"
 #include "validate/views.hpp"
 
 #include <algorithm>
@@ -769,6 +770,37 @@ Status rewrite_indices(int nd, const Ints& frame_shape, const Window* window, co
                        bool batchless, int64_t n0, int64_t c0) {
   return rewrite(frame_of(nd, frame_shape, window), frame_shape, src, from_format, dst, to_format,
                  batchless, "indices", n0, c0);
+}
+
+Status for_index_blocks(const View& indices, int64_t call_bytes,
+                        const std::function<Status(const IndexBlock&)>& pass) {
+  const int dim = indices.shape[0] > 1 ? 0 : 1;
+  const int64_t extent = indices.shape[dim];
+  const bool channels_inner = indices.strides[1] < indices.strides[indices.rank - 1];
+  const int threads = sharing_threads(call_bytes);
+  // Four blocks a thread, and blocks of at most kBlockBytes of the call (on one thread too): the
+  // passes over a block find it in the last-level cache.
+  constexpr int64_t kBlockBytes = int64_t{4} << 20;
+  const int64_t blocks =
+      dim == 1 && channels_inner
+          ? 1
+          : std::max<int64_t>(threads > 1 ? 4 * threads : 1, call_bytes / kBlockBytes);
+  const int tasks = static_cast<int>(std::min<int64_t>(extent, blocks));
+  // One block: the passes' own calls may share it.
+  if (tasks == 1) return pass({dim, 0, extent, 0, 0});
+  std::vector<Status> results(tasks);
+  parallel_for(
+      tasks,
+      [&](int task) {
+        const int64_t first = extent * task / tasks, count = extent * (task + 1) / tasks - first;
+        results[task] = pass({dim, first, count, dim == 0 ? first : 0, dim == 1 ? first : 0});
+        return 0;  // every block runs: the first failing one in order decides
+      },
+      threads > 1 ? call_bytes : 0);
+  for (Status& result : results) {
+    if (!result.ok()) return std::move(result);
+  }
+  return {};
 }
 
 Status unpool_plane_offsets(int nd, const Ints& frame_shape, const Ints& output_shape,

@@ -22,6 +22,22 @@ Status rewrite_indices(int nd, const Ints& frame_shape, const Window* window, co
                        IndexFormat from_format, const View& dst, IndexFormat to_format,
                        bool batchless, int64_t n0 = 0, int64_t c0 = 0);
 
+// A block of a call's planes for for_index_blocks: `count` images (dim 0) or one image's
+// channels (dim 1) from `first`; its first plane is (n0, c0).
+struct IndexBlock {
+  int dim;
+  int64_t first, count, n0, c0;
+  View of(const View& v) const { return slice(v, dim, first, count); }
+};
+
+// Runs pass(block) over blocks of whole images of `indices`' shape (of one image's channels where
+// there is one and they are not innermost: channels-last blocks would cut every pixel's run of
+// channels short), on the kernels' threads where a call of call_bytes is worth sharing, so that
+// each block's passes run while it is in cache. Every block runs; the first failing one in (n, c)
+// order decides, as one pass over all would.
+Status for_index_blocks(const View& indices, int64_t call_bytes,
+                        const std::function<Status(const IndexBlock&)>& pass);
+
 // Unpooling's indices of `format`, addressing frame_shape (the output's, or under ONNX's output
 // size rule the default output's), as plane offsets of the output (output_shape, extents at least
 // the frame's: the same coordinates) in `dst`, a packed view of src's shape and dtype; src may

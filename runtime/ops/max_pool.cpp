@@ -177,11 +177,8 @@ namespace {
 
 // Other frameworks' rules, passes over the kernel's results (input as the kernel read it, values,
 // indices): the NaN rule's rescan, plane offsets of a cropped input moved back to the whole
-// input's, ONNX Runtime's windows with no tap, then the index format. Blocks of whole images (of one image's channels where
-// there is one and they are not innermost: channels-last blocks would cut every pixel's run of
-// channels short) run on the kernels' thread pool where the call is worth sharing, each pass
-// over a block while it is in cache; the first failing block in (n, c) order names its index,
-// as one pass over all would.
+// input's, ONNX Runtime's windows with no tap, then the index format; all of them over one
+// block of planes while it is in cache (for_index_blocks).
 [[gnu::cold]] Status apply_other_rules(int nd, const Ints& input_shape, const PoolOptions& options,
                          const PoolPlan& plan, const Views& views) {
   const Window& window = plan.window;
@@ -191,46 +188,26 @@ namespace {
     extents[i] = input_shape[input_shape.size() - nd + i];
     cropped[i] = extents[i] - plan.crop[i];
   }
-  const View& indices = views[2];
-  const int dim = indices.shape[0] > 1 ? 0 : 1;
-  const int64_t extent = indices.shape[dim];
-  const bool channels_inner = indices.strides[1] < indices.strides[indices.rank - 1];
-  const int64_t call_bytes = dim == 0 || !channels_inner ? total_bytes(views) : 0;
-  const int threads = sharing_threads(call_bytes);
-  const int tasks = threads > 1 ? static_cast<int>(std::min<int64_t>(extent, 4 * threads)) : 1;
   const bool batchless = input_shape.size() == static_cast<size_t>(nd) + 1;
-  std::vector<Status> results(tasks);
-  parallel_for(
-      tasks,
-      [&](int task) {
-        const int64_t first = extent * task / tasks, count = extent * (task + 1) / tasks - first;
-        const View in = slice(views[0], dim, first, count);
-        const View values = slice(views[1], dim, first, count);
-        const View block = slice(indices, dim, first, count);
-        const int64_t n0 = dim == 0 ? first : 0, c0 = dim == 1 ? first : 0;
-        const IndexFormat format = options.index_format;
-        if (options.max_rule == MaxRule::first_tap) {
-          apply_first_tap_rule(in, values, block, plan.kernel_window);
-        }
-        if (plan.cropped) uncrop_plane_offsets(block, nd, cropped, plan.crop, extents);
-        if (empty_windows) {
-          fill_empty_windows(values, block, window, input_shape, format,
-                             format != IndexFormat::plane, n0, c0);
-        }
-        if (format != IndexFormat::plane) {
-          results[task] = rewrite_indices(nd, input_shape, &window, block, IndexFormat::plane,
-                                          block, format, batchless, n0, c0);
-          if (empty_windows && results[task].ok()) {
-            fill_empty_windows(values, block, window, input_shape, format, false, n0, c0);
-          }
-        }
-        return 0;  // every block runs: the first failing one in order decides
-      },
-      call_bytes);
-  for (Status& result : results) {
-    if (!result.ok()) return std::move(result);
-  }
-  return {};
+  return for_index_blocks(views[2], total_bytes(views), [&](const IndexBlock& b) -> Status {
+    const View in = b.of(views[0]), values = b.of(views[1]), block = b.of(views[2]);
+    const IndexFormat format = options.index_format;
+    if (options.max_rule == MaxRule::first_tap) {
+      apply_first_tap_rule(in, values, block, plan.kernel_window);
+    }
+    if (plan.cropped) uncrop_plane_offsets(block, nd, cropped, plan.crop, extents);
+    if (empty_windows) {
+      fill_empty_windows(values, block, window, input_shape, format, format != IndexFormat::plane,
+                         b.n0, b.c0);
+    }
+    if (format == IndexFormat::plane) return {};
+    POOLGEN_RETURN_IF_ERROR(rewrite_indices(nd, input_shape, &window, block, IndexFormat::plane,
+                                            block, format, batchless, b.n0, b.c0));
+    if (empty_windows) {
+      fill_empty_windows(values, block, window, input_shape, format, false, b.n0, b.c0);
+    }
+    return {};
+  });
 }
 
 // A CPU call that runs its kernel once on its views as they are (each in the kernel's layout,
