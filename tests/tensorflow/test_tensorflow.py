@@ -330,6 +330,15 @@ def test_unpooling_errors():
         pt.max_unpool(values, np.zeros((1, 2, 1, 1), np.int64), [4, 4])
     with pytest.raises(tf.errors.InvalidArgumentError, match="output_size must be positive"):
         pt.max_unpool(values, np.zeros((1, 2, 2, 1), np.int64), [4, 0])
+    # Sizes whose element count overflows int64: an error, eager and in a graph, not the abort
+    # of TensorFlow's TensorShape.
+    for size in ([1 << 40, 1 << 40], [1 << 62, 4]):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="output_size: expected an "
+                           "output .* of at most 2\\^63 - 1 elements"):
+            pt.max_unpool(values, np.zeros((1, 2, 2, 1), np.int64), size)
+        with pytest.raises(tf.errors.InvalidArgumentError, match="output_size"):
+            tf.function(lambda v, a: pt.max_unpool(v, a, size))(
+                values, np.zeros((1, 2, 2, 1), np.int64))
     with pytest.raises(ValueError, match="3-, 4- or 5-dimensional"):
         pt.max_pool_with_argmax(np.zeros((2, 2), np.float32), 1, 1, "VALID")
     with pytest.raises(ValueError, match="ksize must hold 1, 3 or 5"):

@@ -281,15 +281,23 @@ class MaxUnpool : public ServingKernel {
                                         size.shape().DebugString()));
     poolgen_unpool_options o = options_;
     o.output_size_len = nd;
+    // The output's shape is checked before TensorShape sees it: its AddDim aborts the process
+    // on an element count past int64.
     TensorShape shape({values.dim_size(0)});
+    int64_t elements = values.dim_size(0) * values.dim_size(rank - 1);
     for (int i = 0; i < nd; ++i) {
       o.output_size[i] = size.vec<int64_t>()(i);
       OP_REQUIRES(c, o.output_size[i] > 0,
                   errors::InvalidArgument("output_size must be positive, got ",
                                           o.output_size[i], " in spatial dimension ", i));
-      shape.AddDim(o.output_size[i]);
+      OP_REQUIRES(c, !__builtin_mul_overflow(elements, o.output_size[i], &elements),
+                  errors::InvalidArgument(
+                      "output_size: expected an output (N, output_size..., C) of at most 2^63 - "
+                      "1 elements, got output_size ", size.SummarizeValue(nd), " for values ",
+                      values.shape().DebugString()));
+      OP_REQUIRES_OK(c, shape.AddDimWithStatus(o.output_size[i]));
     }
-    shape.AddDim(values.dim_size(rank - 1));
+    OP_REQUIRES_OK(c, shape.AddDimWithStatus(values.dim_size(rank - 1)));
     Tensor* output = nullptr;
     OP_REQUIRES_OK(c, c->allocate_output(0, shape, &output));
     const poolgen_tensor v = channels_last_view(values.data(), dtype_of<T>(), values.shape()),
