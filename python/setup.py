@@ -1,7 +1,8 @@
 """Builds poolgen's framework adapters against the frameworks installed here, linking poolgen's
 kernels statically (no Halide or LLVM at run time): poolgen.torch where torch is installed,
 poolgen.tensorflow where tensorflow (or tensorflow-cpu) is, poolgen.openvino where openvino is;
-poolgen.keras (Python only) with them.
+poolgen.keras (Python only) with them; and poolgen.numpy (poolgen's C API through ctypes)
+wherever numpy is.
 
     pip install --no-build-isolation ./python              # into this environment
     pip wheel --no-build-isolation --no-deps ./python      # a wheel for environments like it
@@ -40,9 +41,13 @@ try:
     openvino_version = importlib.metadata.version("openvino")
 except ImportError:
     openvino = None
-if torch is None and tf is None and openvino is None:
-    sys.exit("poolgen's adapters build against an installed torch, tensorflow or openvino; none "
-             "was found")
+try:
+    import numpy
+except ImportError:
+    numpy = None
+if torch is None and tf is None and openvino is None and numpy is None:
+    sys.exit("poolgen's adapters build against an installed torch, tensorflow, openvino or "
+             "numpy; none was found")
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -147,9 +152,27 @@ if openvino is not None:
     packages.append("poolgen.openvino")
     labels.append(label("ov", openvino_version))
 
+if numpy is not None:
+    # poolgen's C API and nothing else (as libpoolgen.so: runtime/libpoolgen.map), which
+    # poolgen.numpy calls through ctypes: the runtime's archive linked whole, so that every C API
+    # function is there to export.
+    whole_runtime = [flag for flag in libs if flag.endswith("libpoolgen.a")]
+    extensions.append(Extension(
+        "poolgen.numpy._capi",
+        sources=["csrc/numpy/capi.cpp"],
+        depends=archives,
+        include_dirs=list(includes),
+        extra_compile_args=["-O2", "-std=c++17"],
+        extra_link_args=["-Wl,--whole-archive", *whole_runtime, "-Wl,--no-whole-archive",
+                         f"-Wl,--version-script={HERE.parent / 'runtime' / 'libpoolgen.map'}",
+                         "-Wl,--strip-debug", *libs],
+        language="c++",
+    ))
+    packages.append("poolgen.numpy")
+
 packages.append("poolgen.keras")  # Python only: its layers run the adapters above
 
-if torch is not None and (tf is not None or openvino is not None):
+if torch is not None and any(not e.name.startswith("poolgen.torch") for e in extensions):
     from setuptools.command.build_ext import build_ext as plain_build_ext
 
     class BuildBoth(BuildExtension):
@@ -172,7 +195,7 @@ if build_ext is not None:
     cmdclass["build_ext"] = build_ext
 
 setup(
-    version="0.1.0+" + ".".join(labels),
+    version="0.1.0" + ("+" + ".".join(labels) if labels else ""),
     packages=packages,
     ext_modules=extensions,
     cmdclass=cmdclass,

@@ -12,11 +12,12 @@ configure -DPOOLGEN_BUILD_TESTS=ON -DPOOLGEN_BUILD_BENCH=ON "$@"
 cmake --build "$BUILD" -j "$JOBS"
 ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS"
 # The binding, installed from this tree (scripts/build.sh's install), against stock PyTorch; its
-# OpInfo tests need expecttest (python/requirements-test.txt).
+# OpInfo tests need expecttest (python/requirements-test.txt). poolgen.numpy's tests run there
+# too, with that PyTorch as their oracle.
 cmake --install "$BUILD" >/dev/null
 install_torch_package
 ensure_requirements "$ROOT/python/requirements-test.txt" "$TORCH_ENV"
-"$TORCH_ENV/bin/python3" -m pytest -q -p no:cacheprovider "$ROOT/tests/python"
+"$TORCH_ENV/bin/python3" -m pytest -q -p no:cacheprovider "$ROOT/tests/python" "$ROOT/tests/numpy"
 check_torch_wheel
 start=$(date +%s)
 check_tensorflow_package
