@@ -186,6 +186,18 @@ def test_errors_name_the_argument():
     feed = {"X": np.ones(shape, np.float32), "I": np.array([0, 1, 2, 16]).reshape(shape)}
     with pytest.raises(Exception, match=r"poolgen MaxUnpool: indices: .*16"):
         run(core_with_poolgen(), onnx_model, feed)
+    # An output_shape past what memory or int64 can hold, given at run time: poolgen's error
+    # (OpenVINO's CPU device hands it over as int32, so 2^40 arrives as 0), never an abort.
+    node = helper.make_node("MaxUnpool", ["X", "I", "S"], ["Y"], kernel_shape=[2, 2],
+                            strides=[2, 2])
+    onnx_model = model([node], [helper.make_tensor_value_info("X", TensorProto.FLOAT, shape),
+                                helper.make_tensor_value_info("I", TensorProto.INT64, shape),
+                                helper.make_tensor_value_info("S", TensorProto.INT64, [4])],
+                       [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], 11)
+    feed["I"] = np.arange(4).reshape(shape)
+    for size in ([1, 1, 1 << 40, 1 << 40], [1, 1, 1 << 62, 4], [1, 1, -4, 4]):
+        with pytest.raises(Exception, match=r"poolgen MaxUnpool: output_size: expected"):
+            run(core_with_poolgen(), onnx_model, {**feed, "S": np.array(size, np.int64)})
 
 
 def test_max_pool_without_indices_stays_openvinos():
