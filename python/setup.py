@@ -1,8 +1,8 @@
 """Builds poolgen's framework adapters against the frameworks installed here, linking poolgen's
 kernels statically (no Halide or LLVM at run time): poolgen.torch where torch is installed,
-poolgen.tensorflow where tensorflow (or tensorflow-cpu) is, poolgen.openvino where openvino is;
-poolgen.keras (Python only) with them; and poolgen.numpy (poolgen's C API through ctypes)
-wherever numpy is.
+poolgen.tensorflow where tensorflow (or tensorflow-cpu) is, poolgen.openvino where openvino is,
+poolgen.jax where jax (with jaxlib) is; poolgen.keras (Python only) with them; and poolgen.numpy
+(poolgen's C API through ctypes) wherever numpy is.
 
     pip install --no-build-isolation ./python              # into this environment
     pip wheel --no-build-isolation --no-deps ./python      # a wheel for environments like it
@@ -10,7 +10,7 @@ wherever numpy is.
 The wheel's version carries the frameworks it was built for (0.1.0+torch2.15.0.cu132, or
 0.1.0+torch2.15.0.cu132.tf2.21.0 with both), and each adapter refuses to load under another
 version, saying which (poolgen/torch/_library.py, poolgen/tensorflow/__init__.py,
-poolgen/openvino/__init__.py).
+poolgen/openvino/__init__.py, poolgen/jax/__init__.py).
 
 POOLGEN_PREFIX names poolgen's install tree (`./scripts/build.sh` makes one in ./install, the
 default); the adapters link its libpoolgen.a, kernel archives and Halide runtime as its
@@ -42,11 +42,16 @@ try:
 except ImportError:
     openvino = None
 try:
+    import jax
+    import jax.ffi
+except ImportError:
+    jax = None
+try:
     import numpy
 except ImportError:
     numpy = None
-if torch is None and tf is None and openvino is None and numpy is None:
-    sys.exit("poolgen's adapters build against an installed torch, tensorflow, openvino or "
+if torch is None and tf is None and openvino is None and jax is None and numpy is None:
+    sys.exit("poolgen's adapters build against an installed torch, tensorflow, openvino, jax or "
              "numpy; none was found")
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -78,7 +83,8 @@ class BuildPyRecordingFrameworks(build_py):
         for package, name, version in (
                 ("torch", "TORCH_VERSION", torch and torch.__version__),
                 ("tensorflow", "TENSORFLOW_VERSION", tf and tf.__version__),
-                ("openvino", "OPENVINO_VERSION", openvino and openvino_version)):
+                ("openvino", "OPENVINO_VERSION", openvino and openvino_version),
+                ("jax", "JAX_VERSION", jax and jax.__version__)):
             if version is not None:
                 record = pathlib.Path(self.build_lib) / "poolgen" / package / "_built_for.py"
                 record.write_text(f"{name} = {version!r}\n")
@@ -151,6 +157,21 @@ if openvino is not None:
     ))
     packages.append("poolgen.openvino")
     labels.append(label("ov", openvino_version))
+
+if jax is not None:
+    # A plain shared library of XLA FFI handlers, which poolgen.jax loads with ctypes and
+    # registers as custom-call targets: only jaxlib's header-only FFI API, no library of JAX's.
+    extensions.append(Extension(
+        "poolgen.jax._ffi",
+        sources=["csrc/jax/ffi.cpp"],
+        depends=["csrc/bridge/bridge.hpp"] + archives,
+        include_dirs=[*includes, jax.ffi.include_dir()],
+        extra_compile_args=["-O2", "-std=c++17"],
+        extra_link_args=private_link,
+        language="c++",
+    ))
+    packages.append("poolgen.jax")
+    labels.append(label("jax", jax.__version__))
 
 if numpy is not None:
     # poolgen's C API and nothing else (as libpoolgen.so: runtime/libpoolgen.map), which

@@ -92,6 +92,16 @@ check_openvino_package() {
   check_adapter_package openvino "$OPENVINO_ENV" "$ROOT/tests/openvino"
 }
 
+# poolgen.jax against a NumPy reference of PyTorch's rules and JAX's transformations
+# (tests/jax), with poolgen.keras on Keras' JAX backend (tests/keras), and against PyTorch itself where ADAPTER_PYTHON has it (Debian's python3-torch): its
+# environment sees the system's packages, unlike the other adapters'. About 10 s where pip's
+# cache holds the wheels, plus their download (about 100 MB) on a fresh machine.
+JAX_ENV="${POOLGEN_JAX_ENV:-$BUILD/jax-env}"
+check_jax_package() {
+  [ -x "$JAX_ENV/bin/python3" ] || "$ADAPTER_PYTHON" -m venv --system-site-packages "$JAX_ENV"
+  KERAS_BACKEND=jax check_adapter_package jax "$JAX_ENV" "$ROOT/tests/jax" "$ROOT/tests/keras"
+}
+
 # Budgets of the default build's code (tools/footprint.py; docs/footprint.md): the largest
 # linked example, and an f32 program's share of the archives.
 POOLGEN_BUDGET_LINKED=${POOLGEN_BUDGET_LINKED:-14880000}

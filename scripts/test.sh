@@ -3,7 +3,8 @@
 # pytest suite against the installed PyTorch and its wheel in a fresh environment, the
 # TensorFlow adapter's (and poolgen.keras') against tensorflow-cpu
 # (python/requirements-tensorflow.txt), the OpenVINO adapter's against openvino
-# (python/requirements-openvino.txt), then (when
+# (python/requirements-openvino.txt), the JAX adapter's against jax
+# (python/requirements-jax.txt), then (when
 # the cross toolchain and qemu are installed) the aarch64 build's ctest under qemu-user, with the
 # SegNet example against the installed ARM library.
 set -euo pipefail
@@ -25,6 +26,9 @@ echo "test: the TensorFlow adapter built and tested in $(($(date +%s) - start)) 
 start=$(date +%s)
 check_openvino_package
 echo "test: the OpenVINO adapter built and tested in $(($(date +%s) - start)) s"
+start=$(date +%s)
+check_jax_package
+echo "test: the JAX adapter built and tested in $(($(date +%s) - start)) s"
 if have_aarch64; then
   start=$(date +%s)
   [ -f "$AARCH64_BUILD/CMakeCache.txt" ] || build_aarch64

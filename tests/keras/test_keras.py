@@ -1,4 +1,4 @@
-"""poolgen.keras' layers on the installed Keras 3 backend (KERAS_BACKEND: tensorflow or torch),
+"""poolgen.keras' layers on the installed Keras 3 backend (KERAS_BACKEND: tensorflow, torch or jax),
 against references of the backend's conventions, saved and loaded, and a small SegNet-style
 model trained with poolgen's layers and with layers of the framework's own ops (in separate
 processes), same bits.
@@ -8,6 +8,7 @@ processes), same bits.
 Skips (saying why) where Keras, the backend's framework or its poolgen adapter is missing.
 """
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -17,8 +18,8 @@ import pytest
 
 keras = pytest.importorskip("keras", reason="Keras is not installed here")
 BACKEND = keras.backend.backend()
-if BACKEND not in ("tensorflow", "torch"):
-    pytest.skip(f"poolgen.keras serves the TensorFlow and PyTorch backends, not {BACKEND}",
+if BACKEND not in ("tensorflow", "torch", "jax"):
+    pytest.skip(f"poolgen.keras serves the TensorFlow, PyTorch and JAX backends, not {BACKEND}",
                 allow_module_level=True)
 pytest.importorskip(f"poolgen.{BACKEND}", reason=f"poolgen.{BACKEND} is not installed here")
 layers = pytest.importorskip("poolgen.keras")
@@ -26,8 +27,8 @@ layers = pytest.importorskip("poolgen.keras")
 
 def reference_pool(x, k, s, padding):
     """Channels-last (N, spatial..., C): values and argmax, each window's first largest tap
-    (both frameworks' rule without NaN), in the backend's format: TensorFlow's offset in the
-    item's (spatial..., C) memory, PyTorch's plane offset."""
+    (every framework's rule without NaN), in the backend's format: TensorFlow's offset in the
+    item's (spatial..., C) memory, PyTorch's and poolgen.jax's plane offset."""
     n, *spatial, c = x.shape
     if padding == "same":
         out = [-(-e // si) for e, si in zip(spatial, s)]
@@ -138,7 +139,8 @@ def segnet(pool, unpool):
 
 
 class StockPool2D(keras.layers.Layer):
-    """The framework's own max pooling with argmax, in the backend's format."""
+    """The framework's own max pooling with argmax, in the backend's format (JAX has none: the
+    argmax of each window's patches, as JAX users write it, bench/jax_stock.py)."""
 
     def __init__(self, k, s, padding):
         super().__init__()
@@ -148,6 +150,9 @@ class StockPool2D(keras.layers.Layer):
         if BACKEND == "tensorflow":
             import tensorflow as tf
             return list(tf.nn.max_pool_with_argmax(x, self.k, self.s, self.padding.upper()))
+        if BACKEND == "jax":
+            assert self.k == self.s
+            return list(jax_stock().max_pool(x, self.k, self.padding.upper()))
         import torch
         assert self.k == self.s  # SAME pads only at the end: PyTorch's ceil_mode
         values, argmax = torch.nn.functional.max_pool2d(
@@ -159,13 +164,14 @@ class StockPool2D(keras.layers.Layer):
         e = [(-(-d // self.s)) if self.padding == "same" else (d - self.k) // self.s + 1
              for d in x.shape[1:3]]
         shape = (x.shape[0], *e, x.shape[3])
-        return [keras.KerasTensor(shape, x.dtype), keras.KerasTensor(shape, "int64")]
+        return [keras.KerasTensor(shape, x.dtype),
+                keras.KerasTensor(shape, "int32" if BACKEND == "jax" else "int64")]
 
 
 class StockUnpool2D(keras.layers.Layer):
     """The framework's own ops unpooling: TensorFlow's scatter_nd (whose sums equal poolgen's
     stores where no argmax repeats: windows that do not overlap, as here), PyTorch's
-    max_unpool2d."""
+    max_unpool2d, JAX's `.at[].set` (bench/jax_stock.py)."""
 
     def __init__(self, k, s, padding):
         super().__init__()
@@ -180,6 +186,8 @@ class StockUnpool2D(keras.layers.Layer):
             index = tf.reshape(argmax + tf.range(n)[:, None, None, None] * item, [-1, 1])
             flat = tf.scatter_nd(index, tf.reshape(values, [-1]), [n * item])
             return tf.reshape(flat, tf.shape(like))
+        if BACKEND == "jax":
+            return jax_stock().max_unpool(values, argmax, *like.shape[1:3])
         import torch
         out = torch.nn.functional.max_unpool2d(values.movedim(-1, 1), argmax.movedim(-1, 1),
                                                self.k, self.s, 0, list(like.shape[1:3]))
@@ -187,6 +195,13 @@ class StockUnpool2D(keras.layers.Layer):
 
     def compute_output_spec(self, inputs):
         return keras.KerasTensor(inputs[2].shape, inputs[0].dtype)
+
+
+def jax_stock():
+    """bench/jax_stock.py: the JAX ops that the stock layers use on the JAX backend."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
+    import jax_stock
+    return jax_stock
 
 
 # Trains the model for a few steps with poolgen's layers or the stock ones, in a fresh process

@@ -4,13 +4,14 @@
     values, argmax = MaxPoolingWithArgmax2D(2)(x)
     y = MaxUnpooling2D(2)([values, argmax, x])   # x: the size to restore (optional)
 
-On the TensorFlow backend they run poolgen.tensorflow, on the PyTorch backend poolgen.torch
-(each must be installed), with that framework's conventions: TensorFlow's argmax (offsets in each
-item's channels-last memory) or PyTorch's (plane offsets). An unpooling layer reads the argmax of
+On the TensorFlow backend they run poolgen.tensorflow, on the PyTorch backend poolgen.torch, on
+the JAX backend poolgen.jax (each must be installed), with that framework's conventions:
+TensorFlow's argmax (offsets in each item's channels-last memory) or PyTorch's and poolgen.jax's
+(plane offsets). An unpooling layer reads the argmax of
 a pooling layer on the same backend. padding "valid" or "same" (TensorFlow's SAME); data_format
 "channels_last" (default, keras.config.image_data_format()) or "channels_first". Serialisable
-(get_config, .keras files) and differentiable (the values; argmax has no gradient). The JAX
-backend is not served (NotImplementedError says what it would need). docs/keras.md says more.
+(get_config, .keras files) and differentiable (the values; argmax has no gradient); a model saved on one backend loads on the
+others. docs/keras.md says more.
 """
 import keras
 
@@ -61,7 +62,7 @@ class _Window(keras.layers.Layer):
 
 
 class _MaxPoolingWithArgmax(_Window):
-    """Max pooling returning [values, argmax] (argmax int64)."""
+    """Max pooling returning [values, argmax] (argmax int64; on JAX int32 unless x64 is on)."""
 
     def call(self, inputs):
         values, argmax = _backends.max_pool(inputs, self.pool_size, self.strides, self.padding,
@@ -77,7 +78,7 @@ class _MaxPoolingWithArgmax(_Window):
     def compute_output_spec(self, inputs):
         values, argmax = self.compute_output_shape(inputs.shape)
         return [keras.KerasTensor(values, dtype=inputs.dtype),
-                keras.KerasTensor(argmax, dtype="int64")]
+                keras.KerasTensor(argmax, dtype=_backends.argmax_dtype())]
 
 
 class _MaxUnpooling(_Window):

@@ -1,7 +1,7 @@
 """The Keras layers' computation on each backend: poolgen.tensorflow on TensorFlow's, poolgen.torch
-on PyTorch's, each in its framework's conventions (the argmax are the backend's: TensorFlow's
-flattened (spatial..., C) offsets, PyTorch's plane offsets), which the paired unpooling layer
-reads. Windows are Keras': `pool_size`, `strides`, padding "valid" or "same" (TensorFlow's SAME,
+on PyTorch's, poolgen.jax on JAX's, each in its framework's conventions (the argmax are the
+backend's: TensorFlow's flattened (spatial..., C) offsets, PyTorch's and poolgen.jax's plane
+offsets), which the paired unpooling layer reads. Windows are Keras': `pool_size`, `strides`, padding "valid" or "same" (TensorFlow's SAME,
 the extra pad at the end)."""
 import keras
 
@@ -21,26 +21,30 @@ def same_padding(size, k, s):
 
 def _backend():
     name = keras.backend.backend()
-    if name not in ("tensorflow", "torch"):
+    if name not in ("tensorflow", "torch", "jax"):
         raise NotImplementedError(
-            f"poolgen.keras runs on the TensorFlow and PyTorch backends, not {name!r}: JAX would "
-            "need poolgen's C API as an XLA FFI custom call (jax.ffi) with a custom_vjp for the "
-            "gradients")
+            f"poolgen.keras runs on the TensorFlow, PyTorch and JAX backends, not {name!r}")
     return name
+
+
+def argmax_dtype():
+    """The argmax' dtype: int64, but int32 on JAX unless jax_enable_x64 is on (JAX's integers)."""
+    if _backend() == "jax":
+        import jax
+        return "int64" if jax.config.jax_enable_x64 else "int32"
+    return "int64"
 
 
 def max_pool(x, pool_size, strides, padding, channels_last):
     """(values, argmax) of channels-last or channels-first x (N, C and 1 to 3 spatial)."""
-    if _backend() == "tensorflow":
-        return _tf_pool(x, pool_size, strides, padding, channels_last)
-    return _torch_pool(x, pool_size, strides, padding, channels_last)
+    pool = {"tensorflow": _tf_pool, "torch": _torch_pool, "jax": _jax_pool}[_backend()]
+    return pool(x, pool_size, strides, padding, channels_last)
 
 
 def max_unpool(values, argmax, output_size, strides, channels_last):
     """values at argmax (as max_pool returned them) in (N, output_size..., C) or channels-first."""
-    if _backend() == "tensorflow":
-        return _tf_unpool(values, argmax, output_size, channels_last)
-    return _torch_unpool(values, argmax, output_size, strides, channels_last)
+    unpool = {"tensorflow": _tf_unpool, "torch": _torch_unpool, "jax": _jax_unpool}[_backend()]
+    return unpool(values, argmax, output_size, strides, channels_last)
 
 
 # TensorFlow: channels-last tensors; channels-first ones are transposed around the ops.
@@ -63,7 +67,7 @@ def _tf_pool(x, pool_size, strides, padding, channels_last):
     return values, argmax
 
 
-def _tf_unpool(values, argmax, output_size, channels_last):
+def _tf_unpool(values, argmax, output_size, strides, channels_last):
     import tensorflow as tf
     import poolgen.tensorflow as pt
     to_last, to_first = _tf_moves(len(values.shape))
@@ -126,3 +130,19 @@ def _torch_unpool(values, argmax, output_size, strides, channels_last):
     out = getattr(F, f"max_unpool{nd}d")(values, argmax, window, list(strides), 0,
                                          [int(o) for o in output_size])
     return out.movedim(1, -1) if channels_last else out
+
+
+# JAX: poolgen.jax serves both layouts and TensorFlow's SAME padding as they are.
+
+def _jax_pool(x, pool_size, strides, padding, channels_last):
+    import poolgen.jax as pj
+    return pj.max_pool(x, tuple(pool_size), tuple(strides), padding.upper(),
+                       channels_last=channels_last)
+
+
+def _jax_unpool(values, argmax, output_size, strides, channels_last):
+    import poolgen.jax as pj
+    # The window only sets the default size; output_size is given.
+    return pj.max_unpool(values, argmax, tuple(strides), tuple(strides),
+                         output_shape=tuple(int(o) for o in output_size),
+                         channels_last=channels_last)
