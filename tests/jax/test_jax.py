@@ -430,3 +430,22 @@ def test_matches_torch():
                               output_shape=size, channels_last=False)
         np.testing.assert_array_equal(np.asarray(got_u).view(np.uint32),
                                       from_torch(want_u, np.uint32))
+
+
+def test_cuda_handlers_are_registered():
+    """Each target has a CUDA handler (on XLA's stream), registered for JAX's CUDA platform, and
+    a function of them lowers for CUDA; running them is owed a GPU (and a jaxlib with CUDA)."""
+    for op in ("max_pool", "max_pool_backward", "max_unpool", "max_unpool_backward"):
+        assert getattr(pj._library, f"poolgen_jax_{op}_cuda")
+    from jax._src.lib import xla_client  # (registrations wait there for a CUDA backend)
+    pending = getattr(xla_client, "_custom_callback", {}).get("CUDA")
+    if pending is not None and not any(d.platform == "gpu" for d in jax.devices()):
+        assert set(pj.TARGETS) <= {entry[0] for entry in pending}
+    f = lambda x: pj.max_unpool(*pj.max_pool(x, (2, 2), (2, 2)), (2, 2), (2, 2))
+    exported = jax.export.export(
+        jax.jit(jax.grad(lambda x: f(x).sum())), platforms=["cuda"],
+        disabled_checks=[jax.export.DisabledSafetyCheck.custom_call(t) for t in pj.TARGETS])(
+            np.ones((1, 4, 4, 2), np.float32))
+    module = exported.mlir_module()
+    for target in ("poolgen_max_pool", "poolgen_max_unpool_backward"):
+        assert f"@{target}(" in module, target

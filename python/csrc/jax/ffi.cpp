@@ -4,8 +4,10 @@
 // tensor is (batch..., C, spatial...) or, channels-last, (batch..., spatial..., C): every
 // dimension before the last nd + 1 is folded into poolgen's N, so that vmap's extra leading
 // dimensions cost one call, and a channels-last buffer is poolgen's channels-last view (strides
-// only, no copy). Plus C entry points (ctypes) for the output shapes poolgen.jax declares at
-// trace time, the thread count and call counters. Built against jaxlib's headers
+// only, no copy). Each handler comes twice: for XLA's CPU backend, and for its CUDA backend on
+// XLA's stream (`_cuda`, which poolgen.jax registers where JAX has a CUDA device: poolgen's CUDA
+// kernels, owed a run on a GPU). Plus C entry points (ctypes) for the output shapes poolgen.jax
+// declares at trace time, the thread count and call counters. Built against jaxlib's headers
 // (python/setup.py).
 #include <xla/ffi/api/ffi.h>
 
@@ -32,6 +34,12 @@ std::atomic<int64_t> served[kOpCount];
 // The C API sets the thread count but has no way to read it: the last count set here (0: the
 // default, or never set).
 std::atomic<int32_t> threads_set{0};
+
+// Where a handler runs: XLA's CPU backend, or its CUDA backend on XLA's stream.
+struct Place {
+  int32_t device;  // POOLGEN_CPU or POOLGEN_CUDA
+  void* stream;    // the CUstream (CUDA)
+};
 
 // poolgen's dtype of an XLA element type; -1 where poolgen has none.
 int dtype_of(ffi::DataType t) {
@@ -117,8 +125,10 @@ poolgen_pool_options pool_options(int nd, const Window& w) {
 
 // Unpooling by the indices alone: the output's spatial extents (`out`, a poolgen view) say
 // where each plane offset lands; the window only chose them (poolgen.jax).
-poolgen_unpool_options unpool_options(int nd, const poolgen_tensor& out) {
+poolgen_unpool_options unpool_options(int nd, const poolgen_tensor& out, Place place) {
   poolgen_unpool_options o{};
+  o.device = place.device;
+  o.cuda_stream = place.stream;
   o.output_size_len = nd;
   for (int i = 0; i < nd; ++i) o.output_size[i] = out.shape[2 + i];
   return o;
@@ -136,16 +146,30 @@ ffi::Error as_error(const Outcome& r) {
   return ffi::Error(code, "poolgen: " + r.message);
 }
 
-// Describes the three buffers to poolgen and runs f(a, b, c, message, size) on them, counting
-// the call as `op`'s when it succeeds.
+// On CUDA an invalid index is found once the kernels have run on the stream, and reported at
+// the next call (poolgen's cuda_check_reports), as poolgen.torch reports it.
+Outcome earlier_cuda_reports() {
+  Outcome r = poolgen_bridge::call(
+      [](char* m, size_t n) { return poolgen_cuda_check_reports(0, m, n); });
+  if (!r.ok()) {
+    r.message = "an earlier call on CUDA found an invalid index once its kernels had run "
+                "(nothing was written through it): " + r.message;
+  }
+  return r;
+}
+
+// Describes the three buffers to poolgen (on `place`) and runs f(a, b, c, message, size) on
+// them, counting the call as `op`'s when it succeeds.
 template <typename F>
-ffi::Error serve(Op op, int64_t nd, bool channels_last, const char* const names[3],
+ffi::Error serve(Op op, Place place, int64_t nd, bool channels_last, const char* const names[3],
                  const ffi::AnyBuffer& a, const ffi::AnyBuffer& b, const ffi::AnyBuffer& c,
                  F f) {
   poolgen_tensor ta, tb, tc;
   Outcome r = view(names[0], a, nd, channels_last, &ta);
   if (r.ok()) r = view(names[1], b, nd, channels_last, &tb);
   if (r.ok()) r = view(names[2], c, nd, channels_last, &tc);
+  ta.device = tb.device = tc.device = place.device;
+  if (r.ok() && place.device == POOLGEN_CUDA) r = earlier_cuda_reports();
   if (r.ok()) {
     r = poolgen_bridge::call([&](char* m, size_t n) { return f(ta, tb, tc, m, n); });
   }
@@ -155,7 +179,8 @@ ffi::Error serve(Op op, int64_t nd, bool channels_last, const char* const names[
 
 // The pooling handlers' options from their attributes, each list nd entries long (poolgen.jax
 // expands them).
-ffi::Error pool_options_of(int64_t nd, bool ceil_mode, ffi::Span<const int64_t> kernel,
+ffi::Error pool_options_of(Place place, int64_t nd, bool ceil_mode,
+                           ffi::Span<const int64_t> kernel,
                            ffi::Span<const int64_t> stride, ffi::Span<const int64_t> padding_low,
                            ffi::Span<const int64_t> padding_high,
                            ffi::Span<const int64_t> dilation, poolgen_pool_options* o) {
@@ -167,28 +192,30 @@ ffi::Error pool_options_of(int64_t nd, bool ceil_mode, ffi::Span<const int64_t> 
   }
   *o = pool_options(nd, {kernel.begin(), stride.begin(), padding_low.begin(),
                          padding_high.begin(), dilation.begin(), ceil_mode});
+  o->device = place.device;
+  o->cuda_stream = place.stream;
   return ffi::Error::Success();
 }
 
-ffi::Error max_pool(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> values,
+ffi::Error max_pool(Place place, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> values,
                     ffi::Result<ffi::AnyBuffer> indices, int64_t nd, bool channels_last,
                     bool ceil_mode, ffi::Span<const int64_t> kernel,
                     ffi::Span<const int64_t> stride, ffi::Span<const int64_t> padding_low,
                     ffi::Span<const int64_t> padding_high, ffi::Span<const int64_t> dilation) {
   poolgen_pool_options o;
-  if (auto e = pool_options_of(nd, ceil_mode, kernel, stride, padding_low, padding_high,
+  if (auto e = pool_options_of(place, nd, ceil_mode, kernel, stride, padding_low, padding_high,
                                dilation, &o);
       e.failure()) {
     return e;
   }
   static const char* const names[] = {"input", "values", "indices"};
-  return serve(kMaxPool, nd, channels_last, names, x, *values, *indices,
+  return serve(kMaxPool, place, nd, channels_last, names, x, *values, *indices,
                [&](auto& i, auto& v, auto& a, char* m, size_t n) {
                  return poolgen_max_pool(nd, &i, &v, &a, &o, m, n);
                });
 }
 
-ffi::Error max_pool_backward(ffi::AnyBuffer grad_output, ffi::AnyBuffer indices,
+ffi::Error max_pool_backward(Place place, ffi::AnyBuffer grad_output, ffi::AnyBuffer indices,
                              ffi::Result<ffi::AnyBuffer> grad_input, int64_t nd,
                              bool channels_last, bool ceil_mode, ffi::Span<const int64_t> kernel,
                              ffi::Span<const int64_t> stride,
@@ -196,35 +223,35 @@ ffi::Error max_pool_backward(ffi::AnyBuffer grad_output, ffi::AnyBuffer indices,
                              ffi::Span<const int64_t> padding_high,
                              ffi::Span<const int64_t> dilation) {
   poolgen_pool_options o;
-  if (auto e = pool_options_of(nd, ceil_mode, kernel, stride, padding_low, padding_high,
+  if (auto e = pool_options_of(place, nd, ceil_mode, kernel, stride, padding_low, padding_high,
                                dilation, &o);
       e.failure()) {
     return e;
   }
   static const char* const names[] = {"grad_output", "indices", "grad_input"};
-  return serve(kMaxPoolBackward, nd, channels_last, names, grad_output, indices, *grad_input,
+  return serve(kMaxPoolBackward, place, nd, channels_last, names, grad_output, indices, *grad_input,
                [&](auto& g, auto& a, auto& gi, char* m, size_t n) {
                  return poolgen_max_pool_backward(nd, &g, &a, &gi, &o, m, n);
                });
 }
 
-ffi::Error max_unpool(ffi::AnyBuffer values, ffi::AnyBuffer indices,
+ffi::Error max_unpool(Place place, ffi::AnyBuffer values, ffi::AnyBuffer indices,
                       ffi::Result<ffi::AnyBuffer> output, int64_t nd, bool channels_last) {
   static const char* const names[] = {"values", "indices", "output"};
-  return serve(kMaxUnpool, nd, channels_last, names, values, indices, *output,
+  return serve(kMaxUnpool, place, nd, channels_last, names, values, indices, *output,
                [&](auto& v, auto& a, auto& out, char* m, size_t n) {
-                 const poolgen_unpool_options o = unpool_options(nd, out);
+                 const poolgen_unpool_options o = unpool_options(nd, out, place);
                  return poolgen_max_unpool(nd, &v, &a, &out, &o, m, n);
                });
 }
 
-ffi::Error max_unpool_backward(ffi::AnyBuffer grad_output, ffi::AnyBuffer indices,
+ffi::Error max_unpool_backward(Place place, ffi::AnyBuffer grad_output, ffi::AnyBuffer indices,
                                ffi::Result<ffi::AnyBuffer> grad_values, int64_t nd,
                                bool channels_last) {
   static const char* const names[] = {"grad_output", "indices", "grad_values"};
-  return serve(kMaxUnpoolBackward, nd, channels_last, names, grad_output, indices, *grad_values,
+  return serve(kMaxUnpoolBackward, place, nd, channels_last, names, grad_output, indices, *grad_values,
                [&](auto& g, auto& a, auto& gv, char* m, size_t n) {
-                 const poolgen_unpool_options o = unpool_options(nd, g);
+                 const poolgen_unpool_options o = unpool_options(nd, g, place);
                  return poolgen_max_unpool_backward(nd, &g, &a, &gv, &o, m, n);
                });
 }
@@ -272,31 +299,44 @@ int32_t shape_result(const Outcome& r, const int64_t* dims, int64_t rank, int nd
 
 #define POOLGEN_JAX_EXPORT extern "C" __attribute__((visibility("default")))
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(poolgen_jax_max_pool, poolgen_jax::max_pool,
-                              poolgen_jax::pool_attributes(ffi::Ffi::Bind()
-                                                               .Arg<ffi::AnyBuffer>()
-                                                               .Ret<ffi::AnyBuffer>()
-                                                               .Ret<ffi::AnyBuffer>()));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(poolgen_jax_max_pool_backward, poolgen_jax::max_pool_backward,
-                              poolgen_jax::pool_attributes(ffi::Ffi::Bind()
-                                                               .Arg<ffi::AnyBuffer>()
-                                                               .Arg<ffi::AnyBuffer>()
-                                                               .Ret<ffi::AnyBuffer>()));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(poolgen_jax_max_unpool, poolgen_jax::max_unpool,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Attr<int64_t>("nd")
-                                  .Attr<bool>("channels_last"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(poolgen_jax_max_unpool_backward,
-                              poolgen_jax::max_unpool_backward,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Attr<int64_t>("nd")
-                                  .Attr<bool>("channels_last"));
+// The handlers' bindings, after the CUDA handlers' stream where there is one.
+template <typename Binding>
+auto pool_binding(Binding b) {
+  return poolgen_jax::pool_attributes(
+      std::move(b).template Arg<ffi::AnyBuffer>().template Ret<ffi::AnyBuffer>().template Ret<
+          ffi::AnyBuffer>());
+}
+template <typename Binding>
+auto pool_backward_binding(Binding b) {
+  return poolgen_jax::pool_attributes(
+      std::move(b).template Arg<ffi::AnyBuffer>().template Arg<ffi::AnyBuffer>().template Ret<
+          ffi::AnyBuffer>());
+}
+template <typename Binding>
+auto unpool_binding(Binding b) {
+  return std::move(b)
+      .template Arg<ffi::AnyBuffer>()
+      .template Arg<ffi::AnyBuffer>()
+      .template Ret<ffi::AnyBuffer>()
+      .template Attr<int64_t>("nd")
+      .template Attr<bool>("channels_last");
+}
+
+// The CPU handler of an op and its CUDA twin, which takes XLA's stream first.
+template <auto op>
+constexpr auto on_cpu = [](auto... a) { return op({POOLGEN_CPU, nullptr}, a...); };
+template <auto op>
+constexpr auto on_cuda = [](void* stream, auto... a) { return op({POOLGEN_CUDA, stream}, a...); };
+#define POOLGEN_JAX_HANDLERS(name, binding)                                                  \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(poolgen_jax_##name, on_cpu<poolgen_jax::name>,                \
+                                binding(ffi::Ffi::Bind()));                                   \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(poolgen_jax_##name##_cuda, on_cuda<poolgen_jax::name>,        \
+                                binding(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<void*>>()))
+
+POOLGEN_JAX_HANDLERS(max_pool, pool_binding);
+POOLGEN_JAX_HANDLERS(max_pool_backward, pool_backward_binding);
+POOLGEN_JAX_HANDLERS(max_unpool, unpool_binding);
+POOLGEN_JAX_HANDLERS(max_unpool_backward, unpool_binding);
 
 // The pooled array's dims (`out`, rank entries) of an input array's, or poolgen's error: what
 // poolgen.jax declares as the call's results, at trace time.

@@ -71,9 +71,13 @@ __all__ = ["max_pool", "max_unpool", "set_num_threads", "get_num_threads", "stat
 # The custom calls' target names, in the order of the library's counters (ffi.cpp's Op).
 _OPS = ("max_pool", "max_pool_backward", "max_unpool", "max_unpool_backward")
 TARGETS = tuple(f"poolgen_{op}" for op in _OPS)
+# Each target's CPU handler, and its CUDA twin on XLA's stream (registered on any jaxlib; used
+# where JAX runs on a CUDA device: poolgen's CUDA kernels, owed a run on a GPU).
 for _op, _target in zip(_OPS, TARGETS):
-    jax.ffi.register_ffi_target(_target, jax.ffi.pycapsule(getattr(_library, "poolgen_jax_" + _op)),
-                                platform="cpu")
+    for _platform, _suffix in (("cpu", ""), ("CUDA", "_cuda")):
+        jax.ffi.register_ffi_target(
+            _target, jax.ffi.pycapsule(getattr(_library, f"poolgen_jax_{_op}{_suffix}")),
+            platform=_platform)
 _POOL, _POOL_BACKWARD, _UNPOOL, _UNPOOL_BACKWARD = TARGETS
 
 _Ints = ctypes.POINTER(ctypes.c_int64)
