@@ -510,10 +510,18 @@ struct Found {
   int64_t n = -1, c = 0, p = 0;
 };
 
+// x86-64's baseline has 2 lanes of 64-bit integers: the loops are cloned for AVX2's 4, chosen
+// by the CPU when the library loads (an ELF ifunc: GCC on Linux; elsewhere the baseline's).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__)
+#define POOLGEN_AVX2_CLONE __attribute__((target_clones("avx2", "default")))
+#else
+#define POOLGEN_AVX2_CLONE
+#endif
+
 template <Divide kDivide, bool kScale>
-[[gnu::noinline]] Found affine_rewrite(const View& src, const View& dst, Layout layout,
-                                       Affine from, Affine to, int64_t n0, int64_t c0,
-                                       int64_t plane) {
+[[gnu::noinline]] POOLGEN_AVX2_CLONE Found affine_rewrite(const View& src, const View& dst,
+                                                         Layout layout, Affine from, Affine to,
+                                                         int64_t n0, int64_t c0, int64_t plane) {
   const int64_t* const s = static_cast<const int64_t*>(src.data);
   int64_t* const d = static_cast<int64_t*>(dst.data);
   const bool in_place = src.data == dst.data;
