@@ -176,14 +176,30 @@ struct Geometry {  // spatial dims padded to 3 (leading extents 1)
   int64_t out_plane() const { return out[0] * out[1] * out[2]; }
 };
 
+// Where buffers start past a 64-byte boundary (--poolgen_buffer_offset): 0 as frameworks' tensors
+// (PyTorch's and TensorFlow's allocators align to 64), 16 as glibc's large blocks (a page plus
+// its 16-byte header, where std::vector's land). Some kernels' speed depends on it
+// (docs/kernels.md, "Alignment").
+extern int64_t g_buffer_offset;
+
 struct Buffer {  // bytes of any dtype
-  std::vector<unsigned char> bytes;
-  void* data() { return bytes.data(); }
-  const void* data() const { return bytes.data(); }
-  template <class T> T* as() { return reinterpret_cast<T*>(bytes.data()); }
-  template <class T> const T* as() const { return reinterpret_cast<const T*>(bytes.data()); }
-  void resize(size_t n) { bytes.assign(n, 0); }
-  void release() { std::vector<unsigned char>().swap(bytes); }
+  std::vector<unsigned char> storage;
+  size_t start = 0, count = 0;
+  void* data() { return storage.data() + start; }
+  const void* data() const { return storage.data() + start; }
+  size_t size() const { return count; }
+  template <class T> T* as() { return reinterpret_cast<T*>(data()); }
+  template <class T> const T* as() const { return reinterpret_cast<const T*>(data()); }
+  void resize(size_t n) {
+    storage.assign(n + 64 + static_cast<size_t>(g_buffer_offset), 0);
+    const size_t misalign = reinterpret_cast<uintptr_t>(storage.data()) % 64;
+    start = (64 - misalign) % 64 + static_cast<size_t>(g_buffer_offset);
+    count = n;
+  }
+  void release() {
+    std::vector<unsigned char>().swap(storage);
+    count = 0;
+  }
 };
 
 struct Spec : Case {

@@ -47,6 +47,8 @@
 //   --poolgen_gap_us=N              the calling thread works N us between two timed calls
 //       (a spin outside the timing), as between the layers of a network: idle workers go to
 //       sleep and each call meets them there (docs/kernels.md, "Threads"); default 0, back to back
+//   --poolgen_buffer_offset=N       every buffer starts N bytes past a 64-byte boundary (default
+//       0: frameworks' tensors; 16: glibc's large blocks): docs/kernels.md, "Alignment"
 //   --poolgen_min_time=SECONDS (default 0.1), --poolgen_repetitions=N (default 5)
 
 #include "bench.h"
@@ -71,6 +73,7 @@ namespace bench {
 int all_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
 
 std::vector<std::string> g_problems;
+int64_t g_buffer_offset = 0;
 
 namespace {
 
@@ -204,7 +207,7 @@ void Spec::ensure() {
     if (!times(op)) continue;
     for (auto [out, expected] : results(op)) {
       if (op != Op::pool) expected->resize((to_pooled(op) ? out_elems() : in_elems()) * vs);
-      out->resize(expected->bytes.size());
+      out->resize(expected->size());
     }
     if (op != Op::pool && !reference(op, true))
       g_problems.push_back(what() + ": reference " + op_name(op) + " saw an invalid index");
@@ -217,9 +220,12 @@ void Spec::ensure() {
     if (general_path[static_cast<int>(op)]) paths.push_back(poolgen::Path::general);
     for (auto path : paths) {
       bool same = true;
-      for (auto [out, expected] : results(op)) std::memset(out->data(), 7, out->bytes.size());
+      for (auto [out, expected] : results(op)) std::memset(out->data(), 7, out->size());
       const poolgen::Status st = PoolgenCall(*this, op, path)();
-      for (auto [out, expected] : results(op)) same = same && out->bytes == expected->bytes;
+      for (auto [out, expected] : results(op)) {
+        same = same && out->size() == expected->size() &&
+               std::memcmp(out->data(), expected->data(), out->size()) == 0;
+      }
       const std::string who = std::string("poolgen ") +
                               (path == poolgen::Path::general ? "(general) " : "") + op_name(op);
       if (!st.ok())
@@ -655,7 +661,12 @@ int main(int argc, char** argv) {
   const IntFlag int_flags[] = {
       {"--poolgen_streaming_bytes", "a byte count", poolgen::set_streaming_bytes},
       {"--poolgen_min_parallel_bytes", "a byte count", poolgen::set_min_parallel_bytes},
-      {"--poolgen_gap_us", "microseconds", [](int64_t us) { g_gap = std::chrono::microseconds(us); }}};
+      {"--poolgen_gap_us", "microseconds", [](int64_t us) { g_gap = std::chrono::microseconds(us); }},
+      {"--poolgen_buffer_offset", "a byte count below 64",
+       [](int64_t bytes) {
+         if (bytes < 0 || bytes >= 64) usage_error("--poolgen_buffer_offset: expected 0 to 63");
+         g_buffer_offset = bytes;
+       }}};
   for (const IntFlag& f : int_flags) {
     if (const char* value = take_flag(&argc, argv, f.flag, nullptr)) {
       int64_t n = 0;

@@ -62,7 +62,7 @@ class XnnpackPeer : public Peer {
       return;
     // Move each tie's value to PyTorch's tap, then the image must be ours (= the reference's).
     for (const auto& [ours, theirs] : ties_) std::swap(output_[ours], output_[theirs]);
-    if (std::memcmp(output_.data(), sp.expect.data(), sp.expect.bytes.size()) != 0)
+    if (std::memcmp(output_.data(), sp.expect.data(), sp.expect.size()) != 0)
       g_problems.push_back(sp.what() + ": XNNPACK unpool differs from the reference");
   }
 
@@ -106,7 +106,7 @@ class XnnpackPeer : public Peer {
   // the window holds the maximum twice, another tap of that value (kept in ties_ as (ours,
   // theirs) output positions for the unpool check). Returns the number of ties.
   int64_t check_pool(const Spec& sp) {
-    if (std::memcmp(values_.data(), sp.values.data(), sp.values.bytes.size()) != 0)
+    if (std::memcmp(values_.data(), sp.values.data(), sp.values.size()) != 0)
       g_problems.push_back(sp.what() + ": XNNPACK pool values differ from the reference");
     const int64_t C = sp.shape[1], H = sp.shape[2], W = sp.shape[3], OH = sp.pooled[2],
                   OW = sp.pooled[3], k = sp.k;

@@ -78,7 +78,7 @@ class MaxUnpoolBackwardWindow : public Generator<MaxUnpoolBackwardWindow> {
     apply_cpu_schedule<CpuGatherSchedule>(
         cpu_schedule,
         GatherStages{*grad_values_, marked_, group_ok_, group_checked_, grad_output, cell_vars,
-                     cell_vars, along, c_, n_, l, 0},
+                     cell_vars, along, c_, n_, l, 0, ImageParam(*grad_output_).parameter()},
         {*grad_values_}, get_target());
   }
 

@@ -224,6 +224,7 @@ void CpuGatherSchedule::read(Knobs& knobs) {
   knobs.take("slot_tile", &slot_tile);
   knobs.take("cell_vectors", &cell_vectors);
   knobs.take("check_groups", &check_groups);
+  knobs.take("prefetch_rows", &prefetch_rows);
 }
 
 void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const {
@@ -303,6 +304,10 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
       check_each_group(LoopLevel(out, s.layout == Layout::channels_last ? s.x[0]
                                       : row2d                         ? Var("row")
                                                                       : s.x[1]));
+      if (row2d && prefetch_rows > 0 && s.source.defined()) {
+        full.prefetch(s.source, Var("row"), Var("row"), prefetch_rows,
+                      PrefetchBoundStrategy::NonFaulting);
+      }
     }
     out.specialize_fail("max_unpool: rows narrower than a vector are the scatter's");
   }

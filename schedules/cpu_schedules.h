@@ -109,6 +109,9 @@ struct GatherStages {
   // The side of the slots a cell alone covers, in every dimension (its window: kernel = stride,
   // no padding); 0 where windows overlap.
   int cell_slots;
+  // The input buffer `value` reads, for prefetches (CpuGatherSchedule::prefetch_rows); undefined
+  // where none is given.
+  Halide::Parameter source = {};
 };
 
 struct CpuGatherSchedule {
@@ -142,6 +145,10 @@ struct CpuGatherSchedule {
   // cells; channels-last: a cell's channels) is computed and checked right before its cells are
   // read, rather than a block's marks in a pass of their own.
   bool check_groups = false;
+  // With check_groups, contiguous 2-D: the source rows of the row of cells this many rows ahead
+  // are prefetched (0: none). Rows of a few cache lines are too short for the hardware
+  // prefetchers to learn when they start on a 64-byte boundary, as frameworks' tensors do.
+  int prefetch_rows = 0;
 
   void read(Knobs& knobs);
   void apply(const GatherStages& s, const Halide::Target& target) const;
