@@ -187,7 +187,8 @@ struct MaxUnpoolBackward {
     const Kernel& kernel = *plan.kernel;
     if (plan.window_kernel) {
       bool served = false;
-      POOLGEN_RETURN_IF_ERROR(gather_if_served(*plan.window_kernel, {g, i, o}, plan.bytes, &served));
+      POOLGEN_RETURN_IF_ERROR(
+          gather_if_served(*plan.window_kernel, {g, i, o}, plan.bytes, &served));
       if (served) return {};
     }
     if (kernel.op == Op::unpool_backward) return gather(kernel, g, i, o);

@@ -229,7 +229,8 @@ ffi::Error max_pool_backward(Place place, ffi::AnyBuffer grad_output, ffi::AnyBu
     return e;
   }
   static const char* const names[] = {"grad_output", "indices", "grad_input"};
-  return serve(kMaxPoolBackward, place, nd, channels_last, names, grad_output, indices, *grad_input,
+  return serve(kMaxPoolBackward, place, nd, channels_last, names, grad_output, indices,
+               *grad_input,
                [&](auto& g, auto& a, auto& gi, char* m, size_t n) {
                  return poolgen_max_pool_backward(nd, &g, &a, &gi, &o, m, n);
                });
@@ -249,7 +250,8 @@ ffi::Error max_unpool_backward(Place place, ffi::AnyBuffer grad_output, ffi::Any
                                ffi::Result<ffi::AnyBuffer> grad_values, int64_t nd,
                                bool channels_last) {
   static const char* const names[] = {"grad_output", "indices", "grad_values"};
-  return serve(kMaxUnpoolBackward, place, nd, channels_last, names, grad_output, indices, *grad_values,
+  return serve(kMaxUnpoolBackward, place, nd, channels_last, names, grad_output, indices,
+               *grad_values,
                [&](auto& g, auto& a, auto& gv, char* m, size_t n) {
                  const poolgen_unpool_options o = unpool_options(nd, g, place);
                  return poolgen_max_unpool_backward(nd, &g, &a, &gv, &o, m, n);

@@ -49,14 +49,13 @@ HL_NUM_THREADS); the adapter links its own copy of poolgen, so other adapters ke
 """
 import ctypes
 import functools
-import math
 import os
 from typing import NamedTuple, Tuple
 
 import jax
 import numpy as np
 
-from .._adapters import check_built_for, compiled_library, unpooled_extent
+from .._adapters import check_built_for, compiled_library, same_padding, unpooled_extent
 
 try:
     from ._built_for import JAX_VERSION as _BUILT_FOR  # written by setup.py
@@ -169,9 +168,9 @@ def _pads(padding, extents, kernel, stride, dilation):
         if padding.upper() == "VALID":
             return (0,) * nd, (0,) * nd
         if padding.upper() == "SAME":
-            total = [max((math.ceil(n / s) - 1) * s + d * (k - 1) + 1 - n, 0)
-                     for n, k, s, d in zip(extents, kernel, stride, dilation)]
-            return tuple(t // 2 for t in total), tuple(t - t // 2 for t in total)
+            pads = [same_padding(n, k, s, d)
+                    for n, k, s, d in zip(extents, kernel, stride, dilation)]
+            return tuple(lo for lo, _ in pads), tuple(hi for _, hi in pads)
         raise ValueError(f"padding must be 'VALID', 'SAME' or {nd} (low, high) pairs, got "
                          f"{padding!r}")
     pairs = tuple(tuple(p) for p in padding)

@@ -7,11 +7,11 @@
 On the TensorFlow backend they run poolgen.tensorflow, on the PyTorch backend poolgen.torch, on
 the JAX backend poolgen.jax (each must be installed), with that framework's conventions:
 TensorFlow's argmax (offsets in each item's channels-last memory) or PyTorch's and poolgen.jax's
-(plane offsets). An unpooling layer reads the argmax of
-a pooling layer on the same backend. padding "valid" or "same" (TensorFlow's SAME); data_format
-"channels_last" (default, keras.config.image_data_format()) or "channels_first". Serialisable
-(get_config, .keras files) and differentiable (the values; argmax has no gradient); a model saved on one backend loads on the
-others. docs/keras.md says more.
+(plane offsets). An unpooling layer reads the argmax of a pooling layer on the same backend.
+padding "valid" or "same" (TensorFlow's SAME); data_format "channels_last" (default,
+keras.config.image_data_format()) or "channels_first". Serialisable (get_config, .keras files)
+and differentiable (the values; argmax has no gradient); a model saved on one backend loads on
+the others. docs/keras.md says more.
 """
 import keras
 

@@ -1,9 +1,11 @@
 """The Keras layers' computation on each backend: poolgen.tensorflow on TensorFlow's, poolgen.torch
 on PyTorch's, poolgen.jax on JAX's, each in its framework's conventions (the argmax are the
 backend's: TensorFlow's flattened (spatial..., C) offsets, PyTorch's and poolgen.jax's plane
-offsets), which the paired unpooling layer reads. Windows are Keras': `pool_size`, `strides`, padding "valid" or "same" (TensorFlow's SAME,
-the extra pad at the end)."""
+offsets), which the paired unpooling layer reads. Windows are Keras': `pool_size`, `strides`,
+padding "valid" or "same" (TensorFlow's SAME, the extra pad at the end)."""
 import keras
+
+from .._adapters import same_padding
 
 
 def pooled_extent(size, k, s, padding):
@@ -11,12 +13,6 @@ def pooled_extent(size, k, s, padding):
     if size is None:
         return None
     return -(-size // s) if padding == "same" else (size - k) // s + 1
-
-
-def same_padding(size, k, s):
-    """TensorFlow's SAME padding of one extent: (before, after), after >= before."""
-    total = max((-(-size // s) - 1) * s + k - size, 0)
-    return total // 2, total - total // 2
 
 
 def _backend():
