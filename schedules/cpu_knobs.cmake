@@ -43,8 +43,13 @@ set(POOLGEN_KNOBS_max_pool3d_backward_k2s2p0_cl ${POOLGEN_KNOBS_max_unpool2d_k2s
 # thread, ms, gather / scatter in the same runs: pooling's gradient 1.63-1.90 / 2.23-2.43 (the
 # slot-vector schedule 3.5-3.8), i32 indices 1.30 / 1.84, unpooling 1.65 / 1.9 (3.59 before); 3-D
 # NCDHW gradient 2x16x32x64x64 0.57 / 0.69. One loop per stage (partition_cells:false): 32.6 ->
-# 25.2 KB a kernel (AVX2 and SSE4.1) at the same speed.
-set(POOLGEN_KNOBS_max_unpool2d_k2s2p0 cell_vectors:true,stage_cells:false,partition_cells:false)
+# 25.2 KB a kernel (AVX2 and SSE4.1) at the same speed. A row of cells writes its output rows one
+# after the other (whole_rows), not side by side: on 64-byte-aligned tensors, as frameworks give
+# them, the two streams of 14-line rows stalled on their stores (f32 i64 8x64x112x112, ms, one /
+# two threads: unpooling 2.28-2.50 / 0.75-1.18 -> 1.22-1.37 / 0.57-0.66, pooling's gradient
+# 2.86-3.03 / 0.79 -> 1.25-1.31 / 0.65; 16 bytes past the boundary 1.97 / 2.08 -> 1.47 / 1.38).
+# In cache it costs 8-12% (each slot row redoes its compares), where the scatter serves.
+set(POOLGEN_KNOBS_max_unpool2d_k2s2p0 cell_vectors:true,stage_cells:false,partition_cells:false,whole_rows:true)
 set(POOLGEN_KNOBS_max_unpool3d_k2s2p0 ${POOLGEN_KNOBS_max_unpool2d_k2s2p0})
 set(POOLGEN_KNOBS_max_pool2d_backward_k2s2p0 ${POOLGEN_KNOBS_max_unpool2d_k2s2p0})
 set(POOLGEN_KNOBS_max_pool3d_backward_k2s2p0 ${POOLGEN_KNOBS_max_unpool2d_k2s2p0})

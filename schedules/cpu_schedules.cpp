@@ -225,6 +225,7 @@ void CpuGatherSchedule::read(Knobs& knobs) {
   knobs.take("cell_vectors", &cell_vectors);
   knobs.take("check_groups", &check_groups);
   knobs.take("prefetch_rows", &prefetch_rows);
+  knobs.take("whole_rows", &whole_rows);
 }
 
 void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const {
@@ -243,17 +244,20 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
   // (vector reduction), and requires the result (scalar).
   LoopLevel checked_at(out, block);
   // Splits the spatial dimensions from `first` on (the outermost is parallel_rows' block and row
-  // by now) into tiles of `tile` slots, unrolled inside the loop over vectors (`xo`), after the
-  // loops in `inner`; returns the outer loops, innermost first.
-  const auto tile_dims = [&](Stage full, size_t first, std::vector<VarOrRVar> inner, int tile) {
+  // by now) into tiles of `tile` slots, after the loops in `inner`: unrolled inside the loop over
+  // vectors (`xo`), or around it where `whole_rows`; returns the outer loops, innermost first.
+  const auto tile_dims = [&](Stage full, size_t first, std::vector<VarOrRVar> inner, int tile,
+                             bool whole_rows = false) {
     std::vector<Var> outer(s.x.begin() + first, s.x.end() - 1);
     outer.push_back(Var("row"));
+    if (whole_rows) inner.push_back(xo);
     for (size_t i = 0; i < outer.size(); ++i) {
       Var t("tile_" + std::to_string(i));
-      full.split(outer[i], outer[i], t, tile, TailStrategy::GuardWithIf).unroll(t);
+      full.split(outer[i], outer[i], t, tile, TailStrategy::GuardWithIf);
+      if (!whole_rows) full.unroll(t);
       inner.push_back(t);
     }
-    inner.push_back(xo);
+    if (!whole_rows) inner.push_back(xo);
     inner.insert(inner.end(), outer.begin(), outer.end());
     full.reorder(inner);
     return outer;
@@ -282,7 +286,7 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
         .split(xc, xo, xci, lanes, TailStrategy::ShiftInwards)
         .vectorize(xci)
         .unroll(xt);
-    check_each_group(LoopLevel(out, tile_dims(full, 1, {xci, xt}, k)[0]));
+    check_each_group(LoopLevel(out, tile_dims(full, 1, {xci, xt}, k, whole_rows)[0]));
     out.specialize_fail("max_unpool: rows narrower than a vector of windows are the scatter's");
   } else if (narrow_vectors) {
     vectorize_columns(out, lane, width, lanes, true, xo);

@@ -141,6 +141,10 @@ struct CpuGatherSchedule {
   // the views' bounds (the plan's bounds query), rows of a partial window are declined
   // (specialize_fail): both the scatter's.
   bool cell_vectors = false;
+  // With cell_vectors: the slots of a row of cells are written an output row at a time (one
+  // store stream), rather than the window's rows side by side. Rows of a few cache lines that
+  // start on a 64-byte boundary, written two at a time, stalled on their stores.
+  bool whole_rows = false;
   // With full vectors only and no slot tiles (2-D and 3-D): each group of marks (a row of
   // cells; channels-last: a cell's channels) is computed and checked right before its cells are
   // read, rather than a block's marks in a pass of their own.

@@ -390,7 +390,8 @@ void set_min_parallel_bytes(int64_t bytes);
 // describes itself; 8 MiB if it lists none); elsewhere no output streams (docs/kernels.md,
 // "Streaming outputs"). 0 streams every call's; a negative count restores the default.
 // Calls moving at least this many bytes in all (inputs and outputs) are also the ones the
-// contiguous window gathers serve, which lose to the scatter in cache.
+// contiguous gradient of unpooling by windows serves, which loses in cache; at 0 every window
+// gather (docs/kernels.md) is tried on every call, as if no cache held any.
 // Process-wide, like set_min_parallel_bytes.
 void set_streaming_bytes(int64_t bytes);
 

@@ -34,6 +34,8 @@ struct View {
   int64_t bytes() const { return elements() * element_size(dtype); }
   // Elements in one (n, c) plane: the product of the spatial extents.
   int64_t plane() const;
+  // The innermost spatial extent: a row of a plane.
+  int64_t row() const { return shape[rank - 1]; }
   // True when the spatial dimensions form one flat dimension of step plane_step(layout): 1 in
   // contiguous, the innermost stepped spatial stride in channels-last.
   bool flat_planes(Layout layout) const;

@@ -100,13 +100,15 @@ Status choose_kernel(const KernelTable& table, const KernelQuery& query, const c
                      const Kernel** kernel);
 
 // Whether a CPU gather by fixed window (max_unpool's, max_pool_backward's) is tried before the
-// scatter on a call moving `bytes`. The channels-last ones win at every size. The contiguous
-// ones write each slot once: beyond the last-level cache that saves the scatter's zeroing pass,
-// but on calls it holds they measured slower than the scatter (small planes, and 22 MB calls,
-// where perf finds them waiting on their stores; docs/kernels.md). They are tried from
-// streaming_bytes() on, where no cache holds the call. So is unpooling's gradient by windows
-// before the gather by index (its rows of cells pay their checks on small planes).
-bool gather_pays(const Kernel& gather, int64_t bytes);
+// scatter on a call moving `bytes` whose output rows (innermost extent) hold `row` slots. The
+// channels-last ones win at every size. The contiguous ones write each slot once, a vector of
+// cells at a time, which beyond the L2 saves the scatter's zeroing pass; but each row of cells
+// pays its marks and its check: in cache they lose, and on rows of fewer than 64 slots (32
+// cells, four vectors) up to 22 MB, winning by 5-15% at 45 MB (docs/kernels.md). They are tried on calls of at least 4 MiB
+// with rows of at least 64 slots. Unpooling's gradient by windows is tried from
+// streaming_bytes() on, where no cache holds the call. With streaming_bytes() 0 (every call as
+// if out of cache; the tests run small tensors so) every gather is tried.
+bool gather_pays(const Kernel& gather, int64_t bytes, int64_t row);
 
 const char* layout_name(Layout layout);
 

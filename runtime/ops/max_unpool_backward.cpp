@@ -75,7 +75,7 @@ Status choose(const TensorView& grad_output, DType index_dtype, const Ints& valu
     const Kernel* k = find_kernel(backward_kernels(),
                                   {Op::unpool_backward, plan->window.nd, layout_of(views[0]),
                                    grad_output.dtype, index_dtype, window, Device::cpu, 0});
-    bool takes = k && k->kernel != 0 && gather_pays(*k, plan->bytes);
+    bool takes = k && k->kernel != 0 && gather_pays(*k, plan->bytes, views[0].row());
     if (takes) POOLGEN_RETURN_IF_ERROR(gather_takes(*k, views, &takes));
     if (takes) plan->window_kernel = k;
   }
