@@ -7,8 +7,8 @@
 Each row times one framework's operator as its users call it and poolgen's C API (writing into
 the caller's arrays, as C and C++ users call it) on the same numpy arrays with the options that give that framework's definition (checked equal first:
 values bit for bit, indices exactly): ONNX Runtime's CPU MaxPool with Indices (opset 12, an
-InferenceSession of the one node, intra-op threads = threads) and MaxUnpool (opset 11) of its
-outputs; TensorFlow's tf.nn.max_pool_with_argmax (NHWC; intra-op threads = threads, set before
+InferenceSession of the one node, intra-op threads = threads, run through an IOBinding into
+preallocated outputs) and MaxUnpool (opset 11) of its outputs; TensorFlow's tf.nn.max_pool_with_argmax (NHWC; intra-op threads = threads, set before
 TensorFlow starts, so each thread count runs in a process of its own) and TensorFlow Addons'
 MaxUnpooling2D of its argmax (Addons' tf.scatter_nd arithmetic as a tf.function: Addons itself
 is retired; poolgen runs it as max_pool_backward with tensorflow indices). Medians of repeated timings, milliseconds;
@@ -23,6 +23,9 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from poolgen._c_api import PoolOptions, Tensor, UnpoolOptions  # noqa: E402  (no library load)
+
 F32, I64 = 0, 1
 SHAPES = [  # name, N, C, H, W, kernel, stride, pads (begin h, w, end h, w) or SAME
     ("v0.1 8x64x112x112 k2s2", (8, 64, 112, 112), 2, 2, (0, 0, 0, 0)),
@@ -30,29 +33,6 @@ SHAPES = [  # name, N, C, H, W, kernel, stride, pads (begin h, w, end h, w) or S
     ("1x64x56x56 k2s2", (1, 64, 56, 56), 2, 2, (0, 0, 0, 0)),
     ("1x64x56x56 k3s2 pads 0,0,1,1", (1, 64, 56, 56), 3, 2, (0, 0, 1, 1)),
 ]
-
-
-class Tensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int32), ("rank", ctypes.c_int32),
-                ("shape", ctypes.c_int64 * 5), ("strides", ctypes.c_int64 * 5),
-                ("device", ctypes.c_int32)]
-
-
-class PoolOptions(ctypes.Structure):
-    _fields_ = [("kernel_size", ctypes.c_int64 * 3), ("stride", ctypes.c_int64 * 3),
-                ("padding", ctypes.c_int64 * 3), ("dilation", ctypes.c_int64 * 3),
-                ("ceil_mode", ctypes.c_int32), ("device", ctypes.c_int32),
-                ("padding_end_given", ctypes.c_int32), ("padding_end", ctypes.c_int64 * 3),
-                ("auto_pad", ctypes.c_int32), ("max_rule", ctypes.c_int32),
-                ("index_format", ctypes.c_int32)]
-
-
-class UnpoolOptions(ctypes.Structure):
-    _fields_ = [("kernel_size", ctypes.c_int64 * 3), ("stride", ctypes.c_int64 * 3),
-                ("padding", ctypes.c_int64 * 3), ("output_size_len", ctypes.c_int32),
-                ("output_size", ctypes.c_int64 * 5), ("device", ctypes.c_int32),
-                ("padding_end_given", ctypes.c_int32), ("padding_end", ctypes.c_int64 * 3),
-                ("output_size_rule", ctypes.c_int32), ("index_format", ctypes.c_int32)]
 
 
 def tensor(a, dtype):
@@ -136,6 +116,14 @@ def onnx_rows(pg, threads, reps):
     import onnxruntime as ort
     from onnx import TensorProto, helper
     rows = []
+
+    def session(model):
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        return ort.InferenceSession(model.SerializeToString(), so,
+                                    providers=["CPUExecutionProvider"])
+
     for name, shape, k, s, pads in SHAPES:
         attrs = dict(kernel_shape=[k, k], strides=[s, s])
         if pads == "SAME":
@@ -149,22 +137,18 @@ def onnx_rows(pg, threads, reps):
              helper.make_tensor_value_info("I", TensorProto.INT64, None)])
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)],
                                   ir_version=8)
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = threads
-        so.inter_op_num_threads = 1
-        sess = ort.InferenceSession(model.SerializeToString(), so,
-                                    providers=["CPUExecutionProvider"])
         x = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
-        y, i = sess.run(None, {"X": x})
+        y, i = session(model).run(None, {"X": x})
         values, indices = np.empty_like(y), np.empty_like(i)
         o = options(k, s, pads, 1)  # onnx
         run_pg = pg.pool(x, values, indices, o)
         run_pg()
         assert np.array_equal(values.view(np.uint32), y.view(np.uint32)), name
         assert np.array_equal(indices, i), name
-        t_ort = median_ms(lambda: sess.run(None, {"X": x}), reps)
-        # poolgen writes into the caller's buffers (ONNX Runtime's arena reuses its own).
+        # Both write into preallocated outputs (ONNX Runtime through an IOBinding). poolgen runs
+        # while no session lives: a session's idle threads spin, taking a core from poolgen's.
         t_pg = median_ms(run_pg, reps)
+        t_ort = median_ms(bound_run(session(model), {"X": x}, {"Y": values, "I": indices}), reps)
         rows.append(("ONNX Runtime MaxPool " + name, threads, t_ort, t_pg))
         # MaxUnpool (opset 11) of that pooling (SAME as its explicit pads).
         pads = (0, 0, 1, 1) if pads == "SAME" else pads
@@ -177,18 +161,27 @@ def onnx_rows(pg, threads, reps):
             [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)],
                                   ir_version=8)
-        sess = ort.InferenceSession(model.SerializeToString(), so,
-                                    providers=["CPUExecutionProvider"])
-        (z,) = sess.run(None, {"X": y, "I": i})
+        (z,) = session(model).run(None, {"X": y, "I": i})
         out = np.empty_like(z)
         uo = unpool_options(k, s, pads)
         run_pg = pg.unpool(y, i, out, uo)
         run_pg()
         assert np.array_equal(out.view(np.uint32), z.view(np.uint32)), name
-        t_ort = median_ms(lambda: sess.run(None, {"X": y, "I": i}), reps)
         t_pg = median_ms(run_pg, reps)
+        t_ort = median_ms(bound_run(session(model), {"X": y, "I": i}, {"Y": out}), reps)
         rows.append(("ONNX Runtime MaxUnpool " + name, threads, t_ort, t_pg))
     return rows
+
+
+def bound_run(sess, inputs, outputs):
+    """A call of `sess` reading `inputs` and writing into the arrays `outputs` (an IOBinding, as
+    a deployed program calls it: no output allocated per run)."""
+    binding = sess.io_binding()
+    for name, a in inputs.items():
+        binding.bind_cpu_input(name, a)
+    for name, a in outputs.items():
+        binding.bind_output(name, "cpu", 0, a.dtype, list(a.shape), a.ctypes.data)
+    return lambda: sess.run_with_iobinding(binding)
 
 
 def addons_unpool(tf, updates, mask, out_hw):

@@ -26,23 +26,10 @@ import tensorflow as tf  # noqa: E402
 
 from make_framework_golden import onnx_run  # noqa: E402  (beside this script)
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from poolgen._c_api import PoolOptions, Tensor  # noqa: E402  (no library load)
+
 ort.set_default_logger_severity(4)
-
-
-class Tensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int32), ("rank", ctypes.c_int32),
-                ("shape", ctypes.c_int64 * 5), ("strides", ctypes.c_int64 * 5),
-                ("device", ctypes.c_int32)]
-
-
-class PoolOptions(ctypes.Structure):  # poolgen_pool_options
-    _fields_ = [("kernel_size", ctypes.c_int64 * 3), ("stride", ctypes.c_int64 * 3),
-                ("padding", ctypes.c_int64 * 3), ("dilation", ctypes.c_int64 * 3),
-                ("ceil_mode", ctypes.c_int32), ("device", ctypes.c_int32),
-                ("padding_end_given", ctypes.c_int32), ("padding_end", ctypes.c_int64 * 3),
-                ("auto_pad", ctypes.c_int32), ("max_rule", ctypes.c_int32),
-                ("index_format", ctypes.c_int32), ("cuda_stream", ctypes.c_void_p),
-                ("pool_rule", ctypes.c_int32)]
 
 
 F32, I64, OK, UNSUPPORTED = 0, 1, 0, 3  # poolgen.h

@@ -29,6 +29,7 @@ import threading
 
 import numpy as np
 
+from .. import _c_api
 from .._adapters import compiled_library
 
 _library = ctypes.CDLL(compiled_library(__file__, "_capi*.so", "poolgen.numpy"))
@@ -36,34 +37,9 @@ _library = ctypes.CDLL(compiled_library(__file__, "_capi*.so", "poolgen.numpy"))
 _DTYPES = {"float32": 0, "int64": 1, "float64": 2, "float16": 3, "bfloat16": 4, "int8": 5,
            "uint8": 6, "int16": 7, "int32": 8}
 _DTYPE_CODES = {np.dtype(name): code for name, code in _DTYPES.items() if name != "bfloat16"}
-_I64x3, _I64x5 = ctypes.c_int64 * 3, ctypes.c_int64 * 5
-
-
-class _Tensor(ctypes.Structure):  # poolgen_tensor
-    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int32), ("rank", ctypes.c_int32),
-                ("shape", _I64x5), ("strides", _I64x5), ("device", ctypes.c_int32)]
-
-
-class _PoolOptions(ctypes.Structure):  # poolgen_pool_options
-    _fields_ = [("kernel_size", _I64x3), ("stride", _I64x3), ("padding", _I64x3),
-                ("dilation", _I64x3), ("ceil_mode", ctypes.c_int32), ("device", ctypes.c_int32),
-                ("padding_end_given", ctypes.c_int32), ("padding_end", _I64x3),
-                ("auto_pad", ctypes.c_int32), ("max_rule", ctypes.c_int32),
-                ("index_format", ctypes.c_int32), ("cuda_stream", ctypes.c_void_p),
-                ("pool_rule", ctypes.c_int32)]
-
-
-class _UnpoolOptions(ctypes.Structure):  # poolgen_unpool_options
-    _fields_ = [("kernel_size", _I64x3), ("stride", _I64x3), ("padding", _I64x3),
-                ("output_size_len", ctypes.c_int32), ("output_size", _I64x5),
-                ("device", ctypes.c_int32), ("padding_end_given", ctypes.c_int32),
-                ("padding_end", _I64x3), ("output_size_rule", ctypes.c_int32),
-                ("index_format", ctypes.c_int32), ("cuda_stream", ctypes.c_void_p)]
-
-
-class _Error(ctypes.Structure):  # poolgen_error
-    _fields_ = [("code", ctypes.c_int32), ("kind", ctypes.c_int32), ("argument", ctypes.c_char_p)]
-
+_I64x3, _I64x5 = _c_api.I64x3, _c_api.I64x5
+_Tensor, _PoolOptions, _UnpoolOptions, _Error = (
+    _c_api.Tensor, _c_api.PoolOptions, _c_api.UnpoolOptions, _c_api.Error)
 
 _T, _P, _U = (ctypes.POINTER(t) for t in (_Tensor, _PoolOptions, _UnpoolOptions))
 _MESSAGE = [ctypes.c_char_p, ctypes.c_size_t]
