@@ -101,13 +101,15 @@ Status choose_kernel(const KernelTable& table, const KernelQuery& query, const c
 
 // Whether a CPU gather by fixed window (max_unpool's, max_pool_backward's) is tried before the
 // scatter on a call moving `bytes` whose output rows (innermost extent) hold `row` slots. The
-// channels-last ones win at every size. The contiguous ones write each slot once, a vector of
-// cells at a time, which beyond the L2 saves the scatter's zeroing pass; but each row of cells
-// pays its marks and its check: in cache they lose, and on rows of fewer than 64 slots (32
-// cells, four vectors) up to 22 MB, winning by 5-15% at 45 MB (docs/kernels.md). They are tried on calls of at least 4 MiB
-// with rows of at least 64 slots. Unpooling's gradient by windows is tried from
-// streaming_bytes() on, where no cache holds the call. With streaming_bytes() 0 (every call as
-// if out of cache; the tests run small tensors so) every gather is tried.
+// channels-last ones win at every size. The contiguous 2-D and 3-D ones whose windows tile the
+// output (kernel = stride, no padding: vectors of cells) write each slot once, which beyond the L2
+// saves the scatter's zeroing pass; but each row of cells pays its marks and its check: in
+// cache they lose, and on rows of fewer than 64 slots (32 cells, four vectors) up to 22 MB,
+// winning by 5-15% at 45 MB (docs/kernels.md). They are tried on calls of at least 4 MiB with
+// rows of at least 64 slots. The other contiguous ones (opt-in) and unpooling's gradient by
+// windows are tried from streaming_bytes() on, where no cache holds the call. With
+// streaming_bytes() 0 (every call as if out of cache; the tests run small tensors so) every
+// gather is tried.
 bool gather_pays(const Kernel& gather, int64_t bytes, int64_t row);
 
 const char* layout_name(Layout layout);
