@@ -1,7 +1,7 @@
 // Max unpooling's backward for indices a pooling with this fixed window gave (the SegNet case):
 // grad_values(cell) = grad_output at the cell's index, which then lies in the cell's own window,
 // so each cell reads its window's taps with dense loads and keeps the one its index names,
-// instead of a gather by index (a hardware gather for every vector). Windows tile the output
+// instead of a gather by index (every lane loaded on its own). Windows tile the output
 // (kernel = stride, no padding, each grad_output extent kernel x the cell's): a call of other
 // extents breaks the constraints and declines, as does a cell whose index lies outside its
 // window (a requirement, checked a row of cells at a time); the runtime then runs the gather by
