@@ -260,10 +260,12 @@ set(POOLGEN_UNPOOL_GATHER_LAYOUTS "" CACHE STRING
     "Layouts with gather unpooling kernels for every fast window (contiguous, channels_last)")
 set(POOLGEN_UNPOOL_GATHER_FAMILIES "max_unpool2d_k2s2p0_cl" CACHE STRING
     "Gather unpooling kernel families built whatever POOLGEN_UNPOOL_GATHER_LAYOUTS says")
-# And the 32-bit (f32) contiguous 2-D k2s2p0 gather, NCHW's SegNet case, which the runtime takes
-# only on calls no cache holds (gather_pays): 8x64x112x112 f32, one thread, ms, gather / scatter
-# 1.76-1.91 / 2.23-2.28 (i64 indices), for 26 KB an index type.
-set(POOLGEN_DEFAULT_UNPOOL_GATHERS b32:max_unpool2d_k2s2p0)
+# And 32-bit (f32) ones: the contiguous 2-D k2s2p0 gather, NCHW's SegNet case, which the runtime
+# takes on calls of 4 MiB and more with rows of 64 slots or more (gather_pays): 8x64x112x112, one
+# thread, ms, gather / scatter 1.22-1.37 / 2.2-2.5 (i64 indices), for 26 KB an index type; and
+# the 3-D channels-last one, 3-D NDHWC's (2x16x32x64x64, ms, one / two threads: 1.10-1.13 /
+# 0.52-0.54 -> 0.73-0.75 / 0.36-0.37; 1x16x16x32x32 54 -> 44 us), for 31 KB an index type.
+set(POOLGEN_DEFAULT_UNPOOL_GATHERS b32:max_unpool2d_k2s2p0 b32:max_unpool3d_k2s2p0_cl)
 
 # The value types with fixed-window kernels: those inference pools (f32, bf16, i8, u8; on ARM
 # also f16, which it computes natively). x86 has no 16-bit float arithmetic, and its f16 window
