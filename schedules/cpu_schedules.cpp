@@ -245,19 +245,19 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
   LoopLevel checked_at(out, block);
   // Splits the spatial dimensions from `first` on (the outermost is parallel_rows' block and row
   // by now) into tiles of `tile` slots, after the loops in `inner`: unrolled inside the loop over
-  // vectors (`xo`), or around it where `whole_rows`; returns the outer loops, innermost first.
+  // vectors (`xo`), or around it where `tiles_outside`; returns the outer loops, innermost first.
   const auto tile_dims = [&](Stage full, size_t first, std::vector<VarOrRVar> inner, int tile,
-                             bool whole_rows = false) {
+                             bool tiles_outside) {
     std::vector<Var> outer(s.x.begin() + first, s.x.end() - 1);
     outer.push_back(Var("row"));
-    if (whole_rows) inner.push_back(xo);
+    if (tiles_outside) inner.push_back(xo);
     for (size_t i = 0; i < outer.size(); ++i) {
       Var t("tile_" + std::to_string(i));
       full.split(outer[i], outer[i], t, tile, TailStrategy::GuardWithIf);
-      if (!whole_rows) full.unroll(t);
+      if (!tiles_outside) full.unroll(t);
       inner.push_back(t);
     }
-    if (!whole_rows) inner.push_back(xo);
+    if (!tiles_outside) inner.push_back(xo);
     inner.insert(inner.end(), outer.begin(), outer.end());
     full.reorder(inner);
     return outer;
@@ -296,7 +296,7 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
     Stage full = out.specialize(width >= lanes);
     full.split(lane, xo, xi, lanes, TailStrategy::ShiftInwards).vectorize(xi);
     if (slot_tile > 0 && s.layout == Layout::channels_last && s.x.size() > 1) {
-      const std::vector<Var> outer = tile_dims(full, 0, {xi}, slot_tile);
+      const std::vector<Var> outer = tile_dims(full, 0, {xi}, slot_tile, false);
       // Where the tile is one cell's window, the cell is marked and checked right before its
       // slots (its group is its channels): marking a block's cells in a pass of their own, then
       // its slots in another, took 1.4x the time (docs/kernels.md).
