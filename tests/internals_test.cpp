@@ -420,6 +420,39 @@ TEST(HandWrittenKernels, ScatterLargeStoresAndAdds) {
   for (size_t k = 2; k < sums.size(); ++k) EXPECT_EQ(sums[k], 0) << k;
 }
 
+// When a fixed-window CPU gather is tried before the scatter (gather_pays): channels-last ones
+// always; contiguous ones whose windows tile the output (vectors of cells) from 4 MiB with
+// output rows of 64 slots; the other contiguous ones, and unpooling's gradient by windows, from
+// streaming_bytes(); every one when streaming_bytes() is 0.
+TEST(Gather, PaysByLayoutWindowSizeAndRow) {
+  const auto kernel = [](Op op, int nd, int k, int s, int p, Layout layout) {
+    return Kernel{op, nd, k, s, p, layout, DType::f32, DType::i64, Device::cpu, 0, nullptr, ""};
+  };
+  const Kernel tiled = kernel(Op::unpool_gather, 2, 2, 2, 0, Layout::contiguous);
+  const Kernel tiled_3d = kernel(Op::pool_backward_gather, 3, 2, 2, 0, Layout::contiguous);
+  const Kernel overlapping = kernel(Op::unpool_gather, 2, 3, 2, 1, Layout::contiguous);
+  const Kernel one_d = kernel(Op::unpool_gather, 1, 2, 2, 0, Layout::contiguous);
+  const Kernel windows = kernel(Op::unpool_backward, 2, 2, 2, 0, Layout::contiguous);
+  const Kernel cl = kernel(Op::unpool_gather, 2, 2, 2, 0, Layout::channels_last);
+  const int64_t mib = int64_t{1} << 20, streaming = 64 * mib;
+  set_streaming_bytes(streaming);
+  for (const Kernel* k : {&tiled, &tiled_3d}) {
+    EXPECT_TRUE(gather_pays(*k, 4 * mib, 64));
+    EXPECT_FALSE(gather_pays(*k, 4 * mib - 1, 64));
+    EXPECT_FALSE(gather_pays(*k, streaming, 63));
+  }
+  for (const Kernel* k : {&overlapping, &one_d, &windows}) {
+    EXPECT_FALSE(gather_pays(*k, streaming - 1, 1 << 20));
+    EXPECT_TRUE(gather_pays(*k, streaming, 1));
+  }
+  EXPECT_TRUE(gather_pays(cl, 1, 1));
+  set_streaming_bytes(0);
+  for (const Kernel* k : {&tiled, &tiled_3d, &overlapping, &one_d, &windows, &cl}) {
+    EXPECT_TRUE(gather_pays(*k, 1, 1));
+  }
+  set_streaming_bytes(-1);
+}
+
 // An unpooling gather reads ONNX's global offsets (plane q of the call counts from q * the
 // output's plane) when given that stride: it serves them, with the plane offsets' result, and
 // declines them as plane offsets (every plane past the first names slots outside its cells).
