@@ -49,7 +49,7 @@ class MaxPool : public Generator<MaxPool> {
     const bool bounded = !(fixed_window.fixed() && fixed_window.padding == 0);
     const Range unbounded;
     Func padded("padded");
-    RDom padded_columns;
+    std::vector<RDom> padded_columns;
     const std::optional<CpuPoolSchedule> cpu =
         get_target().has_gpu_feature() ? std::nullopt
                                        : CpuPoolSchedule::hand_written(cpu_schedule, get_target());
@@ -68,13 +68,13 @@ class MaxPool : public Generator<MaxPool> {
       const Expr before = -window[0].start(0), past = (window[0].kernel - 1) * window[0].dilation;
       std::vector<Expr> at(args.begin(), args.end());
       RDom left(row.min - before, before, "left_padding"),
-          right(row.min + row.extent, past, "right_padding");
-      padded_columns = RDom(row.min, row.extent, "column");
+          right(row.min + row.extent, past, "right_padding"), columns(row.min, row.extent, "column");
+      padded_columns = {left, columns, right};
       at[0] = left;
       padded(at) = lowest(value_type);
       std::vector<Expr> from = at;
       Expr row_inside = Internal::const_true();
-      at[0] = from[0] = padded_columns;
+      at[0] = from[0] = columns;
       for (int i = 1; i < nd; ++i) {
         const Range& b = spatial_bounds[i];
         row_inside = row_inside && args[i] >= b.min && args[i] < b.min + b.extent;

@@ -64,8 +64,19 @@ set(POOLGEN_KNOBS_max_pool3d_k3s2p1_cl partition_rows:false,rows_per_task:8)
 # and u8, AVX2: 395 -> 207 KB) and served only such rows in uncommon windows, which now run the
 # scalar loop (1x64x7x7 k3s1p1 f32: 0.055 -> 0.10 ms). Channels-last keeps them: few channels would
 # go scalar (1x4x56x56 k3s1p1: 6x slower) for less code (f32 and u8: 148 -> 95 KB).
-set(POOLGEN_KNOBS_max_pool2d narrow_vectors:false)
+# Rows narrower than a vector, which go scalar here, run vectors of planes instead where there
+# are channels enough (4 vectors a task), their staged rows copied channels innermost so that
+# every tap loads a dense vector (f32 i64, one thread, us: AVX2 1x64x7x7 k3s1p1 46 -> 8;
+# AVX-512, whose 16 lanes left 14-wide rows scalar, 1x64x14x14 294 -> 37, 153 -> 37 on two
+# threads).
+set(POOLGEN_KNOBS_max_pool2d narrow_vectors:false,channel_vectors:4)
 set(POOLGEN_KNOBS_max_pool3d narrow_vectors:false)
+# 2-D k3s2p1 contiguous likewise for rows of fewer than 16 outputs (planes up to 30 wide), which
+# ran two halved or overlapping vectors and restaged each plane's rows (f32 i64 AVX2, us, one /
+# two threads: 1x64x7x7 9.1-9.3 / 9-12 -> 3.0 / 3.0, 14x14 17 / 17 -> 8.4 / 8.5, 28x28 39 / 25
+# -> 32 / 18-23; 1x64x56x56 measured 12% slower across planes, and keeps its rows). Tasks of 4
+# vectors: 8 left 28x28 one task, 30 us on two threads.
+set(POOLGEN_KNOBS_max_pool2d_k3s2p1 channel_vectors:4,channel_vectors_below:16)
 # Channels-last tasks are blocks of 8 output rows (2-D) or depth slices (3-D), not 64: one image
 # is one task below 128 output rows otherwise, and the second thread idles (1x64x56x56 k2s2p0 f32
 # AVX2: 0.031 -> 0.019 ms on two threads; one thread and 8x64x112x112 unchanged within noise).

@@ -21,7 +21,8 @@ struct PoolStages {
   // rows (CpuPoolSchedule::stages), built as a copy instead: no pure value, then updates
   // writing the lowest value before the row, the row, and the lowest value past it.
   Halide::Func padded;
-  Halide::RDom padded_columns;  // the copy's row update's domain (undefined without one)
+  // The copy's updates' domains: the columns before the row, the row, past it (none without one).
+  std::vector<Halide::RDom> padded_columns;
   bool bounded;         // false: every window lies inside the input, read as it is
   std::vector<Halide::Var> x;  // spatial, innermost first
   Halide::Var c, n;
@@ -53,6 +54,10 @@ struct CpuPoolSchedule {
   // least a vector of channels, run vectors across channels (a lane per plane) rather than the
   // scalar loop, this many vectors of planes a task; 0: off.
   int channel_vectors = 0;
+  // With channel_vectors: rows of fewer outputs than this run across channels (0: those
+  // narrower than the narrowest vector). Staged rows are then copied channels innermost, so
+  // that every tap loads a dense vector; only the copy and the stores go lane by lane.
+  int channel_vectors_below = 0;
   // Contiguous: rows of one or two whole vectors (lanes to 2 x lanes outputs) run without the
   // column loop, each in a copy of its own.
   bool short_rows = false;
