@@ -350,6 +350,7 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
 void CpuIndexGatherSchedule::read(Knobs& knobs) {
   knobs.take("vector_width", &vector_width);
   knobs.take("elements_per_task", &elements_per_task);
+  knobs.take("scalar_below", &scalar_below);
 }
 
 void CpuIndexGatherSchedule::apply(const IndexGatherStages& s, const Target& target) const {
@@ -367,14 +368,25 @@ void CpuIndexGatherSchedule::apply(const IndexGatherStages& s, const Target& tar
     // task per 7x7 plane paid the task's call, its unfusing divisions and its setup for nine
     // elements. The runtime's parallel hook still hands threads several tasks at a time.
     Var c_block("c_block"), plane("plane");
-    const Expr planes_per_task =
-        max(chunk_size / max(out.output_buffers()[0].dim(0).extent(), 1), 1);
-    out.split(s.p, chunk, inner, chunk_size, TailStrategy::GuardWithIf)
-        .vectorize(inner, lanes, TailStrategy::GuardWithIf)
-        .split(chunk, block, chunk, chunks_per_task, TailStrategy::GuardWithIf)
-        .split(s.c, c_block, plane, planes_per_task, TailStrategy::GuardWithIf)
-        .reorder(inner, chunk, plane, block, c_block, s.n)
-        .fuse(block, c_block, block_c).fuse(block_c, s.n, tasks).parallel(tasks);
+    const OutputImageParam grad = out.output_buffers()[0];
+    const Expr planes_per_task = max(chunk_size / max(grad.dim(0).extent(), 1), 1);
+    auto schedule = [&](Stage stage, bool vectors) {
+      stage.split(s.p, chunk, inner, chunk_size, TailStrategy::GuardWithIf);
+      if (vectors) stage.vectorize(inner, lanes, TailStrategy::GuardWithIf);
+      stage.split(chunk, block, chunk, chunks_per_task, TailStrategy::GuardWithIf)
+          .split(s.c, c_block, plane, planes_per_task, TailStrategy::GuardWithIf)
+          .reorder(inner, chunk, plane, block, c_block, s.n)
+          .fuse(block, c_block, block_c).fuse(block_c, s.n, tasks).parallel(tasks);
+    };
+    // Smaller calls gather one element at a time: each lane of a vector gather is extracted,
+    // loaded and inserted (Halide emits no hardware gathers here), three times the scalar
+    // loop's instructions; out of cache the vector's loads in flight together win instead.
+    if (scalar_below > 0) {
+      const Expr elements = cast<int64_t>(grad.dim(0).extent()) * grad.dim(1).extent() *
+                            grad.dim(2).extent();
+      schedule(out.specialize(elements < scalar_below), false);
+    }
+    schedule(out, true);
   } else {
     // Channels are the vectors; a task is a run of one image's pixels.
     out.vectorize(s.c, lanes, TailStrategy::GuardWithIf)

@@ -181,6 +181,9 @@ struct IndexGatherStages {
 struct CpuIndexGatherSchedule {
   int vector_width = 0;
   int elements_per_task = 16384;
+  // Contiguous: calls of fewer elements than this gather one element at a time (the check
+  // keeps its vectors); 0: vectors always.
+  int scalar_below = 0;
 
   void read(Knobs& knobs);
   void apply(const IndexGatherStages& s, const Halide::Target& target) const;
