@@ -157,8 +157,8 @@ set(POOLGEN_BACKWARD_KERNEL_TABLE "")
 #   The backward ops' kernels are listed in a table of their own (backward_kernel_table.inc),
 #   which only the runtime's backward entry points name: a program that never calls them links
 #   none of their code.
-#   KNOBS: the kernel family whose CPU schedule choices it takes (POOLGEN_KNOBS_<family> and
-#   POOLGEN_TUNED_<family>, above)
+#   KNOBS: the kernel family whose CPU schedule choices it takes (POOLGEN_KNOBS_<family>, then
+#   POOLGEN_KNOBS_<family>_<value> where set, and POOLGEN_TUNED_<family>, above)
 #   CUDA_CAPABILITY: a CUDA kernel for that capability (70: sm_70) instead of a CPU one
 #   (cmake/PoolgenCudaKernels.cmake); its table row says device cuda and the capability.
 function(poolgen_kernel name op nd k s p layout value index)
@@ -179,7 +179,13 @@ function(poolgen_kernel name op nd k s p layout value index)
       set(POOLGEN_AVX512_KERNELS ${POOLGEN_AVX512_KERNELS} ${name} PARENT_SCOPE)
     endif ()
   endif ()
-  set(cpu_schedule "${POOLGEN_KNOBS_${ARG_KNOBS}}${POOLGEN_TUNED_${ARG_KNOBS}}")
+  # A value type's own hand knobs (POOLGEN_KNOBS_<family>_<value>) come after the family's and
+  # override them knob by knob.
+  set(cpu_schedule "${POOLGEN_KNOBS_${ARG_KNOBS}}")
+  if (DEFINED POOLGEN_KNOBS_${ARG_KNOBS}_${value})
+    string(APPEND cpu_schedule ",${POOLGEN_KNOBS_${ARG_KNOBS}_${value}}")
+  endif ()
+  string(APPEND cpu_schedule "${POOLGEN_TUNED_${ARG_KNOBS}}")
   set(plugins "")
   if (cpu_schedule MATCHES "autoscheduler:")
     set(plugins Halide::Adams2019 Halide::Mullapudi2016)

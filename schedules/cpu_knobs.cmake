@@ -1,7 +1,8 @@
 # Knob values of the CPU schedules, per kernel family (POOLGEN_KNOBS_<family>: the kernel name
 # without its value and index types), chosen by measurement with bench/poolgen_bench on x86-64
 # (avx512_skylake, 2 cores). A family not listed uses the knobs' defaults
-# (schedules/cpu_schedules.h). Values apply to every CPU variant and element type.
+# (schedules/cpu_schedules.h). Values apply to every CPU variant and element type, except a value
+# type's own (POOLGEN_KNOBS_<family>_<value>, after the family's).
 #
 # Staging input rows pays where windows overlap or are padded; in 1-D it only adds a pass
 # (8x64x65536 k2s2p0: 48 -> 33 ms on one thread). The k2s2p0 kernels read the input in place
@@ -70,11 +71,12 @@ set(POOLGEN_KNOBS_max_pool3d_k3s2p1_cl partition_rows:false,rows_per_task:8)
 # AVX-512, whose 16 lanes left 14-wide rows scalar, 1x64x14x14 294 -> 37, 153 -> 37 on two
 # threads).
 set(POOLGEN_KNOBS_max_pool2d narrow_vectors:false,channel_vectors:4)
-# 3-D keeps its scalar rows: vectors of planes measured 1x64x4x7x7 k3s1p1 741 -> 71 us on AVX2,
-# 1082 -> 69 on AVX-512, and 1x64x8x14x14 8.4 -> 0.6 ms on AVX-512 (whose 16 lanes leave rows of
-# 14 scalar), but added 410 KB to the linked example (every value type) and 67 KB to the f32
-# share, which issue 14's 16 MB for the linked example could not spare.
+# 3-D the same for f32 only (POOLGEN_KNOBS_<family>_<value>: a value type's own knobs): f32 i64,
+# one thread, us, 1x64x4x7x7 k3s1p1 741 -> 71 on AVX2, 1082 -> 69 on AVX-512, 1x64x8x14x14
+# 8421 -> 605 on AVX-512 (whose 16 lanes left rows of 14 scalar). For every value type its
+# copies added 410 KB to the linked example, which issue 14's 16 MB could not spare.
 set(POOLGEN_KNOBS_max_pool3d narrow_vectors:false)
+set(POOLGEN_KNOBS_max_pool3d_f32 channel_vectors:4)
 # 2-D k3s2p1 contiguous likewise for rows of fewer than 16 outputs (planes up to 30 wide), which
 # ran two halved or overlapping vectors and restaged each plane's rows (f32 i64 AVX2, us, one /
 # two threads: 1x64x7x7 9.1-9.3 / 9-12 -> 3.0 / 3.0, 14x14 17 / 17 -> 8.4 / 8.5, 28x28 39 / 25

@@ -307,8 +307,8 @@ void layout_equivalence(DType index, Rng& rng) {
   // partial vector of planes (19) and more than one task's (72); 70 channels, whose partial
   // vector would begin a task, take the scalar loop. Rows narrower than a vector (the 2-D
   // general kernel's; k3s2p1's up to 15 outputs) run across channels too, their staged rows
-  // copied channels innermost: 24 channels (a partial AVX-512 vector). The 3-D 1x24x4x6x7 has
-  // rows of 3 and 4, which its kernels run on halved vectors or their scalar loop.
+  // copied channels innermost: 24 channels (a partial AVX-512 vector), and the 3-D 1x24x4x6x7
+  // (rows of 3 and 4), which the 3-D general kernel runs so for f32.
   const std::pair<int, Ints> shapes[] = {{1, {3, 20, 101}},
                                          {2, {2, 24, 17, 19}},
                                          {2, {2, 19, 7, 6}},
