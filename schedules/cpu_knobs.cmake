@@ -105,6 +105,11 @@ set(POOLGEN_KNOBS_max_pool3d_cl rows_per_task:8)
 # 11.0-17.2 -> 9.9-14.0 (8-20%); SSE4.1 14x14 7.2-7.6 -> 5.7-5.8, 16x16 6.3-6.4 -> 5.9-6.1;
 # other sizes unchanged. 3.7-4.1 KB a variant.
 set(POOLGEN_KNOBS_max_pool2d_k2s2p0 channel_vectors:8,short_rows:true)
+# 3-D k2s2p0 NCDHW the same for f32 (rows of fewer than 4 outputs: planes of 7 pool to 3, as in
+# C3D's last pooling), whose AVX-512 variant compiled the scalar loop's selects through mask
+# registers (kmovd round trips, masked vmovss): f32 i64, one thread, us, 1x64x4x7x7 AVX-512
+# 16.9 -> 3.2, AVX2 5.7 -> 2.8. 51 KB of the f32 share; the other types keep the scalar rows.
+set(POOLGEN_KNOBS_max_pool3d_k2s2p0_f32 channel_vectors:8)
 # Unpooling's gradient by index (contiguous): calls of fewer than 2^18 elements gather one at a
 # time, whose loop is a third of the vector gather's instructions (each lane extracted, loaded
 # and inserted); larger ones keep the vectors' loads in flight together (f32 i64, one thread,
