@@ -24,9 +24,9 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from poolgen._c_api import PoolOptions, Tensor, UnpoolOptions  # noqa: E402  (no library load)
-
-F32, I64 = 0, 1
+from poolgen._c_api import (  # noqa: E402  (no library load)
+    F32, I64, INDEX_ONNX, INDEX_TENSORFLOW, INDEX_TENSORFLOW_WITH_BATCH, MAX_FIRST_TAP,
+    OUTPUT_SIZE_ONNX_RUNTIME, SAME_UPPER, VALID, PoolOptions, Tensor, UnpoolOptions)
 SHAPES = [  # name, N, C, H, W, kernel, stride, pads (begin h, w, end h, w) or SAME
     ("v0.1 8x64x112x112 k2s2", (8, 64, 112, 112), 2, 2, (0, 0, 0, 0)),
     ("v0.1 8x64x112x112 k3s2 SAME", (8, 64, 112, 112), 3, 2, "SAME"),
@@ -82,8 +82,8 @@ def unpool_options(k, s, pads):
     o.stride[0] = o.stride[1] = s
     o.padding[0], o.padding[1], o.padding_end[0], o.padding_end[1] = pads
     o.padding_end_given = 1
-    o.output_size_rule = 1  # onnx_runtime
-    o.index_format = 1  # onnx
+    o.output_size_rule = OUTPUT_SIZE_ONNX_RUNTIME
+    o.index_format = INDEX_ONNX
     return o
 
 
@@ -92,11 +92,11 @@ def options(k, s, pads, index_format):
     o.kernel_size[0] = o.kernel_size[1] = k
     o.stride[0] = o.stride[1] = s
     if pads == "SAME":
-        o.auto_pad = 1
+        o.auto_pad = SAME_UPPER
     else:
         o.padding[0], o.padding[1], o.padding_end[0], o.padding_end[1] = pads
         o.padding_end_given = 1
-    o.max_rule = 1  # first_tap
+    o.max_rule = MAX_FIRST_TAP
     o.index_format = index_format
     return o
 
@@ -140,7 +140,7 @@ def onnx_rows(pg, threads, reps):
         x = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
         y, i = session(model).run(None, {"X": x})
         values, indices = np.empty_like(y), np.empty_like(i)
-        o = options(k, s, pads, 1)  # onnx
+        o = options(k, s, pads, INDEX_ONNX)
         run_pg = pg.pool(x, values, indices, o)
         run_pg()
         assert np.array_equal(values.view(np.uint32), y.view(np.uint32)), name
@@ -219,9 +219,9 @@ def tf_rows(pg, threads, reps):
         # Outputs in NHWC memory, as TensorFlow's.
         values = np.transpose(np.empty((n, y.shape[2], y.shape[3], c), np.float32), (0, 3, 1, 2))
         indices = np.transpose(np.empty((n, y.shape[2], y.shape[3], c), np.int64), (0, 3, 1, 2))
-        o = options(k, s, pads if pads == "SAME" else (0, 0, 0, 0), 4)  # tensorflow_with_batch
+        o = options(k, s, pads if pads == "SAME" else (0, 0, 0, 0), INDEX_TENSORFLOW_WITH_BATCH)
         if pads != "SAME":
-            o.auto_pad = 3  # valid
+            o.auto_pad = VALID
             o.padding_end_given = 0
         run_pg = pg.pool(x, values, indices, o)
         run_pg()
@@ -238,7 +238,7 @@ def tf_rows(pg, threads, reps):
         z = np.transpose(unpool().numpy(), (0, 3, 1, 2))
         m = np.transpose(mask.numpy(), (0, 3, 1, 2))
         out = np.transpose(np.empty((n, oh, ow, c), np.float32), (0, 3, 1, 2))
-        o.index_format = 3  # tensorflow
+        o.index_format = INDEX_TENSORFLOW
         run_pg = pg.pool_backward(y, m, out, o)
         run_pg()
         assert np.array_equal(out, z), name

@@ -27,15 +27,16 @@ import tensorflow as tf  # noqa: E402
 from make_framework_golden import onnx_run  # noqa: E402  (beside this script)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from poolgen._c_api import PoolOptions, Tensor  # noqa: E402  (no library load)
+from poolgen._c_api import (  # noqa: E402  (no library load)
+    F32, I64, INDEX_ONNX, INDEX_ONNX_COLUMN_MAJOR, INDEX_TENSORFLOW, INDEX_TENSORFLOW_WITH_BATCH, OK,
+    POOL_RULE_ONNX_RUNTIME, POOL_RULE_TENSORFLOW, SAME_LOWER, SAME_UPPER, UNSUPPORTED, VALID,
+    EXPLICIT_PADDING, MAX_FIRST_TAP, PoolOptions, Tensor)
 
 ort.set_default_logger_severity(4)
 
 
-F32, I64, OK, UNSUPPORTED = 0, 1, 0, 3  # poolgen.h
-AUTO_PAD = {"NOTSET": 0, "SAME_UPPER": 1, "SAME_LOWER": 2, "VALID": 3}
-INDEX_ONNX, INDEX_ONNX_COLUMN_MAJOR, INDEX_TF, INDEX_TF_WITH_BATCH = 1, 2, 3, 4
-RULE_ONNX_RUNTIME, RULE_TENSORFLOW = 1, 2
+AUTO_PAD = {"NOTSET": EXPLICIT_PADDING, "SAME_UPPER": SAME_UPPER, "SAME_LOWER": SAME_LOWER,
+            "VALID": VALID}
 
 
 def tensor(a):
@@ -116,7 +117,7 @@ def onnx_cases(lib, g, n, counts):
         x = values_for(g, [int(g.integers(1, 3)), int(g.integers(1, 4))] + spatial)
         attrs = dict(kernel_shape=k, strides=s, dilations=d, ceil_mode=ceil,
                      storage_order=order)
-        o = PoolOptions(max_rule=1, pool_rule=RULE_ONNX_RUNTIME, ceil_mode=ceil,
+        o = PoolOptions(max_rule=MAX_FIRST_TAP, pool_rule=POOL_RULE_ONNX_RUNTIME, ceil_mode=ceil,
                         index_format=INDEX_ONNX_COLUMN_MAJOR if order else INDEX_ONNX,
                         auto_pad=AUTO_PAD[auto_pad])
         if auto_pad == "NOTSET":
@@ -149,9 +150,9 @@ def tf_cases(lib, g, n, counts):
             want = (np.transpose(y.numpy(), (0, 3, 1, 2)), np.transpose(i.numpy(), (0, 3, 1, 2)))
         except Exception:  # "Computed output size would be negative"
             want = None
-        o = PoolOptions(max_rule=1, pool_rule=RULE_TENSORFLOW,
+        o = PoolOptions(max_rule=MAX_FIRST_TAP, pool_rule=POOL_RULE_TENSORFLOW,
                         auto_pad=AUTO_PAD["SAME_UPPER" if padding == "SAME" else "VALID"],
-                        index_format=INDEX_TF_WITH_BATCH if batch else INDEX_TF)
+                        index_format=INDEX_TENSORFLOW_WITH_BATCH if batch else INDEX_TENSORFLOW)
         for j in range(2):
             o.kernel_size[j], o.stride[j], o.dilation[j] = k[j], s[j], 1
         if not judge(counts, "TensorFlow", want, poolgen(lib, x, o)):

@@ -7,6 +7,18 @@ import ctypes
 
 I64x3, I64x5 = ctypes.c_int64 * 3, ctypes.c_int64 * 5
 
+# The header's codes, named as there without POOLGEN_ (tests/numpy checks them against it).
+DTYPES = {"float32": 0, "int64": 1, "float64": 2, "float16": 3, "bfloat16": 4, "int8": 5,
+          "uint8": 6, "int16": 7, "int32": 8}  # POOLGEN_F32, POOLGEN_I64, ...
+F32, I64 = DTYPES["float32"], DTYPES["int64"]
+OK, INVALID_ARGUMENT, INDEX_OUT_OF_RANGE, UNSUPPORTED, INTERNAL = range(5)
+(INDEX_PLANE, INDEX_ONNX, INDEX_ONNX_COLUMN_MAJOR, INDEX_TENSORFLOW,
+ INDEX_TENSORFLOW_WITH_BATCH, INDEX_WINDOW) = range(6)
+EXPLICIT_PADDING, SAME_UPPER, SAME_LOWER, VALID = range(4)
+MAX_ANY_NAN, MAX_FIRST_TAP = range(2)
+POOL_RULE_PYTORCH, POOL_RULE_ONNX_RUNTIME, POOL_RULE_TENSORFLOW = range(3)
+OUTPUT_SIZE_PYTORCH, OUTPUT_SIZE_ONNX_RUNTIME, OUTPUT_SIZE_ONNX, OUTPUT_SIZE_ANY = range(4)
+
 
 class Tensor(ctypes.Structure):  # poolgen_tensor
     _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int32), ("rank", ctypes.c_int32),

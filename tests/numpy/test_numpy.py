@@ -6,11 +6,14 @@ error path an exception naming its argument.
                                        # the PyTorch binding's environment)
 """
 import ctypes
+import os
+import re
 
 import numpy as np
 import pytest
 
 pn = pytest.importorskip("poolgen.numpy", reason="poolgen.numpy is not installed here")
+from poolgen import _c_api  # noqa: E402
 try:
     import torch
     import torch.nn.functional as F
@@ -49,6 +52,21 @@ def test_structures_match_the_c_api():
     assert ctypes.sizeof(pn._Tensor) == 104 and pn._Tensor.strides.offset == 56
     assert pn._PoolOptions.pool_rule.offset == 160
     assert pn._UnpoolOptions.cuda_stream.offset == 160
+
+
+def test_codes_match_the_header():
+    """poolgen._c_api's codes are the header's (POOLGEN_<name>), dtypes by their short names."""
+    header = open(os.path.join(os.path.dirname(__file__), "..", "..", "include", "poolgen",
+                               "poolgen.h")).read()
+    codes = {name: int(value) for name, value in re.findall(r"POOLGEN_(\w+) = (\d+)", header)}
+    short = {"float32": "F32", "int64": "I64", "float64": "F64", "float16": "F16",
+             "bfloat16": "BF16", "int8": "I8", "uint8": "U8", "int16": "I16", "int32": "I32"}
+    assert {short[name]: code for name, code in _c_api.DTYPES.items()} == {
+        name: codes[name] for name in short.values()}
+    mirrored = {name: value for name, value in vars(_c_api).items()
+                if name.isupper() and isinstance(value, int)}
+    assert len(mirrored) > 25
+    assert {name: codes.get(name) for name in mirrored} == mirrored
 
 
 CASES = [  # nd, shape, kernel_size, stride, padding, dilation, ceil_mode

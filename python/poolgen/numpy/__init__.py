@@ -34,8 +34,7 @@ from .._adapters import compiled_library
 
 _library = ctypes.CDLL(compiled_library(__file__, "_capi*.so", "poolgen.numpy"))
 
-_DTYPES = {"float32": 0, "int64": 1, "float64": 2, "float16": 3, "bfloat16": 4, "int8": 5,
-           "uint8": 6, "int16": 7, "int32": 8}
+_DTYPES = _c_api.DTYPES
 _DTYPE_CODES = {np.dtype(name): code for name, code in _DTYPES.items() if name != "bfloat16"}
 _I64x3, _I64x5 = _c_api.I64x3, _c_api.I64x5
 _Tensor, _PoolOptions, _UnpoolOptions, _Error = (
@@ -58,7 +57,8 @@ _library.poolgen_last_error.restype = _Error
 _library.poolgen_set_num_threads.argtypes = [ctypes.c_int32]
 
 # poolgen's codes (POOLGEN_INVALID_ARGUMENT, ...) as Python's exceptions.
-_EXCEPTIONS = {1: ValueError, 2: IndexError, 3: NotImplementedError, 4: RuntimeError}
+_EXCEPTIONS = {_c_api.INVALID_ARGUMENT: ValueError, _c_api.INDEX_OUT_OF_RANGE: IndexError,
+               _c_api.UNSUPPORTED: NotImplementedError, _c_api.INTERNAL: RuntimeError}
 
 
 _messages = threading.local()  # each thread's buffer for the C API's messages
