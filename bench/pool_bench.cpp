@@ -589,6 +589,7 @@ void select_peers(const char* flag) {
 const std::map<std::string, std::vector<halide_target_feature_t>> kFeaturesAbove = {
     {"avx2", {halide_target_feature_avx512, halide_target_feature_avx512_skylake,
               halide_target_feature_avx512_cannonlake, halide_target_feature_avx512_zen4,
+              halide_target_feature_avx512_zen5,
               halide_target_feature_avx512_sapphirerapids}},
     {"sse41", {halide_target_feature_avx, halide_target_feature_avx2, halide_target_feature_fma,
                halide_target_feature_f16c}},

@@ -64,6 +64,8 @@ set(POOLGEN_AVX512_FAMILIES "max_pool1d;max_pool2d;max_pool3d;max_pool2d_cl;max_
     "Kernel families (names without types) with an AVX-512 variant besides POOLGEN_CPU_TARGETS")
 set(POOLGEN_AVX512_TYPES "f32" CACHE STRING
     "Value types whose kernels of POOLGEN_AVX512_FAMILIES get the AVX-512 variant")
+set(POOLGEN_AVX512_FEATURE "avx512_skylake" CACHE STRING
+    "Halide feature (and processor tuning) of the AVX-512 variant: avx512_skylake, avx512_zen4, ...")
 set(POOLGEN_AVX512_TARGET "")
 list(GET POOLGEN_CPU_TARGETS 0 poolgen_best)
 if (POOLGEN_AVX512_FAMILIES AND poolgen_best MATCHES "^x86-64-" AND
@@ -71,7 +73,7 @@ if (POOLGEN_AVX512_FAMILIES AND poolgen_best MATCHES "^x86-64-" AND
   string(REPLACE "-" ";" poolgen_avx512 "${poolgen_best}")
   list(REMOVE_ITEM poolgen_avx512 sse41 avx avx2 fma f16c)
   list(JOIN poolgen_avx512 "-" poolgen_avx512)
-  set(POOLGEN_AVX512_TARGET "${poolgen_avx512}-avx512_skylake")
+  set(POOLGEN_AVX512_TARGET "${poolgen_avx512}-${POOLGEN_AVX512_FEATURE}")
 endif ()
 set(POOLGEN_AVX512_KERNELS "")  # their names, for the kernel table
 

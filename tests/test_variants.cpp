@@ -1,8 +1,9 @@
 // Every CPU variant of every fat kernel gives the reference's results. Each run of this binary
-// forces one variant (POOLGEN_FORCE_TARGET = avx512_skylake | avx2 | sse41 | baseline) through
-// Halide's can-use-target-features hook; ctest runs it once per variant, one process each. Every
-// compiled value type, index type and layout goes through a pool + unpool round trip, and every
-// gradient type through both backward ops (every compiled backward kernel).
+// forces one variant (POOLGEN_FORCE_TARGET = avx512_skylake, or the build's other AVX-512
+// feature set, | avx2 | sse41 | baseline) through Halide's can-use-target-features hook; ctest
+// runs it once per variant, one process each. Every compiled value type, index type and layout
+// goes through a pool + unpool round trip, and every gradient type through both backward ops
+// (every compiled backward kernel).
 #include "poolgen/poolgen.hpp"
 #include "dtypes.hpp"
 #include "random_cases.hpp"
@@ -38,10 +39,17 @@ const int kIsa[] = {halide_target_feature_sve2, halide_target_feature_arm_fp16,
                     halide_target_feature_arm_dot_prod};
 const char* const kIsaNames[] = {"sve2", "arm_fp16", "arm_dot_prod"};
 #else
-const int kIsa[] = {halide_target_feature_avx512_skylake, halide_target_feature_avx512,
-                    halide_target_feature_avx2,           halide_target_feature_fma,
-                    halide_target_feature_f16c,           halide_target_feature_sse41};
-const char* const kIsaNames[] = {"avx512_skylake", "avx512", "avx2", "fma", "f16c", "sse41"};
+// (The AVX-512 variant's feature set is POOLGEN_AVX512_FEATURE: Skylake's by default.)
+const int kIsa[] = {halide_target_feature_avx512_zen5,      halide_target_feature_avx512_zen4,
+                    halide_target_feature_avx512_sapphirerapids,
+                    halide_target_feature_avx512_cannonlake, halide_target_feature_avx512_skylake,
+                    halide_target_feature_avx512,           halide_target_feature_avx2,
+                    halide_target_feature_fma,              halide_target_feature_f16c,
+                    halide_target_feature_sse41};
+const char* const kIsaNames[] = {"avx512_zen5",    "avx512_zen4", "avx512_sapphirerapids",
+                                 "avx512_cannonlake", "avx512_skylake", "avx512",
+                                 "avx2",           "fma",         "f16c",
+                                 "sse41"};
 #endif
 constexpr int kBaseline = static_cast<int>(std::size(kIsa));
 
