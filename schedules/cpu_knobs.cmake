@@ -130,3 +130,11 @@ endforeach ()
 # on a 64-byte boundary, as frameworks' tensors do, were not prefetched by the hardware: 3.75 ->
 # 2.01-2.19 ms at 8x64x112x112, one thread (docs/kernels.md, "Alignment").
 set(POOLGEN_KNOBS_max_unpool2d_backward_k2s2p0 ${POOLGEN_KNOBS_max_unpool2d_backward_k2s2p0},prefetch_rows:2)
+# A family's knobs given on the command line (-DPOOLGEN_KNOBS_<family>=..., a value type's too)
+# replace the ones above: those are plain variables, which would otherwise hide the cache entry.
+get_cmake_property(poolgen_cached_variables CACHE_VARIABLES)
+foreach (name IN LISTS poolgen_cached_variables)
+  if (name MATCHES "^POOLGEN_KNOBS_")
+    set(${name} "$CACHE{${name}}")
+  endif ()
+endforeach ()
