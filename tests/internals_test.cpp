@@ -421,19 +421,20 @@ TEST(HandWrittenKernels, ScatterLargeStoresAndAdds) {
 }
 
 // When a fixed-window CPU gather is tried before the scatter (gather_pays): channels-last ones
-// always; contiguous ones whose windows tile the output (vectors of cells) from 4 MiB with
-// output rows of 64 slots; the other contiguous ones, and unpooling's gradient by windows, from
-// streaming_bytes(); every one when streaming_bytes() is 0.
+// always; contiguous ones scheduled by vectors of cells (their table row says so) from 4 MiB
+// with output rows of 64 slots; the other contiguous ones, and unpooling's gradient by windows,
+// from streaming_bytes(); every one when streaming_bytes() is 0.
 TEST(Gather, PaysByLayoutWindowSizeAndRow) {
-  const auto kernel = [](Op op, int nd, int k, int s, int p, Layout layout) {
-    return Kernel{op, nd, k, s, p, layout, DType::f32, DType::i64, Device::cpu, 0, nullptr, ""};
+  const auto kernel = [](Op op, int nd, int k, int s, int p, Layout layout, bool cells) {
+    return Kernel{op, nd, k, s, p, layout, DType::f32, DType::i64, Device::cpu, 0, cells, nullptr,
+                  ""};
   };
-  const Kernel tiled = kernel(Op::unpool_gather, 2, 2, 2, 0, Layout::contiguous);
-  const Kernel tiled_3d = kernel(Op::pool_backward_gather, 3, 2, 2, 0, Layout::contiguous);
-  const Kernel overlapping = kernel(Op::unpool_gather, 2, 3, 2, 1, Layout::contiguous);
-  const Kernel one_d = kernel(Op::unpool_gather, 1, 2, 2, 0, Layout::contiguous);
-  const Kernel windows = kernel(Op::unpool_backward, 2, 2, 2, 0, Layout::contiguous);
-  const Kernel cl = kernel(Op::unpool_gather, 2, 2, 2, 0, Layout::channels_last);
+  const Kernel tiled = kernel(Op::unpool_gather, 2, 2, 2, 0, Layout::contiguous, true);
+  const Kernel tiled_3d = kernel(Op::pool_backward_gather, 3, 2, 2, 0, Layout::contiguous, true);
+  const Kernel overlapping = kernel(Op::unpool_gather, 2, 3, 2, 1, Layout::contiguous, false);
+  const Kernel one_d = kernel(Op::unpool_gather, 1, 2, 2, 0, Layout::contiguous, false);
+  const Kernel windows = kernel(Op::unpool_backward, 2, 2, 2, 0, Layout::contiguous, false);
+  const Kernel cl = kernel(Op::unpool_gather, 2, 2, 2, 0, Layout::channels_last, true);
   const int64_t mib = int64_t{1} << 20, streaming = 64 * mib;
   set_streaming_bytes(streaming);
   for (const Kernel* k : {&tiled, &tiled_3d}) {

@@ -217,10 +217,7 @@ const char* op_title(Op op) {
 bool gather_pays(const Kernel& gather, int64_t bytes, int64_t row) {
   constexpr int64_t kMinBytes = int64_t{4} << 20, kMinRow = 64;
   if (gather.layout == Layout::channels_last || streaming_bytes() == 0) return true;
-  const bool cell_vectors = gather.op != Op::unpool_backward && gather.nd >= 2 &&
-                            gather.kernel > 0 && gather.kernel == gather.stride &&
-                            gather.padding == 0;
-  if (!cell_vectors) return bytes >= streaming_bytes();
+  if (!gather.cell_vectors) return bytes >= streaming_bytes();
   return bytes >= kMinBytes && row >= kMinRow;
 }
 

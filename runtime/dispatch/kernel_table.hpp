@@ -41,6 +41,7 @@ struct Kernel {
   DType value, index;  // unpooling kernels serve every value dtype of their width
   Device device;
   int capability;             // CUDA kernels: the compute capability (70: sm_70); CPU: 0
+  bool cell_vectors;          // a gather scheduled by vectors of cells (its `cell_vectors` knob)
   int (*entry)(void** args);  // Halide's <name>_argv
   const char* name;
 };
@@ -70,14 +71,16 @@ void register_kernel_table(const KernelTable& table);
 const std::vector<const KernelTable*>& registered_kernel_tables();
 
 // A generated table's rows (POOLGEN_KERNEL(op, nd, k, s, p, layout, value, index, device,
-// capability, name)) as declarations of the kernels' argv entry points, or as Kernel entries.
+// capability, cell_vectors, name)) as declarations of the kernels' argv entry points, or as
+// Kernel entries.
 #define POOLGEN_KERNEL_DECLARATION(op, nd, k, s, p, layout, value, index, device, capability, \
-                                   name)                                                      \
+                                   cell_vectors, name)                                        \
   int name##_argv(void** args);
-#define POOLGEN_KERNEL_ENTRY(op, nd, k, s, p, layout, value, index, device, capability, name) \
+#define POOLGEN_KERNEL_ENTRY(op, nd, k, s, p, layout, value, index, device, capability,       \
+                             cell_vectors, name)                                              \
   {::poolgen::detail::Op::op, nd, k, s, p, ::poolgen::Layout::layout,                          \
    ::poolgen::DType::value, ::poolgen::DType::index, ::poolgen::Device::device, capability,    \
-   name##_argv, #name},
+   cell_vectors != 0, name##_argv, #name},
 
 // What a call needs of a kernel.
 struct KernelQuery {
