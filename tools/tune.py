@@ -143,6 +143,8 @@ def knob_space(family, target):
                   "index_gather": INDEX_GATHER_KNOBS}[kind])
     if kind == "pool" and cl:
         space.pop("stage_rows")  # channels-last pooling never stages (cpu_schedules.cpp)
+    if kind == "scatter":  # contiguous: a scalar loop, unrolled; channels-last: vectors, no unroll
+        space.pop("unroll" if cl else "vector_width")
     lanes = lanes_of(target)
     widths = {"lanes/2": lanes // 2, "2*lanes": 2 * lanes}
     if "vector_width" in space:
