@@ -40,16 +40,19 @@ const int kIsa[] = {halide_target_feature_sve2, halide_target_feature_arm_fp16,
 const char* const kIsaNames[] = {"sve2", "arm_fp16", "arm_dot_prod"};
 #else
 // (The AVX-512 variant's feature set is POOLGEN_AVX512_FEATURE: Skylake's by default.)
-const int kIsa[] = {halide_target_feature_avx512_zen5,      halide_target_feature_avx512_zen4,
+const int kIsa[] = {halide_target_feature_avx512_zen5,
+                    halide_target_feature_avx512_zen4,
                     halide_target_feature_avx512_sapphirerapids,
-                    halide_target_feature_avx512_cannonlake, halide_target_feature_avx512_skylake,
-                    halide_target_feature_avx512,           halide_target_feature_avx2,
-                    halide_target_feature_fma,              halide_target_feature_f16c,
+                    halide_target_feature_avx512_cannonlake,
+                    halide_target_feature_avx512_skylake,
+                    halide_target_feature_avx512,
+                    halide_target_feature_avx2,
+                    halide_target_feature_fma,
+                    halide_target_feature_f16c,
                     halide_target_feature_sse41};
-const char* const kIsaNames[] = {"avx512_zen5",    "avx512_zen4", "avx512_sapphirerapids",
-                                 "avx512_cannonlake", "avx512_skylake", "avx512",
-                                 "avx2",           "fma",         "f16c",
-                                 "sse41"};
+const char* const kIsaNames[] = {"avx512_zen5", "avx512_zen4", "avx512_sapphirerapids",
+                                 "avx512_cannonlake", "avx512_skylake", "avx512", "avx2", "fma",
+                                 "f16c", "sse41"};
 #endif
 constexpr int kBaseline = static_cast<int>(std::size(kIsa));
 

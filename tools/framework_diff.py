@@ -28,9 +28,9 @@ from make_framework_golden import onnx_run  # noqa: E402  (beside this script)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from poolgen._c_api import (  # noqa: E402  (no library load)
-    F32, I64, INDEX_ONNX, INDEX_ONNX_COLUMN_MAJOR, INDEX_TENSORFLOW, INDEX_TENSORFLOW_WITH_BATCH, OK,
-    POOL_RULE_ONNX_RUNTIME, POOL_RULE_TENSORFLOW, SAME_LOWER, SAME_UPPER, UNSUPPORTED, VALID,
-    EXPLICIT_PADDING, MAX_FIRST_TAP, PoolOptions, Tensor)
+    EXPLICIT_PADDING, F32, I64, INDEX_ONNX, INDEX_ONNX_COLUMN_MAJOR, INDEX_TENSORFLOW,
+    INDEX_TENSORFLOW_WITH_BATCH, MAX_FIRST_TAP, OK, POOL_RULE_ONNX_RUNTIME, POOL_RULE_TENSORFLOW,
+    SAME_LOWER, SAME_UPPER, UNSUPPORTED, VALID, PoolOptions, Tensor)
 
 ort.set_default_logger_severity(4)
 
