@@ -373,7 +373,11 @@ void CpuIndexGatherSchedule::apply(const IndexGatherStages& s, const Target& tar
     auto schedule = [&](Stage stage, bool vectors) {
       stage.split(s.p, chunk, inner, chunk_size, TailStrategy::GuardWithIf);
       if (vectors) stage.vectorize(inner, lanes, TailStrategy::GuardWithIf);
-      stage.split(chunk, block, chunk, chunks_per_task, TailStrategy::GuardWithIf)
+      // A vector branch's task is one chunk, whose indices are then checked right before the
+      // gather reads them again (from L1). Checking a task's 16 chunks first (4 ran no faster)
+      // cost the gather 40% out of cache (f32 i64, one thread: 1-D 8x64x65536 20.8 -> 11.7 ms,
+      // ATen 15; 2-D 8x64x112x112 k3s2p1 2.29 -> 2.05 ms).
+      stage.split(chunk, block, chunk, vectors ? 1 : chunks_per_task, TailStrategy::GuardWithIf)
           .split(s.c, c_block, plane, planes_per_task, TailStrategy::GuardWithIf)
           .reorder(inner, chunk, plane, block, c_block, s.n)
           .fuse(block, c_block, block_c).fuse(block_c, s.n, tasks).parallel(tasks);

@@ -178,6 +178,8 @@ struct IndexGatherStages {
 // Vectors along the dense dimension (p, or c in channels-last); tasks of about
 // elements_per_task elements (runs of a plane, or of an image's pixels; planes smaller than a
 // chunk share a task), whose chunks of indices are checked when the task (or its plane) starts.
+// Contiguous calls that run vectors take a task per chunk (planes smaller than a chunk still
+// share one), which checks each chunk right before its gather.
 struct CpuIndexGatherSchedule {
   int vector_width = 0;
   int elements_per_task = 16384;

@@ -310,6 +310,77 @@ TEST_P(BackwardUnpool, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(, BackwardUnpool, ::testing::ValuesIn(gradient_params()), param_name);
 
+// Calls larger than the random ones: above the contiguous kernel's `scalar_below` (2^18
+// elements, schedules/cpu_knobs.cmake) it gathers vectors, a task per chunk of indices, each
+// chunk checked just before its gather. An invalid index anywhere (the first element, inside a
+// chunk, in a plane's last chunk, which is shifted inwards and rechecks elements, the last
+// element), with a second one after it, is named as the reference names it; valid indices give
+// the reference's bits.
+template <typename I>
+void large_unpool_backward(int nd, const Ints& values_shape, const UnpoolOptions& u) {
+  SCOPED_TRACE("max_unpool_backward " + std::string(dtype_name(test::dtype_of<I>())) + " " +
+               str(values_shape));
+  Rng rng(0x1a29e + nd);
+  Ints shape;
+  ASSERT_TRUE(ref::max_unpool_output_shape(nd, values_shape, u, &shape).ok());
+  const int64_t plane = plane_size(nd, shape), n = test::numel(values_shape);
+  ASSERT_GT(n, int64_t{1} << 18);
+  const std::vector<float> grad_output =
+      test::random_gradients<float>(rng, test::numel(shape), from_double<float>);
+  std::vector<int64_t> valid(n);
+  for (int64_t& i : valid) i = rng.uniform(0, plane - 1);
+  const int64_t values_plane = plane_size(nd, values_shape);
+  for (const int64_t at : {int64_t{-1}, int64_t{0}, n / 2 + 7, values_plane - 3, n - 1}) {
+    std::vector<int64_t> indices = valid;
+    if (at >= 0) {
+      indices[at] = at % 2 ? plane : -1;
+      if (at + 5 < n) indices[at + 5] = plane + 1;
+    }
+    std::vector<float> expected;
+    const Status rs = ref::max_unpool_backward<float>(nd, values_shape, grad_output, indices, u,
+                                                      &expected);
+    ASSERT_EQ(rs.ok(), at < 0) << rs.message();
+    const std::vector<I> typed(indices.begin(), indices.end());
+    std::vector<float> out(n, sentinel_value<float>());
+    const Status st = max_unpool_backward(nd, contiguous(grad_output.data(), shape),
+                                          contiguous(typed.data(), values_shape),
+                                          contiguous(out.data(), values_shape), u);
+    if (at < 0) {
+      ASSERT_TRUE(st.ok()) << st.message();
+      const std::string diff = mismatches(values_shape, expected, out, same_bits<float>);
+      EXPECT_TRUE(diff.empty()) << diff;
+      continue;
+    }
+    ASSERT_EQ(st.code(), Code::index_out_of_range) << "invalid index at " << at;
+    const std::string named = first_invalid(indices, plane);
+    ASSERT_NE(named.find("element " + std::to_string(at) + " ("), std::string::npos) << named;
+    EXPECT_NE(rs.message().find(named.substr(named.find("element"))), std::string::npos)
+        << rs.message();
+    EXPECT_NE(st.message().find(named), std::string::npos) << st.message();
+  }
+}
+
+TEST(BackwardUnpoolLarge, VectorGatherChecksEveryChunk) {
+  UnpoolOptions k2;
+  k2.kernel_size = {2};
+  UnpoolOptions k3s2p1;
+  k3s2p1.kernel_size = {3};
+  k3s2p1.stride = {2};
+  k3s2p1.padding = {1};
+  k3s2p1.output_size = {112, 112};
+  int ran = 0;
+  for (DType index : {DType::i64, DType::i32}) {
+    if (!unpool_backward_kernel_built(DType::f32, index)) continue;
+    ++ran;
+    visit_gradient_dtypes(DType::f32, index, [&](auto, auto i) {
+      using I = decltype(i);
+      large_unpool_backward<I>(1, {2, 3, 50000}, k2);       // planes: 48 chunks and 848
+      large_unpool_backward<I>(2, {1, 96, 56, 56}, k3s2p1);  // planes: 3 chunks and 64
+    });
+  }
+  if (ran == 0) GTEST_SKIP() << "no f32 unpooling gradient in this build";
+}
+
 // ---------------------------------------------------------------------------------------------
 // Layout equivalence on bigger shapes: every view contiguous, or every view channels-last
 // (through the view makers), give identical bytes; the contiguous results match the reference.
