@@ -4,8 +4,8 @@ pooling with indices and max unpooling, forward and backward (autograd), allocat
 the v0.1 shapes and small ones, on 1 and 2 threads, in one run:
 
 - stock:     PyTorch's own CPU kernels;
-- drop-in:   the same calls with poolgen.torch.enable() (unpooling's backward stays PyTorch's
-             gather: it is no operator of its own);
+- drop-in:   the same calls with poolgen.torch.enable() (unpooling's backward through the
+             drop-in's Autograd kernels, docs/pytorch.md);
 - functions: poolgen.torch's functions (their backward passes run poolgen's kernels, unpooling's
              included).
 

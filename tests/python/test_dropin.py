@@ -58,15 +58,18 @@ def test_every_operator_is_served():
             torch.ones_like(v3), x5, [2], [2], [0], [1], False, i3, grad_input=torch.empty_like(x5))
         aten.max_unpool2d.out(v2, i2, [8, 8], out=torch.empty_like(x))
         aten.max_unpool3d.out(v3, i3, [4, 6, 6], [2, 2, 2], [0, 0, 0], out=torch.empty_like(x5))
+        for unpool, v, i in ((F.max_unpool2d, v2, i2), (F.max_unpool3d, v3, i3)):
+            unpool(v.requires_grad_(), i, 2).sum().backward()
     stats = pt.stats()
     for op, served in [("max_pool2d_with_indices", 4), ("max_pool3d_with_indices", 2),
                        ("max_pool2d_with_indices_backward", 2),
-                       ("max_pool3d_with_indices_backward", 1), ("max_unpool2d", 2),
-                       ("max_unpool3d", 1), ("max_pool2d_with_indices.out", 1),
+                       ("max_pool3d_with_indices_backward", 1), ("max_unpool2d", 3),
+                       ("max_unpool3d", 2), ("max_pool2d_with_indices.out", 1),
                        ("max_pool3d_with_indices.out", 1),
                        ("max_pool2d_with_indices_backward.grad_input", 1),
                        ("max_pool3d_with_indices_backward.grad_input", 1),
-                       ("max_unpool2d.out", 1), ("max_unpool3d.out", 1)]:
+                       ("max_unpool2d.out", 1), ("max_unpool3d.out", 1),
+                       ("max_unpool2d_backward", 1), ("max_unpool3d_backward", 1)]:
         assert stats[op] == {"poolgen": served, "pytorch": 0}, (op, stats[op], stats)
     assert stats["last_fallback"] == ""
 
@@ -90,6 +93,76 @@ def test_out_forms(resize):
     with pt.enabled():
         torch.ops.aten.max_unpool2d.out(*want, list(want_unpool.shape[-2:]), out=out)
     assert_same(out, want_unpool)
+
+
+def unpool_gradient(unpool, v, i, *args, create_graph=False):
+    """The gradient of unpool(v, i, *args) in v for a fixed random grad_output, and that
+    grad_output (which, with create_graph, the gradient is differentiable in)."""
+    v = v.detach().clone().requires_grad_()
+    y = unpool(v, i, *args)
+    g = torch.randn(y.shape, generator=torch.Generator().manual_seed(1), dtype=y.dtype)
+    g.requires_grad_(create_graph)
+    return torch.autograd.grad(y, v, g, create_graph=create_graph)[0], g
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc", "batch-less", "3-d"])
+def test_unpooling_gradient(layout):
+    """Autograd's gradient of max_unpool2d/3d (aten has no operator of its own for it) runs on
+    poolgen: the same bits and strides as PyTorch's, counted as served."""
+    inp = {"nchw": x, "nhwc": x.contiguous(memory_format=torch.channels_last), "batch-less": x[0],
+           "3-d": x5}[layout]
+    nd = 3 if layout == "3-d" else 2
+    pool, unpool = getattr(F, f"max_pool{nd}d"), getattr(F, f"max_unpool{nd}d")
+    v, i = pool(inp, 3, 2, 1, return_indices=True)
+    args = (3, 2, 1, inp.shape[-nd:])
+    want = unpool_gradient(unpool, v, i, *args)
+    pt.reset_stats()
+    with pt.enabled():
+        got = unpool_gradient(unpool, v, i, *args)
+    assert_same(got[0], want[0])
+    assert counts(f"max_unpool{nd}d_backward") == {"poolgen": 1, "pytorch": 0}
+
+
+def test_unpooling_gradient_keeps_pytorchs_other_derivatives():
+    """Second derivatives (create_graph) take PyTorch's own formula, forward-mode AD unpools the
+    tangent, and gradcheck / gradgradcheck pass, all with the drop-in on."""
+    xd = x.double()
+    v, i = F.max_pool2d(xd, 2, return_indices=True)
+    want = unpool_gradient(F.max_unpool2d, v, i, 2, create_graph=True)
+    pt.reset_stats()
+    with pt.enabled():
+        got = unpool_gradient(F.max_unpool2d, v, i, 2, create_graph=True)
+        weights = torch.randn(got[0].shape, dtype=got[0].dtype)  # a scatter-add of these
+        assert_same(torch.autograd.grad(got[0], got[1], weights)[0],
+                    torch.autograd.grad(want[0], want[1], weights)[0])
+        vg = v.detach().clone().requires_grad_()
+        assert torch.autograd.gradcheck(lambda t: F.max_unpool2d(t, i, 2), (vg,))
+        assert torch.autograd.gradgradcheck(lambda t: F.max_unpool2d(t, i, 2), (vg,))
+        import torch.autograd.forward_ad as fw
+        tangent = torch.randn_like(v)
+        with fw.dual_level():
+            y = F.max_unpool2d(fw.make_dual(v, tangent), i, 2)
+            assert_same(fw.unpack_dual(y).tangent, F.max_unpool2d(tangent, i, 2))
+    assert_same(got[0].detach(), want[0].detach())
+    assert counts("max_unpool2d_backward")["poolgen"] >= 1  # gradcheck's first derivatives
+
+
+@pytest.mark.skipif(not TORCH_2, reason="torch.func is PyTorch 2's")
+def test_unpooling_gradient_under_torch_func():
+    """functorch's transforms (vjp, jvp, per-sample grad under vmap) give PyTorch's results with
+    the drop-in on, as with aten's own autograd kernel."""
+    from torch.func import grad, jvp, vjp, vmap
+    v, i = F.max_pool2d(x, 2, return_indices=True)
+    g = torch.randn(x.shape)
+
+    def run():
+        unpool = lambda t: F.max_unpool2d(t, i, 2)  # noqa: E731
+        per_sample = vmap(grad(lambda t, j: (F.max_unpool2d(t, j, 2) * 3).sum()))
+        return (vjp(unpool, v)[1](g)[0], jvp(unpool, (v,), (v * 2,))[1],
+                per_sample(v.unsqueeze(1), i.unsqueeze(1)))
+    want = run()
+    with pt.enabled():
+        assert_same(run(), want)
 
 
 def test_dtypes_pytorch_lacks_go_to_pytorch():

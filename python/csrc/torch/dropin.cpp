@@ -10,6 +10,12 @@
 
 #include <poolgen/poolgen.h>
 
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/max_unpool2d.h>
+#include <ATen/ops/max_unpool3d.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/saved_variable.h>
 #include <torch/library.h>
 #include <torch/version.h>
 
@@ -17,6 +23,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 namespace poolgen_torch {
 namespace {
@@ -31,11 +39,15 @@ constexpr const char* kOps[] = {
     "max_pool2d_with_indices_backward",  "max_pool2d_with_indices_backward.grad_input",
     "max_pool3d_with_indices_backward",  "max_pool3d_with_indices_backward.grad_input",
     "max_unpool2d",                      "max_unpool2d.out",
-    "max_unpool3d",                      "max_unpool3d.out"};
+    "max_unpool3d",                      "max_unpool3d.out",
+    // Not aten operators: the gradients autograd takes of max_unpool2d and max_unpool3d (aten
+    // computes them with gather), served by the drop-in's Autograd kernels of those ops.
+    "max_unpool2d_backward",             "max_unpool3d_backward"};
 constexpr int kOpCount = sizeof kOps / sizeof kOps[0];
 enum Op {
   pool2d, pool2d_out, pool3d, pool3d_out, pool2d_backward, pool2d_backward_out,
-  pool3d_backward, pool3d_backward_out, unpool2d, unpool2d_out, unpool3d, unpool3d_out
+  pool3d_backward, pool3d_backward_out, unpool2d, unpool2d_out, unpool3d, unpool3d_out,
+  unpool2d_backward, unpool3d_backward
 };
 
 constexpr int kDevices = 2;  // CPU, CUDA
@@ -48,7 +60,8 @@ constexpr StockOp kStock[] = {
     StockOp::pool2d,          StockOp::pool2d,          StockOp::pool3d,
     StockOp::pool3d,          StockOp::pool2d_backward, StockOp::pool2d_backward,
     StockOp::pool3d_backward, StockOp::pool3d_backward, StockOp::unpool2d,
-    StockOp::unpool2d,        StockOp::unpool3d,        StockOp::unpool3d};
+    StockOp::unpool2d,        StockOp::unpool3d,        StockOp::unpool3d,
+    StockOp::unpool2d,        StockOp::unpool3d};
 
 // Runs `ours` when the installed PyTorch takes `self`'s dtype and layout for `op` on its device;
 // true when poolgen served the call, else the reason is noted and the caller runs PyTorch's
@@ -257,6 +270,105 @@ Tensor& aten_max_unpool3d_out(const Tensor& self, const Tensor& indices, IntArra
 }
 
 // ---------------------------------------------------------------------------------------------
+// Unpooling's gradient. aten has no operator for it: autograd's node of max_unpool2d/3d gathers
+// the output's gradient at the indices. The drop-in's Autograd kernels of those two ops record a
+// node of their own, whose backward runs poolgen's gather, and keep the rest of aten's: the
+// forward through the dispatcher (to the drop-in's kernel), the forward-mode tangent (unpooling
+// is linear in self), and aten's formula wherever the gradient must be differentiable itself
+// (create_graph), is traced (fake tensors, subclasses: a Python key) or is not poolgen's to serve.
+
+// aten's formula (autograd's max_pool_double_backward).
+Tensor stock_unpool_gradient(int64_t nd, const Tensor& grad, const Tensor& indices) {
+  if (indices.numel() == 0) return at::empty_like(indices, grad.options());
+  std::vector<int64_t> flat(indices.sizes().begin(), indices.sizes().end() - nd);
+  flat.push_back(-1);
+  return grad.contiguous(indices.suggest_memory_format())
+      .view(flat)
+      .gather(-1, indices.view(flat))
+      .view(indices.sizes());
+}
+
+// A tensor poolgen can read: PyTorch's own, with memory (not a fake tensor or a subclass, which
+// have a Python key, nor a functorch wrapper, which has no storage).
+bool plain(const Tensor& t) {
+  return t.has_storage() && !t.key_set().has(c10::DispatchKey::Python);
+}
+
+Tensor unpool_gradient(int64_t nd, const Tensor& grad, const Tensor& indices) {
+  const auto stock = [&] { return stock_unpool_gradient(nd, grad, indices); };
+  if (at::GradMode::is_enabled() || !plain(grad) || !plain(indices) || indices.numel() == 0) {
+    return stock();
+  }
+  Tensor grad_values;
+  const auto ours = [&] {
+    const IntArrayRef sizes = grad.sizes();
+    return max_unpool_backward(grad, indices,
+                               {static_cast<int>(nd), {}, {}, {}, sizes.slice(sizes.size() - nd)},
+                               &grad_values);
+  };
+  if (run(nd == 2 ? unpool2d_backward : unpool3d_backward, grad, ours, [&] { stock(); })) {
+    return grad_values;
+  }
+  return stock();
+}
+
+// The node, built as aten's generated Autograd kernels build theirs (a C++ autograd Function
+// would refuse functorch's transforms, which aten's nodes serve).
+struct UnpoolGradientNode : public torch::autograd::Node {
+  int64_t nd = 2;
+  torch::autograd::SavedVariable indices;
+
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    return {grads[0].defined() ? unpool_gradient(nd, grads[0], indices.unpack()) : Tensor()};
+  }
+  std::string name() const override { return "MaxUnpoolBackward (poolgen)"; }
+  void release_variables() override { indices.reset_data(); }
+};
+
+// A new node, held as the installed PyTorch holds them (std::shared_ptr in 1.x, intrusive_ptr
+// in later versions).
+template <typename T>
+auto make_node() {
+  if constexpr (std::is_base_of_v<c10::intrusive_ptr_target, torch::autograd::Node>) {
+    return c10::make_intrusive<T>();
+  } else {
+    return std::make_shared<T>();
+  }
+}
+
+Tensor autograd_max_unpool(int64_t nd, const Tensor& self, const Tensor& indices,
+                           IntArrayRef output_size, IntArrayRef stride, IntArrayRef padding) {
+  decltype(make_node<UnpoolGradientNode>()) node;
+  if (torch::autograd::compute_requires_grad(self)) {
+    node = make_node<UnpoolGradientNode>();
+    node->set_next_edges(torch::autograd::collect_next_edges(self));
+    node->nd = nd;
+    node->indices = torch::autograd::SavedVariable(indices, /*is_output=*/false);
+  }
+  Tensor result;
+  {
+    at::AutoDispatchBelowADInplaceOrView below;
+    result = nd == 2 ? at::max_unpool2d(self, indices, output_size)
+                     : at::max_unpool3d(self, indices, output_size, stride, padding);
+  }
+  if (node) torch::autograd::set_history(result, node);
+  const Tensor tangent = self._fw_grad(/*level=*/0);  // forward-mode AD's, as aten's kernels
+  if (tangent.defined()) {
+    result._set_fw_grad(nd == 2 ? at::max_unpool2d(tangent, indices, output_size)
+                               : at::max_unpool3d(tangent, indices, output_size, stride, padding),
+                        0, /*is_inplace_op=*/false);
+  }
+  return result;
+}
+Tensor autograd_max_unpool2d(const Tensor& self, const Tensor& indices, IntArrayRef output_size) {
+  return autograd_max_unpool(2, self, indices, output_size, {}, {});
+}
+Tensor autograd_max_unpool3d(const Tensor& self, const Tensor& indices, IntArrayRef output_size,
+                             IntArrayRef stride, IntArrayRef padding) {
+  return autograd_max_unpool(3, self, indices, output_size, stride, padding);
+}
+
+// ---------------------------------------------------------------------------------------------
 // The switch and the counters (poolgen.torch.enable / disable / stats).
 
 std::mutex switch_mutex;
@@ -291,6 +403,16 @@ std::unique_ptr<torch::Library> register_kernels(c10::DispatchKey key) {
   return lib;
 }
 
+// The Autograd kernels (unpooling's gradient) of CPU tensors. (CUDA tensors keep aten's: the
+// drop-in's CUDA gradient is not measured on a GPU yet.)
+std::unique_ptr<torch::Library> register_gradients() {
+  auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
+                                              c10::DispatchKey::AutogradCPU, __FILE__, __LINE__);
+  lib->impl("max_unpool2d", TORCH_FN(autograd_max_unpool2d));
+  lib->impl("max_unpool3d", TORCH_FN(autograd_max_unpool3d));
+  return lib;
+}
+
 // Turns the drop-in on or off; returns whether it was on.
 bool set_dropin(bool on) {
   std::lock_guard<std::mutex> lock(switch_mutex);
@@ -301,6 +423,7 @@ bool set_dropin(bool on) {
     c10::Warning::WarningHandlerGuard quiet(&drop);
 #endif
     registrations.push_back(register_kernels(c10::DispatchKey::CPU));
+    registrations.push_back(register_gradients());
 #if POOLGEN_TORCH_CUDA
     registrations.push_back(register_kernels(c10::DispatchKey::CUDA));
 #endif
