@@ -44,6 +44,16 @@ void BM_copy_elements_nchw_to_nhwc(benchmark::State& state) {
   finish(state, 2 * a.bytes());
 }
 
+// A packed copy back into a caller's layout (Staged::finish), on the call's threads.
+void BM_copy_elements_shared_nhwc_to_nchw(benchmark::State& state) {
+  const Ints shape{8, 64, 56, 56};
+  std::vector<float> from(8 * 64 * 56 * 56, 1.0f), to(from.size());
+  const View a = dense(from.data(), DType::f32, shape, Layout::channels_last);
+  const View b = dense(to.data(), DType::f32, shape, Layout::contiguous);
+  for (auto _ : state) copy_elements_shared(a, b);
+  finish(state, 2 * a.bytes());
+}
+
 void BM_zero_elements(benchmark::State& state) {
   std::vector<float> memory(64 * 56 * 56);
   const View v = dense(memory.data(), DType::f32, kImage, Layout::contiguous);
@@ -122,6 +132,7 @@ void BM_gather_large(benchmark::State& state) {
 #define POOLGEN_ROW(fn) BENCHMARK(fn)->Repetitions(5)->ReportAggregatesOnly(true)
 POOLGEN_ROW(BM_memcpy)->Arg(64 * 56 * 56 * 4)->Arg(8 << 20);
 POOLGEN_ROW(BM_copy_elements_nchw_to_nhwc);
+POOLGEN_ROW(BM_copy_elements_shared_nhwc_to_nchw)->UseRealTime();
 POOLGEN_ROW(BM_zero_elements);
 POOLGEN_ROW(BM_copy_streaming)->Arg(64 * 56 * 56 * 4)->Arg(8 << 20);
 POOLGEN_ROW(BM_add_to_indices);

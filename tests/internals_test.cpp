@@ -26,6 +26,7 @@
 #include "execute/memory.hpp"
 #include "execute/scatter.hpp"
 #include "execute/staging.hpp"
+#include "parallel/settings.hpp"
 #include "validate/views.hpp"
 
 namespace poolgen::detail {
@@ -271,6 +272,26 @@ TEST(MemoryKernels, CopyElementsAnyStrides) {
         }
         ASSERT_EQ(to[at], from[offset]) << position;
       });
+    }
+  }
+}
+
+// copy_elements_shared (a call's packed copies, on the threads its bytes share) gives
+// copy_elements' bytes: calls large enough to share, transposing both ways, with more rows than
+// tasks and fewer.
+TEST(MemoryKernels, CopyElementsSharedMatchesCopyElements) {
+  for (const Ints& shape : {Ints{4, 64, 56, 56}, Ints{1, 2, 3, 200000}}) {
+    const int64_t n = shape[0] * shape[1] * shape[2] * shape[3];
+    std::vector<float> from(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) from[static_cast<size_t>(k)] = static_cast<float>(k);
+    for (Layout a : {Layout::contiguous, Layout::channels_last}) {
+      const Layout b = a == Layout::contiguous ? Layout::channels_last : Layout::contiguous;
+      std::vector<float> serial(from.size(), -1.0f), shared(from.size(), -2.0f);
+      const View src = dense(from.data(), DType::f32, shape, a);
+      ASSERT_TRUE(worth_sharing(2 * src.bytes())) << "the call would not share its threads";
+      copy_elements(src, dense(serial.data(), DType::f32, shape, b));
+      copy_elements_shared(src, dense(shared.data(), DType::f32, shape, b));
+      EXPECT_TRUE(serial == shared) << "shape " << shape[3] << " from layout " << int(a);
     }
   }
 }

@@ -1,5 +1,8 @@
 #include "execute/memory.hpp"
 
+#include "parallel/settings.hpp"
+
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -22,37 +25,61 @@ void add_to_indices(const View& indices, int64_t offset) {
 
 namespace {
 
-// Copies rows of the innermost dimension with element type T (an integer of the dtype's width).
+// Copies rows [first, end) of the innermost dimension (rows in the logical order of the outer
+// dimensions) with element type T (an integer of the dtype's width).
 template <typename T>
-void copy_rows(const View& from, const View& to) {
+void copy_rows(const View& from, const View& to, int64_t first, int64_t end) {
   const int last = from.rank - 1;
   const int64_t n = from.shape[last], fs = from.strides[last], ts = to.strides[last];
   int64_t index[5] = {};
+  for (int64_t row = first, i = last - 1; i >= 0; --i) {
+    index[i] = row % from.shape[i];
+    row /= from.shape[i];
+  }
   const auto* src = static_cast<const T*>(from.data);
   auto* dst = static_cast<T*>(to.data);
-  while (true) {
+  for (int64_t row = first; row < end; ++row) {
     int64_t f = 0, t = 0;
     for (int i = 0; i < last; ++i) {
       f += index[i] * from.strides[i];
       t += index[i] * to.strides[i];
     }
     for (int64_t k = 0; k < n; ++k) dst[t + k * ts] = src[f + k * fs];
-    int i = last - 1;
-    while (i >= 0 && ++index[i] == from.shape[i]) index[i--] = 0;
-    if (i < 0) return;
+    for (int i = last - 1; i >= 0 && ++index[i] == from.shape[i]; --i) index[i] = 0;
   }
 }
+
+void copy_row_range(const View& from, const View& to, int64_t first, int64_t end) {
+  switch (element_size(from.dtype)) {
+    case 1: return copy_rows<uint8_t>(from, to, first, end);
+    case 2: return copy_rows<uint16_t>(from, to, first, end);
+    case 4: return copy_rows<uint32_t>(from, to, first, end);
+    default: return copy_rows<uint64_t>(from, to, first, end);
+  }
+}
+
+int64_t rows_of(const View& view) { return view.elements() / view.shape[view.rank - 1]; }
 
 }  // namespace
 
 void copy_elements(const View& from, const View& to) {
   if (from.elements() == 0) return;
-  switch (element_size(from.dtype)) {
-    case 1: return copy_rows<uint8_t>(from, to);
-    case 2: return copy_rows<uint16_t>(from, to);
-    case 4: return copy_rows<uint32_t>(from, to);
-    default: return copy_rows<uint64_t>(from, to);
-  }
+  copy_row_range(from, to, 0, rows_of(from));
+}
+
+void copy_elements_shared(const View& from, const View& to) {
+  if (from.elements() == 0) return;
+  const int64_t rows = rows_of(from), bytes = 2 * from.bytes();
+  if (!worth_sharing(bytes)) return copy_row_range(from, to, 0, rows);
+  // Ranges of rows, several a thread (the parallel loop hands each thread a run of them).
+  const int tasks = static_cast<int>(std::min<int64_t>(rows, 64));
+  parallel_for(
+      tasks,
+      [&](int task) {
+        copy_row_range(from, to, rows * task / tasks, rows * (task + 1) / tasks);
+        return 0;
+      },
+      bytes);
 }
 
 void zero_elements(const View& view, Layout layout) {

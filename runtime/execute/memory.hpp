@@ -16,6 +16,9 @@ void add_to_indices(const View& indices, int64_t offset);
 
 // Copies every element of `from` into `to` (same shape and dtype, any strides).
 void copy_elements(const View& from, const View& to);
+// The same on the threads a call of its bytes shares (parallel_for), for a call's packed copies
+// of its views: never from inside a parallel task.
+void copy_elements_shared(const View& from, const View& to);
 
 // Sets every element of a host view to zero bits: one memset when it is packed in `layout`.
 void zero_elements(const View& view, Layout layout);

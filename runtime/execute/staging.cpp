@@ -7,13 +7,14 @@ namespace poolgen::detail {
 Staged::Staged(const View& view, Layout layout, bool flat, Role role)
     : original_(view), staged_(view), role_(role) {
   if (fits(view, layout) && (!flat || view.flat_planes(layout))) return;
-  scratch_.resize(static_cast<size_t>(view.bytes()));
-  staged_ = packed(view, layout, scratch_.data());
-  if (role == input) copy_elements(original_, staged_);
+  // Uninitialized: an input's copy or the kernel writes every byte.
+  scratch_.reset(new char[static_cast<size_t>(view.bytes())]);
+  staged_ = packed(view, layout, scratch_.get());
+  if (role == input) copy_elements_shared(original_, staged_);
 }
 
 void Staged::finish() const {
-  if (role_ == output && !scratch_.empty()) copy_elements(staged_, original_);
+  if (role_ == output && scratch_) copy_elements_shared(staged_, original_);
 }
 
 bool takes_whole(std::initializer_list<const View*> views, Layout layout) {

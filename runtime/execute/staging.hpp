@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <vector>
 
 namespace poolgen::detail {
@@ -24,7 +25,7 @@ class Staged {
  private:
   View original_, staged_;
   Role role_;
-  std::vector<char> scratch_;
+  std::unique_ptr<char[]> scratch_;
 };
 
 // The call's piece `p` (every view sliced alike), its first plane in (n, c) order.
