@@ -345,19 +345,18 @@ Tensor autograd_max_unpool(int64_t nd, const Tensor& self, const Tensor& indices
     node->nd = nd;
     node->indices = torch::autograd::SavedVariable(indices, /*is_output=*/false);
   }
+  const auto unpool = [&](const Tensor& values) {
+    return nd == 2 ? at::max_unpool2d(values, indices, output_size)
+                   : at::max_unpool3d(values, indices, output_size, stride, padding);
+  };
   Tensor result;
   {
     at::AutoDispatchBelowADInplaceOrView below;
-    result = nd == 2 ? at::max_unpool2d(self, indices, output_size)
-                     : at::max_unpool3d(self, indices, output_size, stride, padding);
+    result = unpool(self);
   }
   if (node) torch::autograd::set_history(result, node);
   const Tensor tangent = self._fw_grad(/*level=*/0);  // forward-mode AD's, as aten's kernels
-  if (tangent.defined()) {
-    result._set_fw_grad(nd == 2 ? at::max_unpool2d(tangent, indices, output_size)
-                               : at::max_unpool3d(tangent, indices, output_size, stride, padding),
-                        0, /*is_inplace_op=*/false);
-  }
+  if (tangent.defined()) result._set_fw_grad(unpool(tangent), 0, /*is_inplace_op=*/false);
   return result;
 }
 Tensor autograd_max_unpool2d(const Tensor& self, const Tensor& indices, IntArrayRef output_size) {
