@@ -9,6 +9,13 @@
 # (no bounds), and channels-last kernels never stage (their vectors run along the channels, so
 # taps load dense vectors anyway).
 set(POOLGEN_KNOBS_max_pool1d stage_rows:false,narrow_vectors:false)
+# f32 rows narrower than a vector run vectors of rows (a row per lane, tasks of 4 vectors) where
+# the scalar loop served them, which AVX-512 compiles through mask registers (kmovd round trips,
+# masked vmovss). f32 i64, one thread, us: AVX-512 64x64x8 k3s1p1 270 -> 40, 64x64x16 k2s2p0
+# (rows of 8) 193 -> 34, 8x64x12 k3s2p1 25 -> 4.0; AVX2 64x64x8 k2s2p0 85 -> 22, 8x64x12 k3s2p1
+# 18.4 -> 5.0 (docs/kernels.md). Wider rows keep their own vectors: across rows measured slower
+# from 16 outputs (64x64x32 k2s2p0 34 -> 71).
+set(POOLGEN_KNOBS_max_pool1d_f32 channel_vectors:4)
 # The contiguous unpooling scatter steps 4 elements a loop trip (its count and branch shared):
 # f32 i64 on one thread, time against 1, medians of three interleaved runs: 1x64x28x28 0.92,
 # 1x64x56x56 0.90 (8: 0.91, 0.89; 2: 0.94, 0.95); 7x7, 14x14 and 8x64x112x112 within noise.

@@ -126,8 +126,9 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   // to rows of 3): a vector of `lanes` planes per output instead, its loads strided by the
   // plane, so no row goes scalar when there are channels enough. Specialized first, so it takes
   // none of the row schedule below. A task is a block of rows of channel_vectors vectors of
-  // planes: tasks of one vector were too small to pay a second thread's wake-up.
-  if (channel_vectors > 0 && !channels_last && s.x.size() > 1) {
+  // planes (1-D: channel_vectors vectors of rows): tasks of one vector were too small to pay a
+  // second thread's wake-up.
+  if (channel_vectors > 0 && !channels_last) {
     const int narrowest = channel_vectors_below > 0 ? channel_vectors_below
                           : narrow_vectors              ? 4
                                                         : lanes;
@@ -140,13 +141,18 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
     Var ci("ci"), cv("cv"), xi("xi");
     // The outer channel keeps c's name, so the loops the staging below names exist here too.
     Stage across = result.specialize(narrow);
-    across.split(s.c, s.c, ci, lanes, TailStrategy::ShiftInwards)
-        .split(s.c, s.c, cv, channel_vectors, TailStrategy::GuardWithIf)
-        .split(s.x[0], xo, xi, 1);
-    std::vector<VarOrRVar> order{ci, xi, xo, cv};
+    across.split(s.c, s.c, ci, lanes, TailStrategy::ShiftInwards);
+    std::vector<VarOrRVar> order{ci, xi, xo};
+    if (s.x.size() > 1) {
+      across.split(s.c, s.c, cv, channel_vectors, TailStrategy::GuardWithIf);
+      order.push_back(cv);
+    }
+    across.split(s.x[0], xo, xi, 1);
     order.insert(order.end(), s.x.begin() + 1, s.x.end());
     across.reorder(order).vectorize(ci);
-    parallel_rows(across, s.x, s.c, s.n, s.layout, rows_per_task);
+    // In 1-D the vectors of rows are the rows parallel_rows blocks.
+    parallel_rows(across, s.x, s.c, s.n, s.layout,
+                  s.x.size() > 1 ? rows_per_task : channel_vectors);
     scan.specialize(narrow).vectorize(s.c);
     scan_taps(scan.update().specialize(narrow), s.c, s.r, s.window_fixed);
   }

@@ -50,8 +50,8 @@ struct CpuPoolSchedule {
   // Rows narrower than a vector get halved vectors (down to 4 lanes) before the scalar loop,
   // each width another copy of the loop; false: full vectors and the scalar loop only.
   bool narrow_vectors = true;
-  // Contiguous 2-D and 3-D: rows narrower than the narrowest vector above, in tensors of at
-  // least a vector of channels, run vectors across channels (a lane per plane) rather than the
+  // Contiguous: rows narrower than the narrowest vector above, in tensors of at least a vector
+  // of channels, run vectors across channels (a lane per plane; in 1-D, per row) rather than the
   // scalar loop, this many vectors of planes a task; 0: off.
   int channel_vectors = 0;
   // With channel_vectors: rows of fewer outputs than this run across channels (0: those

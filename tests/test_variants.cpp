@@ -144,6 +144,7 @@ void expect_elements(const std::vector<T>& got, const std::vector<T>& want, Same
 // The (nd, shape) cases every kernel runs on, forward and backward.
 const std::pair<int, Ints> kShapes[] = {
     {1, {2, 5, 37}},
+    {1, {1, 20, 9}},  // rows narrower than a vector: vectors across rows (f32)
     {2, {2, 19, 11, 13}},
     {2, {2, 19, 6, 7}},  // rows of 3 outputs: vectors across channels (k2s2p0)
     // Rows of 4, 8 and 13 outputs, one or two whole vectors by the variant (k2s2p0 short_rows);

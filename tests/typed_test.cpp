@@ -308,8 +308,11 @@ void layout_equivalence(DType index, Rng& rng) {
   // vector would begin a task, take the scalar loop. Rows narrower than a vector (the 2-D
   // general kernel's; k3s2p1's up to 15 outputs) run across channels too, their staged rows
   // copied channels innermost: 24 channels (a partial AVX-512 vector), and the 3-D 1x24x4x6x7
-  // (rows of 3 and 4), which the 3-D general and k2s2p0 kernels run so for f32.
+  // (rows of 3 and 4), which the 3-D general and k2s2p0 kernels run so for f32, as the 1-D
+  // kernel does rows of 6 and 7 (2x24x13); 70 rows of 9 keep the scalar loop.
   const std::pair<int, Ints> shapes[] = {{1, {3, 20, 101}},
+                                         {1, {2, 24, 13}},
+                                         {1, {1, 70, 9}},
                                          {2, {2, 24, 17, 19}},
                                          {2, {2, 19, 7, 6}},
                                          {2, {1, 72, 5, 7}},
