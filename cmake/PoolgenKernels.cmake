@@ -31,21 +31,25 @@ set(POOLGEN_CPU_TARGETS "${poolgen_default_cpu_targets}"
 # kernels' host code is built for it too: the last target's instruction-set features, as
 # Halide's feature enum (its target string minus arch-bits-os, without processor tunings), are
 # what the runtime checks the CPU against before any call (runtime/dispatch/kernel_table.cpp).
-list(GET POOLGEN_CPU_TARGETS -1 poolgen_floor)
-set(POOLGEN_CPU_FLOOR_TARGET ${poolgen_floor})
-string(REPLACE "-" ";" poolgen_floor "${poolgen_floor}")
-list(LENGTH poolgen_floor poolgen_floor_length)
-if (poolgen_floor_length GREATER 3)
-  list(SUBLIST poolgen_floor 3 -1 poolgen_floor)
-else ()
-  set(poolgen_floor "")  # the architecture's baseline: nothing to check
-endif ()
-set(POOLGEN_CPU_FLOOR_FEATURES "")
-foreach (feature IN LISTS poolgen_floor)
-  if (NOT feature MATCHES "^tune_")
-    string(APPEND POOLGEN_CPU_FLOOR_FEATURES "halide_target_feature_${feature}, ")
+# poolgen_target_features(<out> <target>): a CPU target's instruction-set features as a C list
+# of Halide's feature enum ("halide_target_feature_avx2, halide_target_feature_fma, "): its
+# string minus arch-bits-os, without processor tunings; empty for an architecture's baseline.
+function(poolgen_target_features out target)
+  string(REPLACE "-" ";" fields "${target}")
+  list(LENGTH fields length)
+  set(features "")
+  if (length GREATER 3)
+    list(SUBLIST fields 3 -1 fields)
+    foreach (feature IN LISTS fields)
+      if (NOT feature MATCHES "^tune_")
+        string(APPEND features "halide_target_feature_${feature}, ")
+      endif ()
+    endforeach ()
   endif ()
-endforeach ()
+  set(${out} "${features}" PARENT_SCOPE)
+endfunction()
+list(GET POOLGEN_CPU_TARGETS -1 POOLGEN_CPU_FLOOR_TARGET)
+poolgen_target_features(POOLGEN_CPU_FLOOR_FEATURES ${POOLGEN_CPU_FLOOR_TARGET})
 # AVX-512 per family: the kernels of POOLGEN_AVX512_FAMILIES whose value type (unpooling
 # kernels: whose element width) is one of POOLGEN_AVX512_TYPES get an AVX-512 variant in front
 # of POOLGEN_CPU_TARGETS: the first target with its instruction sets replaced (x86 only; its
@@ -64,6 +68,15 @@ set(POOLGEN_AVX512_FAMILIES "max_pool1d;max_pool2d;max_pool3d;max_pool2d_cl;max_
     "Kernel families (names without types) with an AVX-512 variant besides POOLGEN_CPU_TARGETS")
 set(POOLGEN_AVX512_TYPES "f32" CACHE STRING
     "Value types whose kernels of POOLGEN_AVX512_FAMILIES get the AVX-512 variant")
+# Families whose AVX-512 variant loses on narrow vectors, each "family:lanes": calls whose
+# vectors run along fewer outputs than `lanes` (contiguous: the output rows; channels-last: the
+# channels) run the next variant (POOLGEN_CPU_TARGETS' first, an AVX2 one) directly
+# (runtime/dispatch/kernel_table.cpp, variant_for). 3-D k2s2p0 NCDHW f32, one thread, us,
+# AVX-512 / AVX2: rows of 7 (1x64x8x14x14) 24.7-25.8 / 19.7-19.8, of 12 (1x32x16x24x24) 55.4-55.6
+# / 46.7-47.0, of 14 (1x64x8x28x28) 66.1-66.5 / 58.0-58.3; of 16 (1x16x16x32x32) 25.1-25.5 /
+# 29.0-29.1 (docs/kernels.md).
+set(POOLGEN_AVX512_NARROW "max_pool3d_k2s2p0:16" CACHE STRING
+    "family:lanes entries: calls of fewer lanes run the AVX2 variant of that family's kernels")
 set(POOLGEN_AVX512_FEATURE "avx512_skylake" CACHE STRING
     "Halide feature (and processor tuning) of the AVX-512 variant: avx512_skylake, avx512_zen4, ...")
 set(POOLGEN_AVX512_TARGET "")
@@ -76,6 +89,9 @@ if (POOLGEN_AVX512_FAMILIES AND poolgen_best MATCHES "^x86-64-" AND
   set(POOLGEN_AVX512_TARGET "${poolgen_avx512}-${POOLGEN_AVX512_FEATURE}")
 endif ()
 set(POOLGEN_AVX512_KERNELS "")  # their names, for the kernel table
+set(POOLGEN_NARROW_VARIANTS "")  # POOLGEN_NARROW_VARIANT(name, symbol, lanes) rows (above)
+list(GET POOLGEN_CPU_TARGETS 0 POOLGEN_NARROW_TARGET)
+poolgen_target_features(POOLGEN_NARROW_FEATURES ${POOLGEN_NARROW_TARGET})
 
 # user_context routes kernel errors to the call that caused them; strict_float keeps the
 # NaN-aware comparisons exactly as written.
@@ -179,6 +195,18 @@ function(poolgen_kernel name op nd k s p layout value index)
     if (wide)
       list(PREPEND targets ${POOLGEN_AVX512_TARGET})
       set(POOLGEN_AVX512_KERNELS ${POOLGEN_AVX512_KERNELS} ${name} PARENT_SCOPE)
+      # The next variant's argv entry, as Halide's multitarget library names it.
+      foreach (entry IN LISTS POOLGEN_AVX512_NARROW)
+        string(REPLACE ":" ";" entry "${entry}")
+        list(GET entry 0 family)
+        list(GET entry 1 lanes)
+        if (family STREQUAL ARG_KNOBS AND POOLGEN_NARROW_TARGET MATCHES "-avx2")
+          string(REPLACE ";" "-" features "${POOLGEN_KERNEL_FEATURES};no_runtime")
+          string(APPEND POOLGEN_NARROW_VARIANTS " POOLGEN_NARROW_VARIANT(${name}, "
+                 "\"${name}-${POOLGEN_NARROW_TARGET}-${features}_argv\", ${lanes})")
+          set(POOLGEN_NARROW_VARIANTS "${POOLGEN_NARROW_VARIANTS}" PARENT_SCOPE)
+        endif ()
+      endforeach ()
     endif ()
   endif ()
   # A value type's own hand knobs (POOLGEN_KNOBS_<family>_<value>) come after the family's and
@@ -464,6 +492,8 @@ file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/kernel_table.inc
 #define POOLGEN_CPU_TARGET_NAMES ${POOLGEN_TARGET_NAMES}\n\
 #define POOLGEN_AVX512_TARGET \"${POOLGEN_AVX512_TARGET}\"\n\
 #define POOLGEN_AVX512_KERNEL_NAMES ${POOLGEN_AVX512_KERNEL_NAMES}\n\
+#define POOLGEN_NARROW_VARIANTS ${POOLGEN_NARROW_VARIANTS}\n\
+#define POOLGEN_NARROW_FEATURES ${POOLGEN_NARROW_FEATURES}\n\
 #define POOLGEN_CPU_FLOOR_TARGET \"${POOLGEN_CPU_FLOOR_TARGET}\"\n\
 #define POOLGEN_CPU_FLOOR_FEATURES ${POOLGEN_CPU_FLOOR_FEATURES}\n\
 #define POOLGEN_CUDA_TARGET_PREFIX \"${POOLGEN_CUDA_TARGET_PREFIX}\"\n${POOLGEN_KERNEL_TABLE}")

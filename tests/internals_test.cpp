@@ -29,6 +29,11 @@
 #include "parallel/settings.hpp"
 #include "validate/views.hpp"
 
+// The build's generated lists (POOLGEN_NARROW_VARIANTS, POOLGEN_AVX512_TARGET), not its rows.
+#define POOLGEN_KERNEL(...)
+#include "generated/kernel_table.inc"
+#undef POOLGEN_KERNEL
+
 namespace poolgen::detail {
 namespace {
 
@@ -473,6 +478,40 @@ TEST(Gather, PaysByLayoutWindowSizeAndRow) {
     EXPECT_TRUE(gather_pays(*k, 1, 1));
   }
   set_streaming_bytes(-1);
+}
+
+// The AVX-512 variants that lose on narrow vectors (POOLGEN_AVX512_NARROW) hand calls of fewer
+// lanes to the next variant's own entry, found under the name Halide gives it (a weak symbol: a
+// wrong name would leave the wrapper serving them, unseen but for this test), where the CPU
+// runs that variant; calls of more lanes keep the multitarget wrapper.
+TEST(Variants, NarrowCallsRunTheNextVariant) {
+  std::vector<std::string> listed;
+#define POOLGEN_NARROW_VARIANT(name, symbol, lanes) listed.push_back(#name);
+  POOLGEN_NARROW_VARIANTS
+#undef POOLGEN_NARROW_VARIANT
+  size_t found = 0;
+  for (const Kernel& k : forward_kernels().kernels()) {
+    const bool is_listed = std::find(listed.begin(), listed.end(), k.name) != listed.end();
+    SCOPED_TRACE(k.name);
+    EXPECT_EQ(k.narrow_entry != nullptr, is_listed);
+    if (!is_listed) {
+      EXPECT_EQ(variant_for(k, 1), k.entry);
+      continue;
+    }
+    ++found;
+    EXPECT_GT(k.narrow_lanes, 1);
+    EXPECT_NE(k.narrow_entry, k.entry);
+    EXPECT_EQ(variant_for(k, k.narrow_lanes), k.entry);
+    EXPECT_EQ(variant_for(k, k.narrow_lanes - 1),
+              __builtin_cpu_supports("avx2") ? k.narrow_entry : k.entry);
+  }
+  EXPECT_EQ(found, listed.size());
+#if defined(__x86_64__)
+  // The default x86 build's: 3-D k2s2p0 f32, rows of fewer than 16 outputs.
+  if (std::string(POOLGEN_AVX512_TARGET).find("avx512") != std::string::npos) {
+    EXPECT_NE(std::find(listed.begin(), listed.end(), "max_pool3d_k2s2p0_f32_i64"), listed.end());
+  }
+#endif
 }
 
 // An unpooling gather reads ONNX's global offsets (plane q of the call counts from q * the

@@ -80,11 +80,11 @@ int with_error_capture(const std::function<int(void* user_context)>& f, std::str
   return result;
 }
 
-int run_on_cpu(const Kernel& kernel, KernelArgs& args, std::string* error, int64_t call_bytes) {
+int run_on_cpu(KernelEntry entry, KernelArgs& args, std::string* error, int64_t call_bytes) {
   return with_error_capture(
       [&](void* user_context) {
         args[0] = &user_context;
-        return kernel.entry(args.data());
+        return entry(args.data());
       },
       error, call_bytes);
 }

@@ -5,6 +5,7 @@
 #include <HalideRuntime.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -14,17 +15,69 @@ extern "C" {
 #define POOLGEN_KERNEL POOLGEN_KERNEL_DECLARATION
 #include "kernel_table.inc"
 #undef POOLGEN_KERNEL
+// The narrow variants' entries, which a kernel's multitarget archive defines beside its wrapper
+// (weak: a build whose variants Halide names otherwise runs the wrapper; tests check the
+// default build's). Their names hold '-', which the assembler takes quoted.
+#define POOLGEN_NARROW_VARIANT(name, symbol, lanes) \
+  __attribute__((weak)) int name##_narrow_argv(void** args) __asm__("\"" symbol "\"");
+POOLGEN_NARROW_VARIANTS
+#undef POOLGEN_NARROW_VARIANT
 }
 
 namespace poolgen::detail {
 
+namespace {
+
+// Whether the CPU has `features` (Halide's enum, up to halide_target_feature_end), asked through
+// Halide's hook, which tests use to force a variant.
+bool cpu_runs(std::initializer_list<int> features) {
+  constexpr int kWords = (halide_target_feature_end + 63) / 64;
+  uint64_t wanted[kWords] = {};
+  bool any = false;
+  for (int feature : features) {
+    if (feature == halide_target_feature_end) break;
+    wanted[feature >> 6] |= uint64_t{1} << (feature & 63);
+    any = true;
+  }
+  return !any || halide_can_use_target_features(kWords, wanted) != 0;
+}
+
+std::vector<Kernel> with_narrow_variants(std::vector<Kernel> kernels) {
+  struct Narrow {
+    const char* name;
+    KernelEntry entry;
+    int lanes;
+  };
+#define POOLGEN_NARROW_VARIANT(name, symbol, lanes) {#name, name##_narrow_argv, lanes},
+  static const Narrow narrow[] = {POOLGEN_NARROW_VARIANTS{nullptr, nullptr, 0}};
+#undef POOLGEN_NARROW_VARIANT
+  for (Kernel& k : kernels) {
+    for (const Narrow* n = narrow; n->name; ++n) {
+      if (n->entry && std::strcmp(n->name, k.name) == 0) {
+        k.narrow_entry = n->entry;
+        k.narrow_lanes = n->lanes;
+      }
+    }
+  }
+  return kernels;
+}
+
+}  // namespace
+
 const KernelTable& forward_kernels() {
-  static const KernelTable table({
+  static const KernelTable table(with_narrow_variants({
 #define POOLGEN_KERNEL POOLGEN_KERNEL_ENTRY
 #include "kernel_table.inc"
 #undef POOLGEN_KERNEL
-  });
+  }));
   return table;
+}
+
+KernelEntry variant_for(const Kernel& kernel, int64_t lanes) {
+  if (lanes >= kernel.narrow_lanes) return kernel.entry;  // narrow_lanes 0: no narrow variant
+  // Asked once, as the wrapper asks on its first call.
+  static const bool runs = cpu_runs({POOLGEN_NARROW_FEATURES halide_target_feature_end});
+  return runs ? kernel.narrow_entry : kernel.entry;
 }
 
 namespace {
@@ -66,17 +119,7 @@ namespace {
 // (cmake/PoolgenKernels.cmake: SSE4.1 by default on x86). Asked once, through Halide's hook,
 // which tests use to force a variant.
 bool cpu_meets_floor() {
-  static const bool meets = [] {
-    constexpr int kWords = (halide_target_feature_end + 63) / 64;
-    uint64_t wanted[kWords] = {};
-    bool any = false;
-    for (int feature : {POOLGEN_CPU_FLOOR_FEATURES halide_target_feature_end}) {
-      if (feature == halide_target_feature_end) break;
-      wanted[feature >> 6] |= uint64_t{1} << (feature & 63);
-      any = true;
-    }
-    return !any || halide_can_use_target_features(kWords, wanted) != 0;
-  }();
+  static const bool meets = cpu_runs({POOLGEN_CPU_FLOOR_FEATURES halide_target_feature_end});
   return meets;
 }
 

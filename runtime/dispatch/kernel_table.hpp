@@ -44,7 +44,18 @@ struct Kernel {
   bool cell_vectors;          // a gather scheduled by vectors of cells (its `cell_vectors` knob)
   int (*entry)(void** args);  // Halide's <name>_argv
   const char* name;
+  // Where the AVX-512 variant loses on narrow vectors (POOLGEN_AVX512_NARROW): the next
+  // variant's own entry, for calls of fewer than narrow_lanes lanes (variant_for).
+  int (*narrow_entry)(void** args) = nullptr;
+  int narrow_lanes = 0;
 };
+
+// The entry that runs a CPU kernel on a call whose vectors run along `lanes` elements
+// (contiguous: the output rows; channels-last: the channels): the kernel's narrow variant
+// below its lanes where this CPU runs it (the multitarget wrapper would otherwise pick the
+// AVX-512 variant), else the wrapper, which picks the richest variant the CPU runs.
+using KernelEntry = int (*)(void** args);
+KernelEntry variant_for(const Kernel& kernel, int64_t lanes);
 
 // A generated table of kernels, grouped once by what a query must match exactly.
 class KernelTable {

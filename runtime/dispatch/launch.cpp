@@ -42,7 +42,7 @@ Status Launch::run(int64_t call_bytes, bool* declined) {
   std::string error;
   const int result = kernel_.device == Device::cuda
                          ? run_on_cuda(&error)
-                         : run_on_cpu(kernel_, args_, &error, call_bytes);
+                         : run_on_cpu(entry_, args_, &error, call_bytes);
   if (declined) *declined = false;
   return result == 0 ? Status() : failed(result, error, declined);
 }
@@ -71,7 +71,7 @@ Status Launch::within_views(bool* within) {
     b.host = nullptr;
   }
   std::string error;
-  const int result = run_on_cpu(kernel_, args_, &error, 0);
+  const int result = run_on_cpu(entry_, args_, &error, 0);
   *within = true;
   for (int k = 0; k < view_count_; ++k) {
     halide_buffer_t& b = views_[k].view.buffer;

@@ -23,7 +23,8 @@ enum class Access {
 class Launch {
  public:
   // flat: the views' spatial dimensions as one (the kernels over flat planes).
-  explicit Launch(const Kernel& kernel, bool flat = false) : kernel_(kernel), flat_(flat) {}
+  explicit Launch(const Kernel& kernel, bool flat = false)
+      : kernel_(kernel), entry_(kernel.entry), flat_(flat) {}
   Launch(const Launch&) = delete;
   Launch& operator=(const Launch&) = delete;
 
@@ -48,6 +49,10 @@ class Launch {
     args_.push_back(buffer.buffer);
     if (kernel_.device == Device::cuda) cuda_.push_back(buffer);
   }
+
+  // A CPU call whose vectors run along `lanes` elements runs the variant that pays there
+  // (variant_for).
+  void fit_variant(int64_t lanes) { entry_ = variant_for(kernel_, lanes); }
 
   // View k's buffer (in the order added), to move its data or its coordinates.
   halide_buffer_t& view_buffer(int k) { return views_[k].view.buffer; }
@@ -76,6 +81,7 @@ class Launch {
   [[gnu::cold]] Status failed(int result, const std::string& error, bool* declined) const;
 
   const Kernel& kernel_;
+  KernelEntry entry_;  // CPU: the wrapper, or the variant fit_variant chose
   bool flat_;
   // Made by add_view: constructed up front, unused ones too, they cost a small call more than
   // 100 instructions.
