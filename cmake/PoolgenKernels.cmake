@@ -74,8 +74,10 @@ set(POOLGEN_AVX512_TYPES "f32" CACHE STRING
 # (runtime/dispatch/kernel_table.cpp, variant_for). 3-D k2s2p0 NCDHW f32, one thread, us,
 # AVX-512 / AVX2: rows of 7 (1x64x8x14x14) 24.7-25.8 / 19.7-19.8, of 12 (1x32x16x24x24) 55.4-55.6
 # / 46.7-47.0, of 14 (1x64x8x28x28) 66.1-66.5 / 58.0-58.3; of 16 (1x16x16x32x32) 25.1-25.5 /
-# 29.0-29.1 (docs/kernels.md).
-set(POOLGEN_AVX512_NARROW "max_pool3d_k2s2p0:16" CACHE STRING
+# 29.0-29.1. The channels-last general kernels on fewer than 16 channels: 2-D 1x8x56x56 k3s1p1
+# 40.4-40.9 / 37.8, 1x12x56x56 72.0-72.2 / 64.9-65.6; 3-D 1x8x8x28x28 221-222 / 180-181,
+# 1x12x8x28x28 422-432 / 344-352; 16 channels 51.6-52.7 / 64.9-67.1 (docs/kernels.md).
+set(POOLGEN_AVX512_NARROW "max_pool3d_k2s2p0:16;max_pool2d_cl:16;max_pool3d_cl:16" CACHE STRING
     "family:lanes entries: calls of fewer lanes run the AVX2 variant of that family's kernels")
 set(POOLGEN_AVX512_FEATURE "avx512_skylake" CACHE STRING
     "Halide feature (and processor tuning) of the AVX-512 variant: avx512_skylake, avx512_zen4, ...")
