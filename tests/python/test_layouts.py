@@ -5,6 +5,7 @@ PyTorch's strides, bits and exceptions (PyTorch 2 refuses a batch-less 3-D input
 channels-last order, and gives a dense batch-less channels-last-3d input a channels-last
 output)."""
 import itertools
+import os
 
 import pytest
 import torch
@@ -125,3 +126,31 @@ def test_batchless_gradient_follows_grad_output():
                 return BACKWARD[3](grad, x, [k] * 3, [k] * 3, [0] * 3, [1] * 3, False, indices)
             assert_same_outcome(dropin(backward), stock(backward),
                                 f"batch-less {spatial}, grad strides {grad.stride()}")
+
+
+def vm_flags(address):
+    """The VmFlags of the mapping of this process that holds `address` (Linux's smaps)."""
+    with open("/proc/self/smaps") as smaps:
+        inside = False
+        for line in smaps:
+            fields = line.split()
+            if "-" in fields[0] and len(fields) >= 5 and ":" in fields[3]:
+                start, end = (int(a, 16) for a in fields[0].split("-"))
+                inside = start <= address < end
+            elif inside and fields[0] == "VmFlags:":
+                return fields[1:]
+    return None
+
+
+@pytest.mark.skipif(not os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled"),
+                    reason="a kernel without transparent huge pages")
+def test_large_outputs_on_huge_pages():
+    """Outputs of 4 MiB and more are advised onto transparent huge pages (hg in VmFlags), as
+    NumPy's are: their first writes then fault in 2 MiB at a time (docs/pytorch.md)."""
+    x = torch.randn(1, 16, 512, 512)  # values 4 MiB, indices 8 MiB
+    values, indices = pt.max_pool2d(x, 2, return_indices=True)
+    unpooled = pt.max_unpool2d(values, indices, 2)
+    for name, t in (("values", values), ("indices", indices), ("unpooled", unpooled)):
+        # The middle: the advice covers whole pages, the first partly before the tensor.
+        flags = vm_flags(t.data_ptr() + t.numel() * t.element_size() // 2)
+        assert flags is not None and "hg" in flags, f"{name}: VmFlags {flags}"

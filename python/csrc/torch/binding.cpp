@@ -19,6 +19,11 @@
 #include <mutex>
 #include <sstream>
 
+#ifdef __linux__
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
 namespace poolgen_torch {
 namespace {
 
@@ -393,6 +398,29 @@ Outcome output_shape(Query query, int nd, const at::Tensor& self, const Options&
 }
 
 // ---------------------------------------------------------------------------------------------
+// A CPU output, from PyTorch's CPU allocator as its own kernels get theirs (at::empty would pass
+// the dispatcher, a sixth of a tiny call), on transparent huge pages from 4 MiB, as NumPy gives
+// its arrays. A fresh large tensor is a fresh mapping whose pages fault in as the kernel first
+// writes them; 4 KiB at a time those faults cost more than the kernel (PyTorch 1.13, one thread,
+// 1-D 8x64x65536 unpooling gradient, ms: stock gather 55, poolgen 64, into a written tensor 12;
+// docs/pytorch.md). Advice only: where the system runs THP `never`, or no aligned 2 MiB lies in
+// the range, the pages stay as they were.
+at::Tensor cpu_output(at::IntArrayRef sizes, const at::TensorOptions& options) {
+  at::Tensor out(at::detail::empty_cpu(sizes, options));
+#ifdef MADV_HUGEPAGE
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  constexpr size_t kLeastBytes = size_t{4} << 20;
+  const size_t bytes = out.nbytes();
+  if (bytes >= kLeastBytes) {
+    const auto begin = reinterpret_cast<uintptr_t>(out.data_ptr());
+    const uintptr_t first = (begin + page - 1) & ~(page - 1);
+    const uintptr_t end = (begin + bytes) & ~(page - 1);
+    madvise(reinterpret_cast<void*>(first), end - first, MADV_HUGEPAGE);
+  }
+#endif
+  return out;
+}
+
 // Outputs as PyTorch allocates them: `op`'s memory-format rule applied to `like` (the input; a
 // 1-D op's unsqueezed at `dim`, as PyTorch runs 1-D ops through 2-D kernels). Batch-less, where
 // the op runs such tensors batched (keeps_channels_last), the output is channels-last when
@@ -430,10 +458,7 @@ at::Tensor allocate(const int64_t* shape, int rank, const at::TensorOptions& opt
   }
   const at::TensorOptions with_format = options.memory_format(format);
   const at::IntArrayRef sized(sizes + !batchless, extents);
-  // Straight from PyTorch's CPU allocator, as its own kernels get their outputs: at::empty
-  // would pass the dispatcher, a sixth of a tiny call.
-  at::Tensor out = like.is_cuda() ? at::empty(sized, with_format)
-                                  : at::Tensor(at::detail::empty_cpu(sized, with_format));
+  at::Tensor out = like.is_cuda() ? at::empty(sized, with_format) : cpu_output(sized, with_format);
   if (batchless) out = out.squeeze(0);
   return nd == 1 ? out.squeeze(dim) : out;
 }
@@ -610,9 +635,8 @@ Outcome max_unpool_backward(const at::Tensor& grad_output, const at::Tensor& ind
   // PyTorch's gradient is a gather (its max_pool_double_backward): contiguous, like the indices.
   const Execution on(grad_output);
   o.cuda_stream = on.stream;
-  *grad_values = grad_output.is_cuda()
-                     ? at::empty(indices.sizes(), grad_output.options())
-                     : at::Tensor(at::detail::empty_cpu(indices.sizes(), grad_output.options()));
+  *grad_values = grad_output.is_cuda() ? at::empty(indices.sizes(), grad_output.options())
+                                       : cpu_output(indices.sizes(), grad_output.options());
   at::Tensor keep[3];
   const poolgen_tensor g = view_of(grad_output, &keep[0]), i = view_of(indices, &keep[1]),
                        gv = view_of(*grad_values, &keep[2]);
