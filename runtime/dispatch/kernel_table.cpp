@@ -18,10 +18,12 @@ extern "C" {
 // The narrow variants' entries, which a kernel's multitarget archive defines beside its wrapper
 // (weak: a build whose variants Halide names otherwise runs the wrapper; tests check the
 // default build's). Their names hold '-', which the assembler takes quoted.
+#if defined(__GNUC__)
 #define POOLGEN_NARROW_VARIANT(name, symbol, lanes) \
   __attribute__((weak)) int name##_narrow_argv(void** args) __asm__("\"" symbol "\"");
 POOLGEN_NARROW_VARIANTS
 #undef POOLGEN_NARROW_VARIANT
+#endif
 }
 
 namespace poolgen::detail {
@@ -48,7 +50,11 @@ std::vector<Kernel> with_narrow_variants(std::vector<Kernel> kernels) {
     KernelEntry entry;
     int lanes;
   };
+#if defined(__GNUC__)
 #define POOLGEN_NARROW_VARIANT(name, symbol, lanes) {#name, name##_narrow_argv, lanes},
+#else  // no weak symbols: the wrappers serve every call
+#define POOLGEN_NARROW_VARIANT(name, symbol, lanes)
+#endif
   static const Narrow narrow[] = {POOLGEN_NARROW_VARIANTS{nullptr, nullptr, 0}};
 #undef POOLGEN_NARROW_VARIANT
   for (Kernel& k : kernels) {
