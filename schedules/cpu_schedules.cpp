@@ -154,7 +154,9 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
     parallel_rows(across, s.x, s.c, s.n, s.layout,
                   s.x.size() > 1 ? rows_per_task : channel_vectors);
     scan.specialize(narrow).vectorize(s.c);
-    scan_taps(scan.update().specialize(narrow), s.c, s.r, s.window_fixed);
+    if (scan.has_update_definition()) {
+      scan_taps(scan.update().specialize(narrow), s.c, s.r, s.window_fixed);
+    }
   }
   // Planes of fewer rows than a task share one (2-D, where no rows are staged: staging slides
   // along the rows of one plane). In 3-D, whose tasks hold depth slices, the plane loop cost
@@ -186,7 +188,7 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
 
   // The running maximum lives in registers: one vector of outputs, taps looping outside it.
   scan.compute_at(result, xo).vectorize(lane);
-  scan_taps(scan.update(), lane, s.r, s.window_fixed);
+  if (scan.has_update_definition()) scan_taps(scan.update(), lane, s.r, s.window_fixed);
   // Without a boundary condition, staging would only copy rows.
   if (staged) {
     // Each output row computes only the input rows it needs that the block has not yet staged.

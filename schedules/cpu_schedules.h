@@ -14,7 +14,8 @@
 namespace poolgen {
 
 // Stages of max_pool: result(x..., c, n) = scan(x..., c, n), where scan is the running
-// (max, index) updated over the window taps r.
+// (max, index) updated over the window taps r, or (fixed windows, where no tap is skipped) one
+// pure definition combining the taps as a tree.
 struct PoolStages {
   Halide::Func result, scan;
   // The input read through the boundary condition (if bounded); where the CPU schedule stages
