@@ -35,6 +35,10 @@ POOL = [
     ("empty spatial dimension", "max_pool3d", (torch.randn(1, 2, 0, 4, 4), 2), {}, "input"),
     ("bool input", "max_pool2d", (x4 > 0, 2), {}, "dtype"),
     ("complex input", "max_pool1d", (x3.to(torch.complex64), 2), {}, "dtype"),
+    ("kernel a float", "max_pool2d", (x4, 2.0), {}, "kernel_size"),
+    ("stride a list holding a float", "max_pool2d", (x4, 2, [1.5]), {}, "stride"),
+    ("padding None", "max_pool3d", (x5, 2, 2, None), {}, "padding"),
+    ("dilation a tuple holding a string", "max_pool1d", (x3, 2, 1, 0, ("a",)), {}, "dilation"),
 ]
 UNPOOL = [
     ("output_size of the wrong length", "max_unpool2d", (v4, i4, 2), {"output_size": (6, 6, 6)},
@@ -49,6 +53,7 @@ UNPOOL = [
     ("stride 0", "max_unpool3d", (v5, i5, 2, 0), {}, "stride"),
     ("rank too low", "max_unpool2d", (v4[0, 0], i4[0, 0], 2), {}, "values"),
     ("bool values", "max_unpool1d", (v3 > 0, i3, 2), {}, "dtype"),
+    ("kernel a float", "max_unpool2d", (v4, i4, 2.5), {}, "kernel_size"),
 ]
 
 

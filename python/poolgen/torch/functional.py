@@ -16,22 +16,17 @@ except ImportError:  # PyTorch 1.13 has no torch.compile
         return False
 
 
-def _list(v):
-    """An int-or-tuple argument as a list (1 or nd entries, as the operators take them)."""
-    return list(v) if isinstance(v, (list, tuple)) else [v]
-
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "max_unpool1d", "max_unpool2d",
            "max_unpool3d"]
 
 
 def _pool(nd, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
-    stride = [] if stride is None else stride
     if _compiling():  # torch.compile traces the operator itself
         values, indices = getattr(ops, f"max_pool{nd}d_with_indices")(
-            input, kernel_size, stride, padding, dilation, ceil_mode)
+            input, kernel_size, [] if stride is None else stride, padding, dilation, ceil_mode)
     else:  # the same operator, without torch.ops' argument matching (a microsecond)
-        values, indices = calls.max_pool(nd, input, _list(kernel_size), _list(stride),
-                                         _list(padding), _list(dilation), ceil_mode)
+        values, indices = calls.max_pool(nd, input, kernel_size, stride, padding, dilation,
+                                         ceil_mode)
     return (values, indices) if return_indices else values
 
 
@@ -57,8 +52,7 @@ def _unpool(nd, input, indices, kernel_size, stride, padding, output_size):
         if _compiling():
             return getattr(ops, f"max_unpool{nd}d")(input, indices, kernel_size, stride, padding,
                                                     output_size)
-        return calls.max_unpool(nd, input, indices, _list(kernel_size), _list(stride),
-                                _list(padding), output_size)
+        return calls.max_unpool(nd, input, indices, kernel_size, stride, padding, output_size)
     except (RuntimeError, ValueError):
         # poolgen refuses unpooled extents below 1, which PyTorch's versions treat each its own
         # way (an empty tensor for 0; an error of its own for a negative extent): such calls
