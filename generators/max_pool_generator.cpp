@@ -157,7 +157,7 @@ class MaxPool : public Generator<MaxPool> {
     // A fixed window always has a tap in the plane (the runtime sends ceil_mode's overhanging
     // windows to the general kernel), so the scan can start from its first in-bounds tap's
     // offset with the lowest value: where no tap wins, that is the index, with no "none" to
-    // select at the end (2-D k3s2p1's index went from 25 to 8 AVX2 instructions a vector).
+    // select at the end between two 64-bit indices (NHWC k3s2p1: 0.85-0.92x the time).
     const bool fixed = fixed_window.fixed();
     std::vector<Expr> first_step(nd);
     for (int i = 0; i < nd; ++i) first_step[i] = first[i] - start[i];
