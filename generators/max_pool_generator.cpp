@@ -148,10 +148,16 @@ class MaxPool : public Generator<MaxPool> {
     } else {
       tap = padded(tensor_args(taps, c_, n_, l));
     }
-    // A later tap (or run of taps) replaces the earlier one where it is greater, or NaN.
-    auto replaces = [&](const std::vector<Expr>& later, const Expr& earlier_max) {
-      Expr greater = later.back() > earlier_max;
-      return t.is_float() ? greater || is_nan(later.back()) : greater;
+    // The winner of an earlier tap (or run of taps) and a later one: the later where its max is
+    // greater, or NaN. The scan's step and the tree's node.
+    auto combine = [&](const std::vector<Expr>& earlier, const std::vector<Expr>& later) {
+      Expr later_wins = later.back() > earlier.back();
+      if (t.is_float()) later_wins = later_wins || is_nan(later.back());
+      std::vector<Expr> winner(later.size());
+      for (size_t k = 0; k < later.size(); ++k) {
+        winner[k] = select(later_wins, later[k], earlier[k]);
+      }
+      return winner;
     };
     Func scan("scan");
     // A fixed window always has a tap in the plane (the runtime sends ceil_mode's overhanging
@@ -159,9 +165,12 @@ class MaxPool : public Generator<MaxPool> {
     // offset with the lowest value: where no tap wins, that is the index, with no "none" to
     // select at the end between two 64-bit indices (NHWC k3s2p1: 0.85-0.92x the time).
     const bool fixed = fixed_window.fixed();
-    std::vector<Expr> first_step(nd);
-    for (int i = 0; i < nd; ++i) first_step[i] = first[i] - start[i];
-    const Expr nothing_won = fixed ? flat_offset(first_step, in_extent, Int(32)) : none;
+    Expr nothing_won = none;
+    if (fixed) {
+      std::vector<Expr> first_step(nd);
+      for (int i = 0; i < nd; ++i) first_step[i] = first[i] - start[i];
+      nothing_won = flat_offset(first_step, in_extent, Int(32));
+    }
     const std::vector<Expr> init = bounded ? carried(nothing_won, lowest(t))
                                            : carried(0, padded(tensor_args(start, c_, n_, l)));
     if (cpu && fixed && !skips_outside && t.is_float()) {
@@ -182,14 +191,7 @@ class MaxPool : public Generator<MaxPool> {
       while (runs.size() > 1) {
         std::vector<std::vector<Expr>> combined;
         for (size_t i = 0; i + 1 < runs.size(); i += 2) {
-          const std::vector<Expr>& earlier = runs[i];
-          const std::vector<Expr>& later = runs[i + 1];
-          const Expr later_wins = replaces(later, earlier.back());
-          std::vector<Expr> winner(later.size());
-          for (size_t k = 0; k < later.size(); ++k) {
-            winner[k] = select(later_wins, later[k], earlier[k]);
-          }
-          combined.push_back(winner);
+          combined.push_back(combine(runs[i], runs[i + 1]));
         }
         if (runs.size() % 2) combined.push_back(runs.back());
         runs = combined;
@@ -197,8 +199,9 @@ class MaxPool : public Generator<MaxPool> {
       scan(at) = Tuple(runs[0]);
     } else {
       scan(at) = Tuple(init);
-      const std::vector<Expr> next = carried(flat_offset(tap_step, in_extent, Int(32)), tap);
-      scan(at) = select(replaces(next, scan(at)[next.size() - 1]), Tuple(next), scan(at));
+      std::vector<Expr> current(init.size());
+      for (size_t k = 0; k < init.size(); ++k) current[k] = scan(at)[k];
+      scan(at) = Tuple(combine(current, carried(flat_offset(tap_step, in_extent, Int(32)), tap)));
     }
 
     // No tap won (all lowest, or none in bounds): the index is the first in-bounds tap's, which
