@@ -19,9 +19,11 @@
 //
 // Benchmark names are "<op>/<case>/<impl>/threads:<T>": op max_pool, max_unpool,
 // max_pool_backward or max_unpool_backward, case in the --poolgen_cases syntax (cases.cpp), impl
-// poolgen, poolgen_general, reference, aten, xnnpack; copies are
-// "copy/<traffic>B/memcpy/threads:<T>", one per traffic and thread count (Google Benchmark
-// appends "/min_time:0.100/repeats:5/real_time" in its output). Each carries the counters
+// poolgen, poolgen_general, reference, aten, xnnpack, memcpy (Google Benchmark appends
+// "/min_time:0.100/repeats:5/real_time" in its output). A row's memcpy runs right after its
+// poolgen timing on as many threads: this VM's copy bandwidth moves 1.3-1.5x between minutes, so
+// a copy timed once per traffic, minutes from most of the rows that read it, made their shares
+// read high or low by that much. Each carries the counters
 // traffic_bytes, input_bytes and sweep (1: a --poolgen_sweep case), and the JSON context
 // poolgen_command, poolgen_cpu_model and poolgen_llc_bytes, which is all that
 // tools/bench_report.py reads. After Google Benchmark's output come a Markdown table of medians
@@ -440,15 +442,6 @@ void register_all(std::vector<std::unique_ptr<Spec>>& specs, const std::vector<i
     }
     b->ReportAggregatesOnly(true);
   };
-  std::map<std::pair<int64_t, int>, std::string> memcpy_names;  // one per traffic and threads
-  auto memcpy_for = [&](int64_t bytes, int t) {
-    auto& name = memcpy_names[{bytes, t}];
-    if (name.empty()) {
-      name = "copy/" + std::to_string(bytes) + "B/memcpy/threads:" + std::to_string(t);
-      configure(benchmark::RegisterBenchmark(name.c_str(), bench_memcpy, bytes, t));
-    }
-    return name;
-  };
   for (auto& owned : specs) {
     Spec* sp = owned.get();
     for (Op op : kOps) {
@@ -477,6 +470,7 @@ void register_all(std::vector<std::unique_ptr<Spec>>& specs, const std::vector<i
       const std::string title = (pooling ? "max_pool" : "max_unpool") + rank +
                                 (op == Op::pool || op == Op::unpool ? "" : "_backward") +
                                 label.substr(rank.size());
+      std::map<int, std::string> memcpy_names;  // the case's copy per thread count
       for (auto& [impl, suffix] : variants)
         for (int t : threads) {
           Row row;
@@ -484,7 +478,12 @@ void register_all(std::vector<std::unique_ptr<Spec>>& specs, const std::vector<i
           row.shape = sp->shape_str();
           row.threads = t;
           row.poolgen = reg(impl == Impl::poolgen ? "poolgen" : "poolgen_general", impl, nullptr, t);
-          row.memcpy = g_memcpy ? memcpy_for(sp->traffic(), t) : "";
+          if (g_memcpy && memcpy_names[t].empty()) {
+            memcpy_names[t] = base + "/memcpy/threads:" + std::to_string(t);
+            configure(benchmark::RegisterBenchmark(memcpy_names[t].c_str(), bench_memcpy,
+                                                   sp->traffic(), t));
+          }
+          row.memcpy = memcpy_names[t];
           row.reference = ref;
           for (auto& names : peer_names) row.peers.push_back(names[t]);
           row.traffic = sp->traffic();

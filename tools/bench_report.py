@@ -8,8 +8,9 @@ Reads only the JSON: benchmark names "<op>/<case>/<impl>/threads:<T>" (bench/poo
 their counters (traffic_bytes, input_bytes, sweep) and the context (poolgen_command,
 poolgen_cpu_model, poolgen_llc_bytes, Google Benchmark's caches and date). Times are medians of
 the repetitions (the single run with --poolgen_repetitions=1). The roofline time of a row is its
-compulsory traffic over the copy bandwidth measured at the same byte count and thread count, i.e.
-the time of the memcpy row of that traffic ("copy/<bytes>B/memcpy/threads:<T>").
+compulsory traffic over the copy bandwidth measured at the same byte count and thread count,
+right after it: the time of its case's memcpy ("<op>/<case>/memcpy/threads:<T>"; JSON from
+before that pairing has one "copy/<bytes>B/memcpy/threads:<T>" per traffic, read as such).
 """
 import json
 import os
@@ -87,7 +88,7 @@ def rows_for(op, runs, llc):
         peer = lambda name: runs.get((op, case, name, t), {}).get("ms")
         rows.append({"case": c, "threads": t, "poolgen": r["ms"], "aten": peer("aten"),
                      "xnnpack": peer("xnnpack"), "reference": peer("reference"),
-                     "roofline": copy.get((r["traffic"], t))})
+                     "roofline": peer("memcpy") or copy.get((r["traffic"], t))})
     return rows
 
 
