@@ -62,8 +62,13 @@ poolgen_target_features(POOLGEN_CPU_FLOOR_FEATURES ${POOLGEN_CPU_FLOOR_TARGET})
 # 10.1-10.4, NHWC 6.92-7.03 / 8.57-9.03; 3-D 2x16x32x64x64 k3s2p1 3.18-3.31 / 3.66-3.91, NDHWC
 # k3s1p1 15.4-15.6 / 18.8-19.0; 1-D 8x64x65536 k3s2p1 12.2-14.7 / 14.3-17.8; NCDHW k2s2p0
 # 0.76-0.77 / 0.87-1.03. The fixed 2-D windows, the channels-last fixed windows, the unpooling
-# and gradient kernels measured within the noise of AVX2 (docs/kernels.md).
-set(POOLGEN_AVX512_FAMILIES "max_pool1d;max_pool2d;max_pool3d;max_pool2d_cl;max_pool3d_cl;max_pool3d_k2s2p0"
+# and gradient kernels measured within the noise of AVX2 there (docs/kernels.md).
+# 2-D k3s2p1 (ResNet's stem) in both layouts earned it on an Intel Xeon (Emerald Rapids, AVX-512
+# F to FP16), where AVX2's variable blends cost three micro-ops and AVX-512 compares into mask
+# registers: 8x64x112x112, one thread, AVX-512 / AVX2, three interleaved runs, 5.9-7.9 / 8.5-10.4
+# NCHW, 2.5-3.1 / 4.8-7.3 NHWC; 1x64x56x56 NHWC 0.047-0.051 / 0.15-0.20 (on the Zen 5 NCHW
+# measured 2.95-3.07 / 3.06-3.12).
+set(POOLGEN_AVX512_FAMILIES "max_pool1d;max_pool2d;max_pool3d;max_pool2d_cl;max_pool3d_cl;max_pool3d_k2s2p0;max_pool2d_k3s2p1;max_pool2d_k3s2p1_cl"
     CACHE STRING
     "Kernel families (names without types) with an AVX-512 variant besides POOLGEN_CPU_TARGETS")
 set(POOLGEN_AVX512_TYPES "f32" CACHE STRING
@@ -76,8 +81,10 @@ set(POOLGEN_AVX512_TYPES "f32" CACHE STRING
 # / 46.7-47.0, of 14 (1x64x8x28x28) 66.1-66.5 / 58.0-58.3; of 16 (1x16x16x32x32) 25.1-25.5 /
 # 29.0-29.1. The channels-last general kernels on fewer than 16 channels: 2-D 1x8x56x56 k3s1p1
 # 40.4-40.9 / 37.8, 1x12x56x56 72.0-72.2 / 64.9-65.6; 3-D 1x8x8x28x28 221-222 / 180-181,
-# 1x12x8x28x28 422-432 / 344-352; 16 channels 51.6-52.7 / 64.9-67.1 (docs/kernels.md).
-set(POOLGEN_AVX512_NARROW "max_pool3d_k2s2p0:16;max_pool2d_cl:16;max_pool3d_cl:16" CACHE STRING
+# 1x12x8x28x28 422-432 / 344-352; 16 channels 51.6-52.7 / 64.9-67.1 (docs/kernels.md). 2-D
+# k3s2p1 NCHW rows of 14 (1x64x28x28), us: Zen 5 36 / 30-31; Intel 78-79 / 66-105, two threads
+# 71-88 / 51-54.
+set(POOLGEN_AVX512_NARROW "max_pool3d_k2s2p0:16;max_pool2d_cl:16;max_pool3d_cl:16;max_pool2d_k3s2p1:16" CACHE STRING
     "family:lanes entries: calls of fewer lanes run the AVX2 variant of that family's kernels")
 set(POOLGEN_AVX512_FEATURE "avx512_skylake" CACHE STRING
     "Halide feature (and processor tuning) of the AVX-512 variant: avx512_skylake, avx512_zen4, ...")
@@ -215,7 +222,10 @@ function(poolgen_kernel name op nd k s p layout value index)
   # override them knob by knob.
   set(cpu_schedule "${POOLGEN_KNOBS_${ARG_KNOBS}}")
   if (DEFINED POOLGEN_KNOBS_${ARG_KNOBS}_${value})
-    string(APPEND cpu_schedule ",${POOLGEN_KNOBS_${ARG_KNOBS}_${value}}")
+    if (cpu_schedule)
+      string(APPEND cpu_schedule ",")
+    endif ()
+    string(APPEND cpu_schedule "${POOLGEN_KNOBS_${ARG_KNOBS}_${value}}")
   endif ()
   string(APPEND cpu_schedule "${POOLGEN_TUNED_${ARG_KNOBS}}")
   set(plugins "")
