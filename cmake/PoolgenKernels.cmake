@@ -67,8 +67,9 @@ poolgen_target_features(POOLGEN_CPU_FLOOR_FEATURES ${POOLGEN_CPU_FLOOR_TARGET})
 # F to FP16), where AVX2's variable blends cost three micro-ops and AVX-512 compares into mask
 # registers: 8x64x112x112, one thread, AVX-512 / AVX2, three interleaved runs, 5.9-7.9 / 8.5-10.4
 # NCHW, 2.5-3.1 / 4.8-7.3 NHWC; 1x64x56x56 NHWC 0.047-0.051 / 0.15-0.20 (on the Zen 5 NCHW
-# measured 2.95-3.07 / 3.06-3.12).
-set(POOLGEN_AVX512_FAMILIES "max_pool1d;max_pool2d;max_pool3d;max_pool2d_cl;max_pool3d_cl;max_pool3d_k2s2p0;max_pool2d_k3s2p1;max_pool2d_k3s2p1_cl"
+# measured 2.95-3.07 / 3.06-3.12). So did 2-D k2s2p0 channels-last pooling in cache, XNNPACK's
+# case: 1x64x56x56 0.020-0.024 / 0.040-0.042, 1x64x28x28 0.005 / 0.008.
+set(POOLGEN_AVX512_FAMILIES "max_pool1d;max_pool2d;max_pool3d;max_pool2d_cl;max_pool3d_cl;max_pool3d_k2s2p0;max_pool2d_k3s2p1;max_pool2d_k3s2p1_cl;max_pool2d_k2s2p0_cl"
     CACHE STRING
     "Kernel families (names without types) with an AVX-512 variant besides POOLGEN_CPU_TARGETS")
 set(POOLGEN_AVX512_TYPES "f32" CACHE STRING
@@ -199,6 +200,7 @@ function(poolgen_kernel name op nd k s p layout value index)
     set(capability ${ARG_CUDA_CAPABILITY})
     list(APPEND ARG_PARAMS ${POOLGEN_CUDA_KNOBS_${ARG_GENERATOR}})
   endif ()
+  set(wide FALSE)  # whether it gets the AVX-512 variant
   if (NOT ARG_CUDA_CAPABILITY AND POOLGEN_AVX512_TARGET AND ARG_KNOBS IN_LIST POOLGEN_AVX512_FAMILIES)
     poolgen_avx512_type(wide ${op} ${value})
     if (wide)
@@ -226,6 +228,10 @@ function(poolgen_kernel name op nd k s p layout value index)
       string(APPEND cpu_schedule ",")
     endif ()
     string(APPEND cpu_schedule "${POOLGEN_KNOBS_${ARG_KNOBS}_${value}}")
+  endif ()
+  # The AVX-512 variant's own hand knobs (POOLGEN_AVX512_KNOBS_<family>), before its tuning.
+  if (wide AND DEFINED POOLGEN_AVX512_KNOBS_${ARG_KNOBS})
+    string(APPEND cpu_schedule "/x86-64-linux-${POOLGEN_AVX512_FEATURE}@${POOLGEN_AVX512_KNOBS_${ARG_KNOBS}}")
   endif ()
   string(APPEND cpu_schedule "${POOLGEN_TUNED_${ARG_KNOBS}}")
   set(plugins "")

@@ -1,5 +1,6 @@
 #include "knobs.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace poolgen {
@@ -34,7 +35,8 @@ int specificity(const Target& key, const Target& target) {
 }  // namespace
 
 Knobs Knobs::for_target(const std::string& cpu_schedule, const Target& target) {
-  std::string common, tuned;
+  std::string common;
+  std::vector<std::string> tuned;  // the most specific entries, in their order
   int best = -1;
   bool first = true;
   for (const std::string& entry : split(cpu_schedule, '/')) {
@@ -49,23 +51,30 @@ Knobs Knobs::for_target(const std::string& cpu_schedule, const Target& target) {
       const int score = specificity(Target(key), target);
       if (score > best) {
         best = score;
-        tuned = entry.substr(at + 1);
+        tuned.clear();
       }
+      if (score == best) tuned.push_back(entry.substr(at + 1));
     }
     first = false;
   }
   Knobs knobs;
   // The tuner varies some knobs only (tools/tune.py), so a tuned entry overrides the hand
-  // values knob by knob and keeps the rest (say, the halved vectors a family goes without); an
+  // values knob by knob and keeps the rest (say, the halved vectors a family goes without);
+  // entries of one target apply in order (a variant's hand knobs, then its tuning). An
   // autoscheduler, on either side, takes nothing from the other.
   const auto names_autoscheduler = [](const std::string& entry) {
     return entry.find("autoscheduler:") != std::string::npos;
   };
   std::vector<std::string> layers{common};
   if (best >= 0) {
-    layers = names_autoscheduler(tuned) || names_autoscheduler(common)
-                 ? std::vector<std::string>{tuned}
-                 : std::vector<std::string>{common, tuned};
+    const auto found = std::find_if(tuned.begin(), tuned.end(), names_autoscheduler);
+    if (found != tuned.end()) {
+      layers = {*found};
+    } else if (names_autoscheduler(common)) {
+      layers = tuned;
+    } else {
+      layers.insert(layers.end(), tuned.begin(), tuned.end());
+    }
   }
   for (const std::string& entry : layers) {
     knobs.entry_ += (knobs.entry_.empty() ? "" : " then ") + entry;

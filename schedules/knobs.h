@@ -7,7 +7,8 @@
 // (GenGen takes no '=' inside a parameter's value.)
 // The leading entry (schedules/cpu_knobs.cmake) serves every target; an entry naming a target
 // serves the variants of the same architecture and bits that have all its features; the most
-// specific such entry overrides the leading one knob by knob (tuned entries come from
+// specific such entries (several for one target apply in order: a variant's hand knobs, then its
+// tuning) override the leading one knob by knob (tuned entries come from
 // schedules/<target>/tuned.txt, written by tools/tune.py, which varies only some knobs). The OS
 // is ignored: a tuning measured on Linux serves Windows too. The knob `autoscheduler:<name>`
 // (Adams2019, Mullapudi2016) replaces the hand schedule, and its entry then stands alone; its
