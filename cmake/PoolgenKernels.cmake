@@ -201,6 +201,7 @@ function(poolgen_kernel name op nd k s p layout value index)
     list(APPEND ARG_PARAMS ${POOLGEN_CUDA_KNOBS_${ARG_GENERATOR}})
   endif ()
   set(wide FALSE)  # whether it gets the AVX-512 variant
+  set(wide_knobs "${POOLGEN_AVX512_KNOBS_${ARG_KNOBS}}")  # that variant's own hand knobs
   if (NOT ARG_CUDA_CAPABILITY AND POOLGEN_AVX512_TARGET AND ARG_KNOBS IN_LIST POOLGEN_AVX512_FAMILIES)
     poolgen_avx512_type(wide ${op} ${value})
     if (wide)
@@ -216,6 +217,12 @@ function(poolgen_kernel name op nd k s p layout value index)
           string(APPEND POOLGEN_NARROW_VARIANTS " POOLGEN_NARROW_VARIANT(${name}, "
                  "\"${name}-${POOLGEN_NARROW_TARGET}-${features}_argv\", ${lanes})")
           set(POOLGEN_NARROW_VARIANTS "${POOLGEN_NARROW_VARIANTS}" PARENT_SCOPE)
+          # Calls that narrow never reach the AVX-512 variant (runtime/dispatch/kernel_table.cpp:
+          # where weak symbols find the AVX2 entry; elsewhere they run its scalar loop), so it
+          # carries no vectors for them (CpuPoolSchedule::handed_off_below).
+          if (NOT MSVC)
+            string(PREPEND wide_knobs "handed_off_below:${lanes},")
+          endif ()
         endif ()
       endforeach ()
     endif ()
@@ -229,9 +236,11 @@ function(poolgen_kernel name op nd k s p layout value index)
     endif ()
     string(APPEND cpu_schedule "${POOLGEN_KNOBS_${ARG_KNOBS}_${value}}")
   endif ()
-  # The AVX-512 variant's own hand knobs (POOLGEN_AVX512_KNOBS_<family>), before its tuning.
-  if (wide AND DEFINED POOLGEN_AVX512_KNOBS_${ARG_KNOBS})
-    string(APPEND cpu_schedule "/x86-64-linux-${POOLGEN_AVX512_FEATURE}@${POOLGEN_AVX512_KNOBS_${ARG_KNOBS}}")
+  # The AVX-512 variant's own hand knobs (POOLGEN_AVX512_KNOBS_<family>, and the narrow rule's),
+  # before its tuning.
+  string(REGEX REPLACE ",$" "" wide_knobs "${wide_knobs}")
+  if (wide AND wide_knobs)
+    string(APPEND cpu_schedule "/x86-64-linux-${POOLGEN_AVX512_FEATURE}@${wide_knobs}")
   endif ()
   string(APPEND cpu_schedule "${POOLGEN_TUNED_${ARG_KNOBS}}")
   set(plugins "")

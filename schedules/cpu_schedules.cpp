@@ -54,14 +54,14 @@ Var parallel_rows(Stage stage, const std::vector<Var>& spatial, const Var& c, co
   return fused;
 }
 
-// Vectorizes the innermost dimension of `f` by the widest of lanes, lanes/2, ... that the
-// output's width allows (so narrow feature maps still get vectors), scalar below 4 columns;
-// without `narrow`, by `lanes` only (each rung is another copy of the loop). Each of `cases`
+// Vectorizes the innermost dimension of `f` by the widest of lanes, lanes/2, ... down to
+// `narrowest` that the output's width allows (so narrow feature maps still get vectors), scalar
+// below it (each rung is another copy of the loop). Each of `cases`
 // gets its own copy of that ladder first (to let a runtime value become a constant). With
 // `short_rows`, rows of one vector, and rows of two (the second shifted back over the first),
 // get copies of their own without the column loop and its tail test, which cost small planes a
 // sixth of their time. Every specialization names its (innermost) outer column loop `xo`.
-void vectorize_columns(Func f, const Var& x, const Expr& width, int lanes, bool narrow,
+void vectorize_columns(Func f, const Var& x, const Expr& width, int lanes, int narrowest,
                        const Var& xo, const std::vector<Expr>& cases = {}, bool short_rows = false) {
   Var xi("xi");
   std::vector<Expr> all_cases = cases;
@@ -73,7 +73,7 @@ void vectorize_columns(Func f, const Var& x, const Expr& width, int lanes, bool 
           .split(x, xo, xi, lanes, TailStrategy::ShiftInwards).vectorize(xi)
           .split(xo, Var("pair"), xo, 2, TailStrategy::GuardWithIf).unroll(xo);
     }
-    for (int w = lanes; w >= (narrow ? 4 : lanes); w /= 2) {
+    for (int w = lanes; w >= narrowest; w /= 2) {
       f.specialize(when && width >= w).split(x, xo, xi, w, TailStrategy::ShiftInwards).vectorize(xi);
     }
   }
@@ -102,6 +102,7 @@ void CpuPoolSchedule::read(Knobs& knobs) {
   knobs.take("channel_vectors", &channel_vectors);
   knobs.take("channel_vectors_below", &channel_vectors_below);
   knobs.take("short_rows", &short_rows);
+  knobs.take("handed_off_below", &handed_off_below);
 }
 
 std::optional<CpuPoolSchedule> CpuPoolSchedule::hand_written(const std::string& cpu_schedule,
@@ -128,10 +129,12 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   // none of the row schedule below. A task is a block of rows of channel_vectors vectors of
   // planes (1-D: channel_vectors vectors of rows): tasks of one vector were too small to pay a
   // second thread's wake-up.
-  if (channel_vectors > 0 && !channels_last) {
-    const int narrowest = channel_vectors_below > 0 ? channel_vectors_below
-                          : narrow_vectors              ? 4
-                                                        : lanes;
+  // The narrowest vector of the ladder along the rows (vectorize_columns).
+  const int narrowest_vector =
+      narrow_vectors ? std::max(4, std::min(handed_off_below, lanes)) : lanes;
+  const int narrowest = channel_vectors_below > 0 ? channel_vectors_below : narrowest_vector;
+  // Rows narrower than this variant ever gets need no vectors across planes.
+  if (channel_vectors > 0 && !channels_last && narrowest > handed_off_below) {
     // The last vector of planes shifts inwards over its neighbour (guarding it instead tripled
     // the code), which must then be computed by the same task: one task's channels, or whole
     // vectors only.
@@ -183,7 +186,7 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
                     s.unit_dilation && s.column_stride == 2, s.unit_dilation};
     if (channels_last) stride_cases = {s.unit_dilation};
   }
-  vectorize_columns(result, lane, out.dim(0).extent(), lanes, narrow_vectors, xo, stride_cases,
+  vectorize_columns(result, lane, out.dim(0).extent(), lanes, narrowest_vector, xo, stride_cases,
                     short_rows && !channels_last);
 
   // The running maximum lives in registers: one vector of outputs, taps looping outside it.
@@ -316,7 +319,7 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
     check_each_group(LoopLevel(out, tile_dims(full, 1, {xci, xt}, k, whole_rows)[0]));
     out.specialize_fail("max_unpool: rows narrower than a vector of windows are the scatter's");
   } else if (narrow_vectors) {
-    vectorize_columns(out, lane, width, lanes, true, xo);
+    vectorize_columns(out, lane, width, lanes, 4, xo);
   } else {
     // One loop of full vectors; a narrower row lies past the views' bounds, which the runtime's
     // plan finds in the bounds query, and takes the scatter.

@@ -62,6 +62,11 @@ struct CpuPoolSchedule {
   // Contiguous: rows of one or two whole vectors (lanes to 2 x lanes outputs) run without the
   // column loop, each in a copy of its own.
   bool short_rows = false;
+  // Vectors narrower than this (contiguous: output rows; channels-last: channels) are another
+  // variant's: the runtime runs such calls there (POOLGEN_AVX512_NARROW, variant_for), so this
+  // variant's halved vectors stop at this width and it runs no vectors across planes for them,
+  // only the scalar loop, should such a call come anyway (0: it serves every width).
+  int handed_off_below = 0;
 
   void read(Knobs& knobs);
   void apply(const PoolStages& s, const Halide::Target& target) const;
