@@ -68,8 +68,13 @@ poolgen_target_features(POOLGEN_CPU_FLOOR_FEATURES ${POOLGEN_CPU_FLOOR_TARGET})
 # registers: 8x64x112x112, one thread, AVX-512 / AVX2, three interleaved runs, 5.9-7.9 / 8.5-10.4
 # NCHW, 2.5-3.1 / 4.8-7.3 NHWC; 1x64x56x56 NHWC 0.047-0.051 / 0.15-0.20 (on the Zen 5 NCHW
 # measured 2.95-3.07 / 3.06-3.12). So did 2-D k2s2p0 channels-last pooling in cache, XNNPACK's
-# case: 1x64x56x56 0.020-0.024 / 0.040-0.042, 1x64x28x28 0.005 / 0.008.
-set(POOLGEN_AVX512_FAMILIES "max_pool1d;max_pool2d;max_pool3d;max_pool2d_cl;max_pool3d_cl;max_pool3d_k2s2p0;max_pool2d_k3s2p1;max_pool2d_k3s2p1_cl;max_pool2d_k2s2p0_cl"
+# case: 1x64x56x56 0.020-0.024 / 0.040-0.042, 1x64x28x28 0.005 / 0.008; and that window's
+# channels-last gathers, one / two threads: unpooling 1x64x56x56 0.036-0.044 / 0.021-0.030
+# against 0.070-0.095 / 0.039-0.050, 8x64x112x112 2.41 / 1.12-1.23 against 2.33-2.88 /
+# 1.51-1.80; the pooling gradient 0.035-0.049 / 0.027-0.030 against 0.075-0.087 / 0.040-0.048,
+# 2.29-2.44 / 1.16-1.30 against 2.78-2.96 / 1.36-1.54; unpooling's gradient 0.034-0.037 / 0.022
+# against 0.060-0.091 / 0.041-0.048, 2.06-2.25 / 1.02-1.23 against 2.52-3.25 / 1.42-1.55.
+set(POOLGEN_AVX512_FAMILIES "max_pool1d;max_pool2d;max_pool3d;max_pool2d_cl;max_pool3d_cl;max_pool3d_k2s2p0;max_pool2d_k3s2p1;max_pool2d_k3s2p1_cl;max_pool2d_k2s2p0_cl;max_unpool2d_k2s2p0_cl;max_pool2d_backward_k2s2p0_cl;max_unpool2d_backward_k2s2p0_cl"
     CACHE STRING
     "Kernel families (names without types) with an AVX-512 variant besides POOLGEN_CPU_TARGETS")
 set(POOLGEN_AVX512_TYPES "f32" CACHE STRING
@@ -84,8 +89,11 @@ set(POOLGEN_AVX512_TYPES "f32" CACHE STRING
 # 40.4-40.9 / 37.8, 1x12x56x56 72.0-72.2 / 64.9-65.6; 3-D 1x8x8x28x28 221-222 / 180-181,
 # 1x12x8x28x28 422-432 / 344-352; 16 channels 51.6-52.7 / 64.9-67.1 (docs/kernels.md). 2-D
 # k3s2p1 NCHW rows of 14 (1x64x28x28), us: Zen 5 36 / 30-31; Intel 78-79 / 66-105, two threads
-# 71-88 / 51-54.
-set(POOLGEN_AVX512_NARROW "max_pool3d_k2s2p0:16;max_pool2d_cl:16;max_pool3d_cl:16;max_pool2d_k3s2p1:16" CACHE STRING
+# 71-88 / 51-54. The 2-D k2s2p0 channels-last unpooling gather and pooling gradient, whose
+# AVX-512 vectors of 16 channels leave fewer channels to the scatter (Intel, us: unpooling
+# 1x8x112x112 78-96 / 47-72; gradient 1x8x112x112 71-85 / 56-77, 1x12x112x112 141-154 /
+# 107-129); unpooling's gradient, which has halved vectors, wins there and keeps them.
+set(POOLGEN_AVX512_NARROW "max_pool3d_k2s2p0:16;max_pool2d_cl:16;max_pool3d_cl:16;max_pool2d_k3s2p1:16;max_unpool2d_k2s2p0_cl:16;max_pool2d_backward_k2s2p0_cl:16" CACHE STRING
     "family:lanes entries: calls of fewer lanes run the AVX2 variant of that family's kernels")
 set(POOLGEN_AVX512_FEATURE "avx512_skylake" CACHE STRING
     "Halide feature (and processor tuning) of the AVX-512 variant: avx512_skylake, avx512_zen4, ...")

@@ -80,6 +80,12 @@ void vectorize_columns(Func f, const Var& x, const Expr& width, int lanes, int n
   f.split(x, xo, xi, 1);
 }
 
+// The narrowest rung of vectorize_columns' ladder: 4 lanes with halved vectors, but none
+// narrower than the calls another variant takes (handed_off_below); the full vector without.
+int narrowest_vector(bool narrow_vectors, int handed_off_below, int lanes) {
+  return narrow_vectors ? std::max(4, std::min(handed_off_below, lanes)) : lanes;
+}
+
 // The scan's update: the taps loop outside one vector of outputs along `lane` (unrolled when
 // the window is fixed).
 void scan_taps(Stage update, const Var& lane, const RDom& r, bool unroll) {
@@ -130,9 +136,8 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   // planes (1-D: channel_vectors vectors of rows): tasks of one vector were too small to pay a
   // second thread's wake-up.
   // The narrowest vector of the ladder along the rows (vectorize_columns).
-  const int narrowest_vector =
-      narrow_vectors ? std::max(4, std::min(handed_off_below, lanes)) : lanes;
-  const int narrowest = channel_vectors_below > 0 ? channel_vectors_below : narrowest_vector;
+  const int narrowest_rung = narrowest_vector(narrow_vectors, handed_off_below, lanes);
+  const int narrowest = channel_vectors_below > 0 ? channel_vectors_below : narrowest_rung;
   // Rows narrower than this variant ever gets need no vectors across planes.
   if (channel_vectors > 0 && !channels_last && narrowest > handed_off_below) {
     // The last vector of planes shifts inwards over its neighbour (guarding it instead tripled
@@ -186,7 +191,7 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
                     s.unit_dilation && s.column_stride == 2, s.unit_dilation};
     if (channels_last) stride_cases = {s.unit_dilation};
   }
-  vectorize_columns(result, lane, out.dim(0).extent(), lanes, narrowest_vector, xo, stride_cases,
+  vectorize_columns(result, lane, out.dim(0).extent(), lanes, narrowest_rung, xo, stride_cases,
                     short_rows && !channels_last);
 
   // The running maximum lives in registers: one vector of outputs, taps looping outside it.
@@ -256,6 +261,7 @@ void CpuGatherSchedule::read(Knobs& knobs) {
   knobs.take("check_groups", &check_groups);
   knobs.take("prefetch_rows", &prefetch_rows);
   knobs.take("whole_rows", &whole_rows);
+  knobs.take("handed_off_below", &handed_off_below);
 }
 
 void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const {
@@ -319,7 +325,7 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
     check_each_group(LoopLevel(out, tile_dims(full, 1, {xci, xt}, k, whole_rows)[0]));
     out.specialize_fail("max_unpool: rows narrower than a vector of windows are the scatter's");
   } else if (narrow_vectors) {
-    vectorize_columns(out, lane, width, lanes, 4, xo);
+    vectorize_columns(out, lane, width, lanes, narrowest_vector(true, handed_off_below, lanes), xo);
   } else {
     // One loop of full vectors; a narrower row lies past the views' bounds, which the runtime's
     // plan finds in the bounds query, and takes the scatter.

@@ -164,6 +164,8 @@ struct CpuGatherSchedule {
   // are prefetched (0: none). Rows of a few cache lines are too short for the hardware
   // prefetchers to learn when they start on a 64-byte boundary, as frameworks' tensors do.
   int prefetch_rows = 0;
+  // As pooling's: rows (channels-last: channels) narrower than this run on another variant.
+  int handed_off_below = 0;
 
   void read(Knobs& knobs);
   void apply(const GatherStages& s, const Halide::Target& target) const;

@@ -495,7 +495,10 @@ TEST(Variants, NarrowCallsRunTheNextVariant) {
   const bool runs_avx2 = false;  // no narrow variants off x86
 #endif
   size_t found = 0;
-  for (const Kernel& k : forward_kernels().kernels()) {
+  std::vector<Kernel> kernels = forward_kernels().kernels();  // and the gradients' (a gather)
+  kernels.insert(kernels.end(), backward_kernels().kernels().begin(),
+                 backward_kernels().kernels().end());
+  for (const Kernel& k : kernels) {
     const bool is_listed = std::find(listed.begin(), listed.end(), k.name) != listed.end();
     SCOPED_TRACE(k.name);
     EXPECT_EQ(k.narrow_entry != nullptr, is_listed);
@@ -511,9 +514,12 @@ TEST(Variants, NarrowCallsRunTheNextVariant) {
   }
   EXPECT_EQ(found, listed.size());
 #if defined(__x86_64__)
-  // The default x86 build's: 3-D k2s2p0 f32, rows of fewer than 16 outputs.
+  // The default x86 build's: 3-D k2s2p0 f32, rows of fewer than 16 outputs; the 2-D k2s2p0
+  // channels-last pooling gradient, fewer than 16 channels.
   if (std::string(POOLGEN_AVX512_TARGET).find("avx512") != std::string::npos) {
-    EXPECT_NE(std::find(listed.begin(), listed.end(), "max_pool3d_k2s2p0_f32_i64"), listed.end());
+    for (const char* name : {"max_pool3d_k2s2p0_f32_i64", "max_pool2d_backward_k2s2p0_cl_f32_i64"}) {
+      EXPECT_NE(std::find(listed.begin(), listed.end(), name), listed.end()) << name;
+    }
   }
 #endif
 }

@@ -44,6 +44,8 @@ bool cpu_runs(std::initializer_list<int> features) {
   return !any || halide_can_use_target_features(kWords, wanted) != 0;
 }
 
+}  // namespace
+
 std::vector<Kernel> with_narrow_variants(std::vector<Kernel> kernels) {
   struct Narrow {
     const char* name;
@@ -67,8 +69,6 @@ std::vector<Kernel> with_narrow_variants(std::vector<Kernel> kernels) {
   }
   return kernels;
 }
-
-}  // namespace
 
 const KernelTable& forward_kernels() {
   static const KernelTable table(with_narrow_variants({

@@ -56,6 +56,9 @@ struct Kernel {
 // AVX-512 variant), else the wrapper, which picks the richest variant the CPU runs.
 using KernelEntry = int (*)(void** args);
 KernelEntry variant_for(const Kernel& kernel, int64_t lanes);
+// `kernels` with the narrow variants of those the build gives one (POOLGEN_AVX512_NARROW), each
+// found where its archive is linked (a weak symbol), for either table.
+std::vector<Kernel> with_narrow_variants(std::vector<Kernel> kernels);
 
 // A generated table of kernels, grouped once by what a query must match exactly.
 class KernelTable {

@@ -50,9 +50,13 @@ class Launch {
     if (kernel_.device == Device::cuda) cuda_.push_back(buffer);
   }
 
-  // A CPU call whose vectors run along `lanes` elements runs the variant that pays there
-  // (variant_for).
-  void fit_variant(int64_t lanes) { entry_ = variant_for(kernel_, lanes); }
+  // A CPU call runs the variant that pays for the extent its vectors run along (variant_for):
+  // the channels of channels-last `output`, else its rows.
+  void fit_variant(const View& output) {
+    const int64_t lanes = kernel_.layout == Layout::channels_last ? output.shape[1]
+                                                                   : output.shape[output.rank - 1];
+    entry_ = variant_for(kernel_, lanes);
+  }
 
   // View k's buffer (in the order added), to move its data or its coordinates.
   halide_buffer_t& view_buffer(int k) { return views_[k].view.buffer; }

@@ -14,6 +14,7 @@ struct GatherLaunch : Launch {
     add_view(views[1], kernel.index, Access::read);
     if (kernel.op == Op::unpool_gather) add_scalar(plane_stride);  // the gradient's: offsets only
     add_view(views[2], kernel.value, Access::write);
+    fit_variant(views[2]);
   }
 };
 

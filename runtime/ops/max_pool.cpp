@@ -113,9 +113,7 @@ struct PoolLaunch : Launch {
     add_window(window);
     add_view(views[1], kernel.value, Access::write);
     add_view(views[2], kernel.index, Access::write);
-    const View& values = views[1];
-    fit_variant(kernel.layout == Layout::channels_last ? values.shape[1]
-                                                       : values.shape[values.rank - 1]);
+    fit_variant(views[1]);
   }
 };
 
