@@ -36,7 +36,7 @@ int specificity(const Target& key, const Target& target) {
 
 Knobs Knobs::for_target(const std::string& cpu_schedule, const Target& target) {
   std::string common;
-  std::vector<std::string> tuned;  // the most specific entries, in their order
+  std::vector<std::string> specific;  // the most specific entries, in their order
   int best = -1;
   bool first = true;
   for (const std::string& entry : split(cpu_schedule, '/')) {
@@ -51,9 +51,9 @@ Knobs Knobs::for_target(const std::string& cpu_schedule, const Target& target) {
       const int score = specificity(Target(key), target);
       if (score > best) {
         best = score;
-        tuned.clear();
+        specific.clear();
       }
-      if (score == best) tuned.push_back(entry.substr(at + 1));
+      if (score == best) specific.push_back(entry.substr(at + 1));
     }
     first = false;
   }
@@ -67,13 +67,13 @@ Knobs Knobs::for_target(const std::string& cpu_schedule, const Target& target) {
   };
   std::vector<std::string> layers{common};
   if (best >= 0) {
-    const auto found = std::find_if(tuned.begin(), tuned.end(), names_autoscheduler);
-    if (found != tuned.end()) {
+    const auto found = std::find_if(specific.begin(), specific.end(), names_autoscheduler);
+    if (found != specific.end()) {
       layers = {*found};
     } else if (names_autoscheduler(common)) {
-      layers = tuned;
+      layers = specific;
     } else {
-      layers.insert(layers.end(), tuned.begin(), tuned.end());
+      layers.insert(layers.end(), specific.begin(), specific.end());
     }
   }
   for (const std::string& entry : layers) {
@@ -99,7 +99,7 @@ void Knobs::take(const char* name, int* value) {
     used = 0;
   }
   _halide_user_assert(used > 0 && used == it->second.size())
-      << "cpu_schedule: knob " << name << " expects an integer, got " << it->second;
+      << "cpu_schedule: knob " << name << " expects a 32-bit integer, got " << it->second;
   *value = parsed;
   taken_.insert(name);
 }
