@@ -27,6 +27,42 @@ TEST(MaxPoolTester, RanksPathsAndThreads) {
   EXPECT_TRUE(MaxPoolTester().input_shape({4, 64, 56, 56}).threads(2).Test());
 }
 
+// Frameworks' 1-D pooling arrives as 2-D on (N, C, 1, L) with a window (1, k): it runs as the
+// 1-D call it is, on that rank's kernels, with the same plane offsets.
+TEST(MaxPoolTester, OneRowPlanesRunOneRankLower) {
+  auto kernel = [](int nd, const Ints& shape, Ints k, Ints s, bool cl) {
+    PoolOptions o;
+    o.kernel_size = k;
+    o.stride = s;
+    const TensorView in = cl ? channels_last(nullptr, DType::f32, shape)
+                             : contiguous(nullptr, DType::f32, shape);
+    std::string name;
+    const Status st = max_pool_kernel_name(nd, in, DType::i64, o, &name);
+    return st.ok() ? name : st.message();
+  };
+  for (bool cl : {false, true}) {
+    for (DType index : {DType::i64, DType::i32}) {
+      EXPECT_TRUE(MaxPoolTester().input_shape({2, 16, 1, 64}).kernel_size({1, 2}).stride({1, 2})
+                      .channels_last(cl).index_dtype(index).Test());
+      EXPECT_TRUE(MaxPoolTester().input_shape({1, 3, 1, 1, 40}).kernel_size({1, 1, 3})
+                      .stride({4, 1, 2}).padding({0, 0, 1}).channels_last(cl)
+                      .index_dtype(index).Test());
+      // A leading extent of 1 that the window pads keeps its rank.
+      EXPECT_TRUE(MaxPoolTester().input_shape({1, 3, 1, 12}).kernel_size({2, 2}).padding({1, 0})
+                      .channels_last(cl).index_dtype(index).Test());
+    }
+    EXPECT_EQ(kernel(2, {8, 64, 1, 4096}, {1, 2}, {1, 2}, cl),
+              kernel(1, {8, 64, 4096}, {2}, {2}, cl));
+    EXPECT_EQ(kernel(3, {8, 64, 1, 1, 4096}, {1, 1, 3}, {1, 1, 2}, cl),
+              kernel(1, {8, 64, 4096}, {3}, {2}, cl));
+    EXPECT_EQ(kernel(3, {8, 64, 1, 32, 32}, {1, 2, 2}, {1, 2, 2}, cl),
+              kernel(2, {8, 64, 32, 32}, {2, 2}, {2, 2}, cl));
+  }
+  // A plane of more than one row keeps its rank.
+  EXPECT_NE(kernel(2, {8, 64, 2, 4096}, {1, 2}, {1, 2}, false),
+            kernel(1, {8, 64, 4096}, {2}, {2}, false));
+}
+
 TEST(MaxUnpoolTester, GatherScatterAndInvalidIndices) {
   for (bool cl : {false, true}) {
     for (DType index : {DType::i64, DType::i32}) {

@@ -81,6 +81,17 @@ inline View slice(const View& v, int dim, int64_t start, int64_t count) {
   return s;
 }
 
+// `v` without dimensions [first, first + count), which have extent 1.
+inline View without_dims(const View& v, int first, int count) {
+  View w = v;
+  w.rank -= count;
+  for (int i = first; i < w.rank; ++i) {
+    w.shape[i] = v.shape[i + count];
+    w.strides[i] = v.strides[i + count];
+  }
+  return w;
+}
+
 // A call's views, which share their batch and channel extents (N and C).
 using Views = InlineVector<View, 3>;
 // The bytes of all of a call's views together.

@@ -82,14 +82,33 @@ Status prepare(int nd, const TensorView& input, DType index_dtype, const PoolOpt
                             spatial_elements(nd, input.shape), &plan->views[0]);
 }
 
+// A call whose window spans leading spatial dimensions of extent 1 with one tap runs one rank
+// lower (unit_leading_dims): 1-D pooling as frameworks hand it over, 2-D on (N, C, 1, L), took
+// the general kernel. The views the plan has (describe's: the input's alone) and the kernel's
+// window lose those dimensions.
+void drop_unit_dims(PoolPlan* plan) {
+  const int count = unit_leading_dims(plan->kernel_window, plan->views[0].shape + 2);
+  if (count == 0) return;
+  plan->kernel_window = without_leading_dims(plan->kernel_window, count);
+  for (View& view : plan->views) {
+    if (view.rank > 0) view = without_dims(view, 2, count);
+  }
+}
+
 // The kernel for the input's device, layout and types (after the arguments are known valid, so
 // that a malformed call is reported as such even when the build lacks its dtype).
 [[gnu::cold]] Status choose(const TensorView& input, DType index_dtype, const PoolOptions& options,
               PoolPlan* plan) {
-  const int nd = plan->window.nd;
   plan->device = call_device(options.device, input);
   int capability = 0;
   if (plan->device == Device::cuda) POOLGEN_RETURN_IF_ERROR(cuda_capability(&capability));
+  // Other frameworks' rules are passes over the results, on the host.
+  plan->passes = options.max_rule != MaxRule::any_nan ||
+                 options.index_format != IndexFormat::plane || plan->empty_windows ||
+                 plan->cropped;
+  // The passes work on the call's own rank.
+  if (!plan->passes && plan->device == Device::cpu) drop_unit_dims(plan);
+  const int nd = plan->kernel_window.nd;
   plan->match_window = options.path == Path::automatic;
   plan->query = {Op::pool, nd,           layout_of(plan->views[0]), input.dtype, index_dtype,
                  nullptr,  plan->device, capability};
@@ -266,10 +285,6 @@ struct MaxPool {
     POOLGEN_RETURN_IF_ERROR(check_apart({{"values", &out_values}, {"indices", &out_indices}},
                                         {{"input", &in}}));
     POOLGEN_RETURN_IF_ERROR(choose(input, indices.dtype, options, plan));
-    // Other frameworks' rules are passes over the results, on the host.
-    plan->passes = options.max_rule != MaxRule::any_nan ||
-                   options.index_format != IndexFormat::plane || plan->empty_windows ||
-                   plan->cropped;
     const bool pytorch_rules = !plan->passes;
     if (!pytorch_rules && plan->device != Device::cpu) {
       return fail(Code::unsupported, "max_rule and index_format",

@@ -437,4 +437,22 @@ Status unpool_output_shape(const Window& w, const Ints& in, const Ints& output_s
 }
 
 
+int unit_leading_dims(const Window& w, const int64_t* spatial_extents) {
+  int count = 0;
+  while (count < w.nd - 1 && spatial_extents[count] == 1 && w.kernel[count] == 1 &&
+         w.padding[count] == 0 && w.padding_end[count] == 0) {
+    ++count;
+  }
+  return count;
+}
+
+Window without_leading_dims(const Window& window, int count) {
+  Window w = window;
+  w.nd -= count;
+  for (int64_t* list : {w.kernel, w.stride, w.padding, w.dilation, w.padding_end}) {
+    std::copy(list + count, list + 3, list);
+  }
+  return w;
+}
+
 }  // namespace poolgen::detail
