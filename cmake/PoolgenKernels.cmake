@@ -209,7 +209,7 @@ function(poolgen_kernel name op nd k s p layout value index)
     list(APPEND ARG_PARAMS ${POOLGEN_CUDA_KNOBS_${ARG_GENERATOR}})
   endif ()
   set(wide FALSE)  # whether it gets the AVX-512 variant
-  set(wide_knobs "${POOLGEN_AVX512_KNOBS_${ARG_KNOBS}}")  # that variant's own hand knobs
+  set(wide_knobs "")  # that variant's own knobs: the narrow rule's, then its hand knobs
   if (NOT ARG_CUDA_CAPABILITY AND POOLGEN_AVX512_TARGET AND ARG_KNOBS IN_LIST POOLGEN_AVX512_FAMILIES)
     poolgen_avx512_type(wide ${op} ${value})
     if (wide)
@@ -229,7 +229,7 @@ function(poolgen_kernel name op nd k s p layout value index)
           # where weak symbols find the AVX2 entry; elsewhere they run its scalar loop), so it
           # carries no vectors for them (CpuPoolSchedule::handed_off_below).
           if (NOT MSVC)
-            string(PREPEND wide_knobs "handed_off_below:${lanes},")
+            list(APPEND wide_knobs "handed_off_below:${lanes}")
           endif ()
         endif ()
       endforeach ()
@@ -246,7 +246,8 @@ function(poolgen_kernel name op nd k s p layout value index)
   endif ()
   # The AVX-512 variant's own hand knobs (POOLGEN_AVX512_KNOBS_<family>, and the narrow rule's),
   # before its tuning.
-  string(REGEX REPLACE ",$" "" wide_knobs "${wide_knobs}")
+  list(APPEND wide_knobs ${POOLGEN_AVX512_KNOBS_${ARG_KNOBS}})
+  list(JOIN wide_knobs "," wide_knobs)
   if (wide AND wide_knobs)
     string(APPEND cpu_schedule "/x86-64-linux-${POOLGEN_AVX512_FEATURE}@${wide_knobs}")
   endif ()

@@ -94,16 +94,19 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
     }
     Expr first = cast(index.type(), output_->dim(plane_dim).min());
     Expr plane = cast(index.type(), output_->dim(plane_dim).extent());
-    Expr valid = index >= first && index < first + plane;
+    // Valid as one unsigned comparison (the offset from the first slot, wrapped): one compare
+    // and branch an element instead of two.
+    const Type unsigned_index = index.type().with_code(halide_type_uint);
+    auto as_unsigned = [&](const Expr& e) { return reinterpret(unsigned_index, e); };
+    Expr valid = as_unsigned(index) - as_unsigned(first) < as_unsigned(plane);
     if (zeroes) r.where(runs);
-    if (skips) {  // valid as one unsigned comparison
-      const Type unsigned_index = index.type().with_code(halide_type_uint);
-      r.where(reinterpret(unsigned_index, index - first) < reinterpret(unsigned_index, plane));
-    }
-    // The clamp keeps every store inside the plane, so nothing outside the output is written
-    // (where the where-clause does, the slot is promised inside it).
-    Expr slot = cast<int32_t>(skips ? unsafe_promise_clamped(index, first, first + plane - 1)
-                                    : clamp(index, first, first + plane - 1));
+    if (skips) r.where(valid);
+    // Nothing outside the output is written: the accumulating vectors clamp their slots (an
+    // invalid one adds -0.0); elsewhere a slot is stored only once the where-clause or the
+    // require (which returns before the store) found it valid, so it is promised inside.
+    const bool clamps = accumulate && !skips;
+    Expr slot = cast<int32_t>(clamps ? clamp(index, first, first + plane - 1)
+                                     : unsafe_promise_clamped(index, first, first + plane - 1));
     const std::vector<Expr> at = tensor_args<Expr>({slot}, c_, n_, l);
     Expr value = (*values_)(element);
     if (skips) {

@@ -88,11 +88,11 @@ set(POOLGEN_KNOBS_max_pool3d_f32 channel_vectors:4)
 # ran two halved or overlapping vectors and restaged each plane's rows (f32 i64 AVX2, us, one /
 # two threads: 1x64x7x7 9.1-9.3 / 9-12 -> 3.0 / 3.0, 14x14 17 / 17 -> 8.4 / 8.5, 28x28 39 / 25
 # -> 32 / 18-23; 1x64x56x56 measured 12% slower across planes, and keeps its rows). Tasks of 4
-# vectors: 8 left 28x28 one task, 30 us on two threads.
+# vectors: 8 left 28x28 one task, 30 us on two threads. The AVX-512 variant (f32) never sees
+# those rows: the runtime runs calls of rows under 16 outputs on AVX2 (POOLGEN_AVX512_NARROW), so
+# it goes without the vectors across planes (handed_off_below, which cmake/PoolgenKernels.cmake
+# derives from that rule).
 set(POOLGEN_KNOBS_max_pool2d_k3s2p1 channel_vectors:4,channel_vectors_below:16)
-# Its AVX-512 variant (f32) never sees those rows: the runtime runs calls of rows under 16 outputs
-# on AVX2 (POOLGEN_AVX512_NARROW), so that variant goes without the vectors across planes
-# (handed_off_below, which cmake/PoolgenKernels.cmake derives from that rule).
 # Channels-last tasks are blocks of 8 output rows (2-D) or depth slices (3-D), not 64: one image
 # is one task below 128 output rows otherwise, and the second thread idles (1x64x56x56 k2s2p0 f32
 # AVX2: 0.031 -> 0.019 ms on two threads; one thread and 8x64x112x112 unchanged within noise).
