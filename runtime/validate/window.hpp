@@ -61,10 +61,11 @@ Status pool_output_shape(Window* window, const Ints& input_shape, Ints* output_s
 Status unpool_output_shape(const Window& window, const Ints& input_shape, const Ints& output_size,
                            Ints* output_shape, const char* output = "output");
 
-// Frameworks pool 1-D as 2-D on (N, C, 1, L) with a window (1, k) (PyTorch's max_pool1d): the leading spatial dimensions of extent 1 that such a window spans
-// (one tap, no padding on either side, so one output row too), at most nd - 1 of them. A call
-// without them is the same call one rank lower, whose plane offsets are the same (the dropped
-// dimensions' offsets are 0), and takes that rank's fixed-window kernels.
+// Frameworks pool 1-D as 2-D on (N, C, 1, L) with a window (1, k) (PyTorch's max_pool1d): the
+// leading spatial dimensions of extent 1 that such a window spans (one tap, no padding on either
+// side, so one output row too), at most nd - 1 of them. A call without them is the same call one
+// rank lower, whose plane offsets are the same (the dropped dimensions' offsets are 0), and takes
+// that rank's fixed-window kernels.
 int unit_leading_dims(const Window& window, const int64_t* spatial_extents);
 // `window` without its first `count` dimensions.
 Window without_leading_dims(const Window& window, int count);
