@@ -120,13 +120,6 @@ set(POOLGEN_KNOBS_max_pool2d_k2s2p0 channel_vectors:8,short_rows:true)
 # registers (kmovd round trips, masked vmovss): f32 i64, one thread, us, 1x64x4x7x7 AVX-512
 # 16.9 -> 3.2, AVX2 5.7 -> 2.8. 51 KB of the f32 share; the other types keep the scalar rows.
 set(POOLGEN_KNOBS_max_pool3d_k2s2p0_f32 channel_vectors:8)
-# Unpooling's gradient by index (contiguous): calls of fewer than 2^18 elements gather one at a
-# time, whose loop is a third of the vector gather's instructions (each lane extracted, loaded
-# and inserted); larger ones keep the vectors' loads in flight together (f32 i64, one thread,
-# us, two interleaved rounds: 1x64x14x14 2.85-2.94 -> 2.12-2.13, 1x64x56x56 34.2-34.3 -> 28.1,
-# 4x64x56x56 136 -> 110, 1x64x112x112 124-126 -> 120; one element at a time lost beyond:
-# 2x16x32x64x64 k2s2p0 547-618 -> 705-739, 8x64x112x112 1.81-1.86 -> 2.06-2.07 ms).
-set(POOLGEN_KNOBS_max_unpool_backward scalar_below:262144)
 # Unpooling's gradient by windows: full vectors of cells, read in place, loops in one piece, each
 # row of cells (channels-last: each cell) marked and checked right before it is read: a block's
 # marks in a pass of their own made the kernel slower than the gather by index (8x64x112x112 f32,

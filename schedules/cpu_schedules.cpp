@@ -367,47 +367,31 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
 void CpuIndexGatherSchedule::read(Knobs& knobs) {
   knobs.take("vector_width", &vector_width);
   knobs.take("elements_per_task", &elements_per_task);
-  knobs.take("scalar_below", &scalar_below);
 }
 
 void CpuIndexGatherSchedule::apply(const IndexGatherStages& s, const Target& target) const {
   Func out = s.out;
   const int lanes = vector_lanes(vector_width, out, target, s.layout);
   Var block("block"), chunk("chunk"), inner("inner"), block_c("block_c"), tasks("tasks");
-  Func invalid = s.invalid;
+  Func invalid = s.invalid;  // channels-last's chunk checks
   // Loops split at the chunks' bounds, so that each vector's chunk (and its check) is one.
   const bool channels_last = s.layout == Layout::channels_last;
   const int chunk_size = s.chunk;
   const int per_chunk = channels_last ? 64 * chunk_size : chunk_size;  // elements, about
   const int chunks_per_task = std::max(1, elements_per_task / per_chunk);
   if (!channels_last) {
-    // Planes smaller than a chunk share a task, up to a chunk's elements (a runtime split): a
-    // task per 7x7 plane paid the task's call, its unfusing divisions and its setup for nine
-    // elements. The runtime's parallel hook still hands threads several tasks at a time.
+    // One element at a time, each index checked as it is read (the generator's require), in
+    // tasks of elements_per_task elements; planes smaller than that share a task (a runtime
+    // split): a task per 7x7 plane paid the task's call, its unfusing divisions and its setup
+    // for nine elements. The runtime's parallel hook still hands threads several tasks at a time.
     Var c_block("c_block"), plane("plane");
     const OutputImageParam grad = out.output_buffers()[0];
-    const Expr planes_per_task = max(chunk_size / max(grad.dim(0).extent(), 1), 1);
-    auto schedule = [&](Stage stage, bool vectors) {
-      stage.split(s.p, chunk, inner, chunk_size, TailStrategy::GuardWithIf);
-      if (vectors) stage.vectorize(inner, lanes, TailStrategy::GuardWithIf);
-      // A vector branch's task is one chunk, whose indices are then checked right before the
-      // gather reads them again (from L1). Checking a task's 16 chunks first (4 ran no faster)
-      // cost the gather 40% out of cache (f32 i64, one thread: 1-D 8x64x65536 20.8 -> 11.7 ms,
-      // ATen 15; 2-D 8x64x112x112 k3s2p1 2.29 -> 2.05 ms).
-      stage.split(chunk, block, chunk, vectors ? 1 : chunks_per_task, TailStrategy::GuardWithIf)
-          .split(s.c, c_block, plane, planes_per_task, TailStrategy::GuardWithIf)
-          .reorder(inner, chunk, plane, block, c_block, s.n)
-          .fuse(block, c_block, block_c).fuse(block_c, s.n, tasks).parallel(tasks);
-    };
-    // Smaller calls gather one element at a time: each lane of a vector gather is extracted,
-    // loaded and inserted (Halide emits no hardware gathers here), three times the scalar
-    // loop's instructions; out of cache the vector's loads in flight together win instead.
-    if (scalar_below > 0) {
-      const Expr elements = cast<int64_t>(grad.dim(0).extent()) * grad.dim(1).extent() *
-                            grad.dim(2).extent();
-      schedule(out.specialize(elements < scalar_below), false);
-    }
-    schedule(out, true);
+    const Expr planes_per_task = max(elements_per_task / max(grad.dim(0).extent(), 1), 1);
+    out.split(s.p, block, inner, elements_per_task, TailStrategy::GuardWithIf)
+        .split(s.c, c_block, plane, planes_per_task, TailStrategy::GuardWithIf)
+        .reorder(inner, plane, block, c_block, s.n)
+        .fuse(block, c_block, block_c).fuse(block_c, s.n, tasks).parallel(tasks)
+        .unroll(inner, 4, TailStrategy::GuardWithIf);
   } else {
     // Channels are the vectors; a task is a run of one image's pixels.
     out.vectorize(s.c, lanes, TailStrategy::GuardWithIf)
@@ -421,13 +405,6 @@ void CpuIndexGatherSchedule::apply(const IndexGatherStages& s, const Target& tar
     invalid.compute_at(out, tasks)
         .bound_storage(invalid.args()[0], chunks_per_task)
         .update().atomic().vectorize(s.in_chunk[0], lanes, TailStrategy::GuardWithIf);
-    if (!channels_last) {
-      // Checked once for the task's planes, planes innermost in the flags' zeroing: checked per
-      // plane, each plane's few flags were a memset call, most of a small plane's time (f32
-      // i64, one thread: 1x64x7x7 1.80 -> 1.12 us, 14x14 3.28 -> 2.97 us).
-      invalid.bound_storage(invalid.args()[1], chunk_size)
-          .reorder(invalid.args()[1], invalid.args()[0]);
-    }
   }
 }
 

@@ -183,17 +183,13 @@ struct IndexGatherStages {
   Layout layout;
 };
 
-// Vectors along the dense dimension (p, or c in channels-last); tasks of about
-// elements_per_task elements (runs of a plane, or of an image's pixels; planes smaller than a
-// chunk share a task), whose chunks of indices are checked when the task (or its plane) starts.
-// Contiguous calls that run vectors take a task per chunk (planes smaller than a chunk still
-// share one), which checks each chunk right before its gather.
+// Tasks of about elements_per_task elements (runs of a plane, or of an image's pixels).
+// Contiguous: one element at a time, each index checked as it is read, planes smaller than a
+// task sharing one. Channels-last: vectors along the channels, each task's chunks of indices checked when
+// the task starts.
 struct CpuIndexGatherSchedule {
   int vector_width = 0;
   int elements_per_task = 16384;
-  // Contiguous: calls of fewer elements than this gather one element at a time (the check
-  // keeps its vectors); 0: vectors always.
-  int scalar_below = 0;
 
   void read(Knobs& knobs);
   void apply(const IndexGatherStages& s, const Halide::Target& target) const;

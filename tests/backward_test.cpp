@@ -310,12 +310,10 @@ TEST_P(BackwardUnpool, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(, BackwardUnpool, ::testing::ValuesIn(gradient_params()), param_name);
 
-// Calls larger than the random ones: above the contiguous kernel's `scalar_below` (2^18
-// elements, schedules/cpu_knobs.cmake) it gathers vectors, a task per chunk of indices, each
-// chunk checked just before its gather. An invalid index anywhere (the first element, inside a
-// chunk, in a plane's last chunk, which is shifted inwards and rechecks elements, the last
-// element), with a second one after it, is named as the reference names it; valid indices give
-// the reference's bits.
+// Calls larger than the random ones, over several of the kernels' tasks (the channels-last
+// kernel's chunks of indices too). An invalid index anywhere (the first element, inside a
+// task, near a plane's end, the last element), with a second one after it, is named as the
+// reference names it; valid indices give the reference's bits.
 template <typename I>
 void large_unpool_backward(int nd, const Ints& values_shape, const UnpoolOptions& u) {
   SCOPED_TRACE("max_unpool_backward " + std::string(dtype_name(test::dtype_of<I>())) + " " +
