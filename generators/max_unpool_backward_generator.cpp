@@ -43,7 +43,7 @@ class MaxUnpoolBackward : public Generator<MaxUnpoolBackward> {
     const Layout l = layout;
     const FlatPlanes planes(*indices_, l);
     const Expr out_plane = cast(index_type, grad_output_->dim(spatial_dim(0, l)).extent());
-    auto valid = [&](const Expr& i) { return i >= 0 && i < out_plane; };
+    auto valid = [&](const Expr& i) { return in_range(i, 0, out_plane); };
     auto index = [&](const std::vector<Expr>& e) { return (*indices_)(planes.at(e)); };
 
     const std::vector<Expr> here = tensor_args<Expr>({p_}, c_, n_, l);
@@ -53,46 +53,37 @@ class MaxUnpoolBackward : public Generator<MaxUnpoolBackward> {
       return (*grad_output_)(tensor_args<Expr>({slot}, c_, n_, l));
     };
     Func out = *grad_values_;
-    // Channels-last indices are checked a chunk at a time, a vectorizable reduction, then one
-    // scalar require per chunk (a require of a vector condition would branch on every lane): a
-    // chunk is a run of an image's pixels with all their channels (the vectors' lanes are
-    // channels, whose planes differ). The schedule's tasks are whole chunks.
     const bool channels_last = l == Layout::channels_last;
-    const int chunk_size = channels_last ? kChunkPixels : kChunk;
-    // A plane smaller than a chunk checks its own elements only.
-    const Expr checked_size = min(chunk_size, planes.plane);
-    in_chunk_ = channels_last ? RDom(0, planes.channels, 0, checked_size, "in_chunk")
-                              : RDom(0, checked_size, "in_chunk");
     if (report_invalid) {
       // Every read is clamped into the plane. Narrowing first changes no valid index (planes
       // hold fewer than 2^31 elements) and makes it one 32-bit min and max, which x86 has for
       // vectors (it has none for 64-bit lanes).
       out(here) = gradient_at(clamp(cast<int32_t>(i), 0, last));
     } else if (!channels_last) {
-      // Contiguous: each index is checked as its element is read, one unsigned comparison and
-      // branch, the loop ATen's gather runs, where a chunk's check and then its gather (vectors
-      // whose lanes were extracted, loaded and inserted one by one) read the indices twice and
-      // ran 1.35-1.6x slower on the Intel VM (docs/kernels.md). The slot needs no clamp past
-      // the require, which returns before the load.
-      const Type unsigned_index = index_type.value().with_code(halide_type_uint);
-      const Expr inside = reinterpret(unsigned_index, i) < reinterpret(unsigned_index, out_plane);
-      Expr slot = require(inside, cast<int32_t>(i),
+      // Contiguous: each index is checked as its element is read, one comparison and branch,
+      // the loop ATen's gather runs, where a chunk's check and then its gather (vectors whose
+      // lanes were extracted, loaded and inserted one by one) read the indices twice and ran
+      // 1.35-1.6x slower on the Intel VM (docs/kernels.md). The slot needs no clamp past the
+      // require, which returns before the load.
+      Expr slot = require(valid(i), cast<int32_t>(i),
                           "max_unpool_backward: an index outside the plane of", out_plane);
       out(here) = gradient_at(unsafe_promise_clamped(slot, 0, last));
     } else {
-      // The last chunk is shifted inwards (it may recheck elements) rather than each element
-      // clamped, which keeps the check's loads dense.
-      Expr base = max(0, min(chunk_ * chunk_size, planes.plane - checked_size));
-      Expr q = base + in_chunk_[channels_last ? 1 : 0];
-      const std::vector<Expr> chunk = channels_last ? std::vector<Expr>{chunk_, n_}
-                                                    : std::vector<Expr>{chunk_, c_, n_};
-      Expr checked = (*indices_)(channels_last ? planes.at({q, in_chunk_[0], n_})
-                                               : planes.at({q, c_, n_}));
-      invalid_(chunk) = cast<uint8_t>(0);
-      invalid_(chunk) = max(invalid_(chunk), select(valid(checked), cast<uint8_t>(0),
-                                                    cast<uint8_t>(1)));
-      Expr chunk_invalid = channels_last ? invalid_(p_ / chunk_size, n_)
-                                         : invalid_(p_ / chunk_size, c_, n_);
+      // Channels-last indices are checked a chunk at a time, a vectorizable reduction, then one
+      // scalar require per chunk (a require of a vector condition would branch on every lane):
+      // a chunk is a run of an image's pixels with all their channels (the vectors' lanes are
+      // channels, whose planes differ). The schedule's tasks are whole chunks. An image smaller
+      // than a chunk checks its own pixels only, and the last chunk is shifted inwards (it may
+      // recheck pixels) rather than each pixel clamped, which keeps the check's loads dense.
+      chunk_pixels_ = kChunkPixels;
+      const Expr checked_size = min(kChunkPixels, planes.plane);
+      in_chunk_ = RDom(0, planes.channels, 0, checked_size, "in_chunk");
+      Expr q = max(0, min(chunk_ * kChunkPixels, planes.plane - checked_size)) + in_chunk_[1];
+      Expr checked = (*indices_)(planes.at({q, in_chunk_[0], n_}));
+      invalid_(chunk_, n_) = cast<uint8_t>(0);
+      invalid_(chunk_, n_) = max(invalid_(chunk_, n_), select(valid(checked), cast<uint8_t>(0),
+                                                              cast<uint8_t>(1)));
+      Expr chunk_invalid = invalid_(p_ / kChunkPixels, n_);
       // The slot passes the chunk's check before it is read, and needs no clamp: a clamp was a
       // third of the scalar gather's instructions. (A require's failure prints its value: the
       // slot's, not the gradient read there.) The promise is for bounds inference.
@@ -106,7 +97,7 @@ class MaxUnpoolBackward : public Generator<MaxUnpoolBackward> {
     grad_output_->set_estimates(representative_region(2, l, 1, true));
     indices_->set_estimates(representative_region(2, l, 2, true));
     grad_values_->set_estimates(representative_region(2, l, 2, true));
-    const IndexGatherStages stages{out, invalid_, in_chunk_, chunk_size, p_, c_, n_, l};
+    const IndexGatherStages stages{out, invalid_, in_chunk_, chunk_pixels_, p_, c_, n_, l};
     if (report_invalid) {
       const FirstInvalid invalid(planes, index, valid);
       report_first_invalid(invalid, planes, index, index_type, *invalid_position_,
@@ -126,9 +117,10 @@ class MaxUnpoolBackward : public Generator<MaxUnpoolBackward> {
   Output<Buffer<>>* grad_values_ = nullptr;
   Output<Buffer<>>* invalid_position_ = nullptr;
   Output<Buffer<>>* invalid_index_ = nullptr;
-  static constexpr int kChunk = 1024, kChunkPixels = 64;
-  Func invalid_{"invalid"};
+  static constexpr int kChunkPixels = 64;
+  Func invalid_{"invalid"};  // channels-last's chunk checks
   RDom in_chunk_;
+  int chunk_pixels_ = 0;
   Var p_{"p"}, c_{"c"}, n_{"n"}, chunk_{"chunk"};
 };
 

@@ -94,11 +94,7 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
     }
     Expr first = cast(index.type(), output_->dim(plane_dim).min());
     Expr plane = cast(index.type(), output_->dim(plane_dim).extent());
-    // Valid as one unsigned comparison (the offset from the first slot, wrapped): one compare
-    // and branch an element instead of two.
-    const Type unsigned_index = index.type().with_code(halide_type_uint);
-    auto as_unsigned = [&](const Expr& e) { return reinterpret(unsigned_index, e); };
-    Expr valid = as_unsigned(index) - as_unsigned(first) < as_unsigned(plane);
+    Expr valid = in_range(index, first, plane);
     if (zeroes) r.where(runs);
     if (skips) r.where(valid);
     // Nothing outside the output is written: the accumulating vectors clamp their slots (an

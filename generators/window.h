@@ -195,6 +195,16 @@ inline Halide::Expr add_in_type(const Halide::Expr& a, const Halide::Expr& b) {
   return a + b;
 }
 
+// first <= index < first + extent as one unsigned comparison of the offset from first (wrapped
+// below it): one compare and branch an element instead of two.
+inline Halide::Expr in_range(const Halide::Expr& index, const Halide::Expr& first,
+                             const Halide::Expr& extent) {
+  const Halide::Type u = index.type().with_code(halide_type_uint);
+  auto as_unsigned = [&](const Halide::Expr& e) { return Halide::reinterpret(u, e); };
+  return as_unsigned(index) - as_unsigned(Halide::cast(index.type(), first)) <
+         as_unsigned(Halide::cast(index.type(), extent));
+}
+
 // Halide's order of a tensor's arguments: spatial (innermost first), channel, batch; in
 // channels-last, the channel comes first.
 template <typename T>

@@ -373,13 +373,7 @@ void CpuIndexGatherSchedule::apply(const IndexGatherStages& s, const Target& tar
   Func out = s.out;
   const int lanes = vector_lanes(vector_width, out, target, s.layout);
   Var block("block"), chunk("chunk"), inner("inner"), block_c("block_c"), tasks("tasks");
-  Func invalid = s.invalid;  // channels-last's chunk checks
-  // Loops split at the chunks' bounds, so that each vector's chunk (and its check) is one.
-  const bool channels_last = s.layout == Layout::channels_last;
-  const int chunk_size = s.chunk;
-  const int per_chunk = channels_last ? 64 * chunk_size : chunk_size;  // elements, about
-  const int chunks_per_task = std::max(1, elements_per_task / per_chunk);
-  if (!channels_last) {
+  if (s.layout == Layout::contiguous) {
     // One element at a time, each index checked as it is read (the generator's require), in
     // tasks of elements_per_task elements; planes smaller than that share a task (a runtime
     // split): a task per 7x7 plane paid the task's call, its unfusing divisions and its setup
@@ -392,16 +386,17 @@ void CpuIndexGatherSchedule::apply(const IndexGatherStages& s, const Target& tar
         .reorder(inner, plane, block, c_block, s.n)
         .fuse(block, c_block, block_c).fuse(block_c, s.n, tasks).parallel(tasks)
         .unroll(inner, 4, TailStrategy::GuardWithIf);
-  } else {
-    // Channels are the vectors; a task is a run of one image's pixels.
-    out.vectorize(s.c, lanes, TailStrategy::GuardWithIf)
-        .split(s.p, chunk, inner, chunk_size, TailStrategy::GuardWithIf)
-        .split(chunk, block, chunk, chunks_per_task, TailStrategy::GuardWithIf)
-        .fuse(block, s.n, tasks).parallel(tasks);
+    return;
   }
-  if (invalid.defined()) {
-    // A task's flags fit on the stack: at most chunks_per_task of them, for each of its planes
-    // (at most a chunk of them, planes of one element each).
+  // Channels-last: channels are the vectors; a task is a run of one image's pixels, split at the
+  // chunks' bounds so that each vector's chunk (and its check) is one.
+  const int chunks_per_task = std::max(1, elements_per_task / (64 * s.chunk));  // ~64 channels
+  out.vectorize(s.c, lanes, TailStrategy::GuardWithIf)
+      .split(s.p, chunk, inner, s.chunk, TailStrategy::GuardWithIf)
+      .split(chunk, block, chunk, chunks_per_task, TailStrategy::GuardWithIf)
+      .fuse(block, s.n, tasks).parallel(tasks);
+  if (Func invalid = s.invalid; invalid.defined()) {
+    // A task's flags fit on the stack: one per chunk.
     invalid.compute_at(out, tasks)
         .bound_storage(invalid.args()[0], chunks_per_task)
         .update().atomic().vectorize(s.in_chunk[0], lanes, TailStrategy::GuardWithIf);

@@ -172,21 +172,21 @@ struct CpuGatherSchedule {
 };
 
 // Stages of max_unpool_backward: out(p, c, n) (channels-last: out(c, p, n)) gathers each element
-// from the plane slot its index names; invalid(chunk, c, n) (channels-last: invalid(chunk, n))
-// says whether a chunk of indices holds an invalid one (undefined where the kernel reports
-// instead): a run of in_chunk elements of a plane, or of in_chunk[1] pixels of an image.
+// from the plane slot its index names. Channels-last's CPU kernels check their indices a chunk at
+// a time: invalid(chunk, n) says whether a run of in_chunk[1] pixels of an image holds an invalid
+// index (undefined elsewhere, where in_chunk is too and chunk is 0).
 struct IndexGatherStages {
   Halide::Func out, invalid;
-  Halide::RDom in_chunk;  // invalid's update: a chunk's elements (channels-last: channels, pixels)
-  int chunk;              // elements (channels-last: pixels) per chunk
+  Halide::RDom in_chunk;  // invalid's update: a chunk's (channel, pixel)
+  int chunk;              // pixels per chunk
   Halide::Var p, c, n;
   Layout layout;
 };
 
 // Tasks of about elements_per_task elements (runs of a plane, or of an image's pixels).
 // Contiguous: one element at a time, each index checked as it is read, planes smaller than a
-// task sharing one. Channels-last: vectors along the channels, each task's chunks of indices checked when
-// the task starts.
+// task sharing one. Channels-last: vectors along the channels, each task's chunks of indices
+// checked when the task starts.
 struct CpuIndexGatherSchedule {
   int vector_width = 0;
   int elements_per_task = 16384;

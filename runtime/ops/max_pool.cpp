@@ -91,7 +91,7 @@ void drop_unit_dims(PoolPlan* plan) {
   if (count == 0) return;
   plan->kernel_window = without_leading_dims(plan->kernel_window, count);
   for (View& view : plan->views) {
-    if (view.rank > 0) view = without_dims(view, 2, count);
+    if (view.rank > 0) view = without_dims(view, 2, count);  // rank 0: a view not yet made
   }
 }
 
