@@ -54,7 +54,7 @@ class MaxUnpoolWinner : public Generator<MaxUnpoolWinner> {
     const FlatPlanes planes(*values_, l), slots(*output_, l);
     const Expr out_plane = cast(t, output_->dim(spatial_dim(0, l)).extent());
     auto index = [&](const std::vector<Expr>& e) { return (*indices_)(planes.at(e)); };
-    auto valid = [&](const Expr& i) { return in_range(i, 0, out_plane); };
+    auto valid = [&](const Expr& i) { return i >= 0 && i < out_plane; };
     const Expr runs = *always_ || (*gate_)() != 0;
 
     // Every stage writes through an update whose domain the gate closes: a kernel that does not
