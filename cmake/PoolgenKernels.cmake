@@ -114,6 +114,15 @@ poolgen_target_features(POOLGEN_NARROW_FEATURES ${POOLGEN_NARROW_TARGET})
 # user_context routes kernel errors to the call that caused them; strict_float keeps the
 # NaN-aware comparisons exactly as written.
 set(POOLGEN_KERNEL_FEATURES user_context strict_float)
+# Halide checks each call's buffers on entry (types, ranks, extents and strides, spans below
+# 2 GiB, the region read), which the runtime has validated before it calls a kernel
+# (runtime/validate, fits_kernel). CPU kernels whose generators check nothing else (no
+# `require`: the pooling) drop those checks with Halide's no_asserts: 16-33% of each kernel's
+# code and 0.04-0.1 us of each call (docs/footprint.md, "Halide's entry checks"). The fuzzers
+# fence the shipped kernels' buffers with PROT_NONE pages, so a read or write outside them
+# still fails there.
+option(POOLGEN_KERNEL_CHECKS "Keep Halide's entry checks in every kernel" OFF)
+set(POOLGEN_UNCHECKED_GENERATORS max_pool)
 
 # Which element types get kernels. Each value type costs 14 pooling kernels per index type; the
 # unpooling kernels move bits, so they follow the value types' widths.
@@ -208,6 +217,11 @@ function(poolgen_kernel name op nd k s p layout value index)
     set(capability ${ARG_CUDA_CAPABILITY})
     list(APPEND ARG_PARAMS ${POOLGEN_CUDA_KNOBS_${ARG_GENERATOR}})
   endif ()
+  set(features ${POOLGEN_KERNEL_FEATURES})
+  if (NOT POOLGEN_KERNEL_CHECKS AND NOT ARG_CUDA_CAPABILITY AND
+      ARG_GENERATOR IN_LIST POOLGEN_UNCHECKED_GENERATORS)
+    list(APPEND features no_asserts)
+  endif ()
   set(wide FALSE)  # whether it gets the AVX-512 variant
   set(wide_knobs "")  # that variant's own knobs: the narrow rule's, then its hand knobs
   if (NOT ARG_CUDA_CAPABILITY AND POOLGEN_AVX512_TARGET AND ARG_KNOBS IN_LIST POOLGEN_AVX512_FAMILIES)
@@ -221,9 +235,9 @@ function(poolgen_kernel name op nd k s p layout value index)
         list(GET entry 0 family)
         list(GET entry 1 lanes)
         if (family STREQUAL ARG_KNOBS AND POOLGEN_NARROW_TARGET MATCHES "-avx2")
-          string(REPLACE ";" "-" features "${POOLGEN_KERNEL_FEATURES};no_runtime")
+          string(REPLACE ";" "-" suffix "${features};no_runtime")
           string(APPEND POOLGEN_NARROW_VARIANTS " POOLGEN_NARROW_VARIANT(${name}, "
-                 "\"${name}-${POOLGEN_NARROW_TARGET}-${features}_argv\", ${lanes})")
+                 "\"${name}-${POOLGEN_NARROW_TARGET}-${suffix}_argv\", ${lanes})")
           set(POOLGEN_NARROW_VARIANTS "${POOLGEN_NARROW_VARIANTS}" PARENT_SCOPE)
           # Calls that narrow never reach the AVX-512 variant (runtime/dispatch/kernel_table.cpp:
           # where weak symbols find the AVX2 entry; elsewhere they run its scalar loop), so it
@@ -263,7 +277,7 @@ function(poolgen_kernel name op nd k s p layout value index)
     ${name} FROM poolgen_generators
     GENERATOR ${ARG_GENERATOR}
     TARGETS ${targets}
-    FEATURES ${POOLGEN_KERNEL_FEATURES}
+    FEATURES ${features}
     USE_RUNTIME poolgen_halide_runtime
     PARAMS ${ARG_PARAMS} layout=${layout} value_type=${POOLGEN_HALIDE_TYPE_${value}}
            index_type=${POOLGEN_HALIDE_TYPE_${index}} ${cpu_schedule}
