@@ -74,7 +74,13 @@ poolgen_target_features(POOLGEN_CPU_FLOOR_FEATURES ${POOLGEN_CPU_FLOOR_TARGET})
 # 1.51-1.80; the pooling gradient 0.035-0.049 / 0.027-0.030 against 0.075-0.087 / 0.040-0.048,
 # 2.29-2.44 / 1.16-1.30 against 2.78-2.96 / 1.36-1.54; unpooling's gradient 0.034-0.037 / 0.022
 # against 0.060-0.091 / 0.041-0.048, 2.06-2.25 / 1.02-1.23 against 2.52-3.25 / 1.42-1.55.
-set(POOLGEN_AVX512_FAMILIES "max_pool1d;max_pool2d;max_pool3d;max_pool2d_cl;max_pool3d_cl;max_pool3d_k2s2p0;max_pool2d_k3s2p1;max_pool2d_k3s2p1_cl;max_pool2d_k2s2p0_cl;max_unpool2d_k2s2p0_cl;max_pool2d_backward_k2s2p0_cl;max_unpool2d_backward_k2s2p0_cl"
+# The bytes Halide's entry checks gave back bought, on the Intel, one / two threads, three runs:
+# 3-D k3s2p1 NDHWC 2x16x32x64x64 1.51-2.01 / 0.75-1.40 against 4.75-5.62 / 2.53-2.97; 1-D NLC
+# 8x64x65536 k2s2p0 23.6-27.0 / 11.3-14.2 against 24.4-33.9 / 16.4-17.8, k3s2p1 21.3-26.3 /
+# 11.2-13.0 against 27.0-31.8 / 13.7-16.8; 2-D k2s2p0 NCHW 1x64x56x56 (us) 37-47 / 23-27 against
+# 50-53 / 29-30, 1x64x14x14 3.4-4.5 / 3.1-3.8 against 3.9-4.5 / 4.3-4.5; 3-D k2s2p0 NDHWC
+# unpooling 1.06-1.29 / 0.58-0.67 against 1.26-1.33 / 0.52-0.66 (docs/kernels.md).
+set(POOLGEN_AVX512_FAMILIES "max_pool1d;max_pool2d;max_pool3d;max_pool1d_cl;max_pool2d_cl;max_pool3d_cl;max_pool2d_k2s2p0;max_pool3d_k2s2p0;max_pool2d_k3s2p1;max_pool2d_k3s2p1_cl;max_pool3d_k3s2p1_cl;max_pool2d_k2s2p0_cl;max_unpool2d_k2s2p0_cl;max_unpool3d_k2s2p0_cl;max_pool2d_backward_k2s2p0_cl;max_unpool2d_backward_k2s2p0_cl"
     CACHE STRING
     "Kernel families (names without types) with an AVX-512 variant besides POOLGEN_CPU_TARGETS")
 set(POOLGEN_AVX512_TYPES "f32" CACHE STRING
@@ -92,8 +98,10 @@ set(POOLGEN_AVX512_TYPES "f32" CACHE STRING
 # 71-88 / 51-54. The 2-D k2s2p0 channels-last unpooling gather and pooling gradient, whose
 # AVX-512 vectors of 16 channels leave fewer channels to the scatter (Intel, us: unpooling
 # 1x8x112x112 78-96 / 47-72; gradient 1x8x112x112 71-85 / 56-77, 1x12x112x112 141-154 /
-# 107-129); unpooling's gradient, which has halved vectors, wins there and keeps them.
-set(POOLGEN_AVX512_NARROW "max_pool3d_k2s2p0:16;max_pool2d_cl:16;max_pool3d_cl:16;max_pool2d_k3s2p1:16;max_unpool2d_k2s2p0_cl:16;max_pool2d_backward_k2s2p0_cl:16" CACHE STRING
+# 107-129); unpooling's gradient, which has halved vectors, wins there and keeps them. 1-D
+# channels-last pooling and 3-D k2s2p0 channels-last unpooling follow their 2-D siblings' rule
+# (not yet measured below 16 channels).
+set(POOLGEN_AVX512_NARROW "max_pool3d_k2s2p0:16;max_pool1d_cl:16;max_pool2d_cl:16;max_pool3d_cl:16;max_pool2d_k3s2p1:16;max_unpool2d_k2s2p0_cl:16;max_unpool3d_k2s2p0_cl:16;max_pool2d_backward_k2s2p0_cl:16" CACHE STRING
     "family:lanes entries: calls of fewer lanes run the AVX2 variant of that family's kernels")
 set(POOLGEN_AVX512_FEATURE "avx512_skylake" CACHE STRING
     "Halide feature (and processor tuning) of the AVX-512 variant: avx512_skylake, avx512_zen4, ...")
