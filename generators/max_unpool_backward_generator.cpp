@@ -54,6 +54,7 @@ class MaxUnpoolBackward : public Generator<MaxUnpoolBackward> {
     };
     Func out = *grad_values_;
     const bool channels_last = l == Layout::channels_last;
+    if (channels_last) chunk_pixels_ = kChunkPixels;  // the schedule's runs of pixels
     if (report_invalid) {
       // Every read is clamped into the plane. Narrowing first changes no valid index (planes
       // hold fewer than 2^31 elements) and makes it one 32-bit min and max, which x86 has for
@@ -75,7 +76,6 @@ class MaxUnpoolBackward : public Generator<MaxUnpoolBackward> {
       // channels, whose planes differ). The schedule's tasks are whole chunks. An image smaller
       // than a chunk checks its own pixels only, and the last chunk is shifted inwards (it may
       // recheck pixels) rather than each pixel clamped, which keeps the check's loads dense.
-      chunk_pixels_ = kChunkPixels;
       const Expr checked_size = min(kChunkPixels, planes.plane);
       in_chunk_ = RDom(0, planes.channels, 0, checked_size, "in_chunk");
       Expr q = max(0, min(chunk_ * kChunkPixels, planes.plane - checked_size)) + in_chunk_[1];

@@ -174,11 +174,11 @@ struct CpuGatherSchedule {
 // Stages of max_unpool_backward: out(p, c, n) (channels-last: out(c, p, n)) gathers each element
 // from the plane slot its index names. Channels-last's CPU kernels check their indices a chunk at
 // a time: invalid(chunk, n) says whether a run of in_chunk[1] pixels of an image holds an invalid
-// index (undefined elsewhere, where in_chunk is too and chunk is 0).
+// index (undefined elsewhere, where in_chunk is too).
 struct IndexGatherStages {
   Halide::Func out, invalid;
   Halide::RDom in_chunk;  // invalid's update: a chunk's (channel, pixel)
-  int chunk;              // pixels per chunk
+  int chunk;              // channels-last: pixels per chunk (0 in contiguous)
   Halide::Var p, c, n;
   Layout layout;
 };
