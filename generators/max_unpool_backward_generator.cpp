@@ -54,7 +54,6 @@ class MaxUnpoolBackward : public Generator<MaxUnpoolBackward> {
     };
     Func out = *grad_values_;
     const bool channels_last = l == Layout::channels_last;
-    if (channels_last) chunk_pixels_ = kChunkPixels;  // the schedule's runs of pixels
     if (report_invalid) {
       // Every read is clamped into the plane. Narrowing first changes no valid index (planes
       // hold fewer than 2^31 elements) and makes it one 32-bit min and max, which x86 has for
@@ -97,7 +96,8 @@ class MaxUnpoolBackward : public Generator<MaxUnpoolBackward> {
     grad_output_->set_estimates(representative_region(2, l, 1, true));
     indices_->set_estimates(representative_region(2, l, 2, true));
     grad_values_->set_estimates(representative_region(2, l, 2, true));
-    const IndexGatherStages stages{out, invalid_, in_chunk_, chunk_pixels_, p_, c_, n_, l};
+    const int chunk_pixels = channels_last ? kChunkPixels : 0;  // the schedule's runs of pixels
+    const IndexGatherStages stages{out, invalid_, in_chunk_, chunk_pixels, p_, c_, n_, l};
     if (report_invalid) {
       const FirstInvalid invalid(planes, index, valid);
       report_first_invalid(invalid, planes, index, index_type, *invalid_position_,
@@ -120,7 +120,6 @@ class MaxUnpoolBackward : public Generator<MaxUnpoolBackward> {
   static constexpr int kChunkPixels = 64;
   Func invalid_{"invalid"};  // channels-last's chunk checks
   RDom in_chunk_;
-  int chunk_pixels_ = 0;
   Var p_{"p"}, c_{"c"}, n_{"n"}, chunk_{"chunk"};
 };
 

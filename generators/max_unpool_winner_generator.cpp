@@ -54,6 +54,8 @@ class MaxUnpoolWinner : public Generator<MaxUnpoolWinner> {
     const FlatPlanes planes(*values_, l), slots(*output_, l);
     const Expr out_plane = cast(t, output_->dim(spatial_dim(0, l)).extent());
     auto index = [&](const std::vector<Expr>& e) { return (*indices_)(planes.at(e)); };
+    // Two signed comparisons, not in_range's one unsigned: measured, in_range moved these
+    // kernels' CUDA code by -120 to +343 bytes and bought nothing.
     auto valid = [&](const Expr& i) { return i >= 0 && i < out_plane; };
     const Expr runs = *always_ || (*gate_)() != 0;
 
