@@ -179,6 +179,11 @@ class Tuner:
                "-DPOOLGEN_INDEX_TYPES=i64", "-DPOOLGEN_CUDA_CAPABILITIES=",
                "-DPOOLGEN_AVX512_FAMILIES=",  # the target alone, no AVX-512 variant besides
                "-DPOOLGEN_BUILD_TESTS=OFF", "-DPOOLGEN_BUILD_BENCH=ON",
+               # Halide's entry checks in every candidate: a schedule that reads outside its
+               # input (the autoschedulers' tiles can) then fails with Halide's bounds error,
+               # where an unchecked kernel would read past the buffer, crash or, worse, pass.
+               # They cost a call's fixed 0.1 us, nothing beside these shapes' times.
+               "-DPOOLGEN_KERNEL_CHECKS=ON",
                f"-DPOOLGEN_SCHEDULES_DIR={self.schedules}",
                f"-DPOOLGEN_UNPOOL_GATHER_LAYOUTS={gather}"]
         r = run(cmd)
