@@ -80,6 +80,8 @@ poolgen_target_features(POOLGEN_CPU_FLOOR_FEATURES ${POOLGEN_CPU_FLOOR_TARGET})
 # 11.2-13.0 against 27.0-31.8 / 13.7-16.8; 2-D k2s2p0 NCHW 1x64x56x56 (us) 37-47 / 23-27 against
 # 50-53 / 29-30, 1x64x14x14 3.4-4.5 / 3.1-3.8 against 3.9-4.5 / 4.3-4.5; 3-D k2s2p0 NDHWC
 # unpooling 1.06-1.29 / 0.58-0.67 against 1.26-1.33 / 0.52-0.66 (docs/kernels.md).
+# On a Zen 4 (AVX-512 in two 256-bit halves) every listed family measured faster or even, but
+# for 2-D k2s2p0 NCHW's rows of fewer than 16 outputs (POOLGEN_AVX512_NARROW, below).
 set(POOLGEN_AVX512_FAMILIES "max_pool1d;max_pool2d;max_pool3d;max_pool1d_cl;max_pool2d_cl;max_pool3d_cl;max_pool2d_k2s2p0;max_pool3d_k2s2p0;max_pool2d_k3s2p1;max_pool2d_k3s2p1_cl;max_pool3d_k3s2p1_cl;max_pool2d_k2s2p0_cl;max_unpool2d_k2s2p0_cl;max_unpool3d_k2s2p0_cl;max_pool2d_backward_k2s2p0_cl;max_unpool2d_backward_k2s2p0_cl"
     CACHE STRING
     "Kernel families (names without types) with an AVX-512 variant besides POOLGEN_CPU_TARGETS")
@@ -100,8 +102,11 @@ set(POOLGEN_AVX512_TYPES "f32" CACHE STRING
 # 1x8x112x112 78-96 / 47-72; gradient 1x8x112x112 71-85 / 56-77, 1x12x112x112 141-154 /
 # 107-129); unpooling's gradient, which has halved vectors, wins there and keeps them. 1-D
 # channels-last pooling and 3-D k2s2p0 channels-last unpooling follow their 2-D siblings' rule
-# (not yet measured below 16 channels).
-set(POOLGEN_AVX512_NARROW "max_pool3d_k2s2p0:16;max_pool1d_cl:16;max_pool2d_cl:16;max_pool3d_cl:16;max_pool2d_k3s2p1:16;max_unpool2d_k2s2p0_cl:16;max_unpool3d_k2s2p0_cl:16;max_pool2d_backward_k2s2p0_cl:16" CACHE STRING
+# (not yet measured below 16 channels). 2-D k2s2p0 NCHW pooling on a Zen 4 (AVX-512 in two
+# 256-bit halves), one thread, us: rows of 7 (1x64x14x14) 2.56-2.80 / 2.26-2.39, of 14
+# (1x64x28x28) 6.8-7.6 / 5.8-6.0; of 16 (1x64x32x32) 5.1-5.7 / 6.5-7.6 (Intel: even on rows of 7,
+# 1.2x on rows of 14, which it gives up).
+set(POOLGEN_AVX512_NARROW "max_pool2d_k2s2p0:16;max_pool3d_k2s2p0:16;max_pool1d_cl:16;max_pool2d_cl:16;max_pool3d_cl:16;max_pool2d_k3s2p1:16;max_unpool2d_k2s2p0_cl:16;max_unpool3d_k2s2p0_cl:16;max_pool2d_backward_k2s2p0_cl:16" CACHE STRING
     "family:lanes entries: calls of fewer lanes run the AVX2 variant of that family's kernels")
 set(POOLGEN_AVX512_FEATURE "avx512_skylake" CACHE STRING
     "Halide feature (and processor tuning) of the AVX-512 variant: avx512_skylake, avx512_zen4, ...")
