@@ -277,6 +277,13 @@ class Tuner:
 def machine():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                 if l.startswith("model name")), platform.processor())
+    # Family and model tell the microarchitectures apart where a VM's model name does not
+    # ("AMD EPYC" is Zen 4 as family 25 and Zen 5 as 26).
+    for field in ("cpu family", "model"):
+        value = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                      if l.split(":", 1)[0].strip() == field), "")
+        if value:
+            cpu += f", {field} {value}"
     flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo")
                   if l.startswith("flags")), [])
     lscpu = run(["lscpu"]).stdout
