@@ -16,11 +16,15 @@ then each knob's values in turn around the best so far (coordinate descent), the
 autoschedulers Mullapudi2016 and Adams2019 (greedy: its default beam search took over three
 minutes for one 2-D pooling variant). A candidate replaces the best only when it is at least 2%
 faster (the score: geometric mean of the median times), so that reruns on the same machine settle
-on the same winner despite timing noise. Nothing is random: the benchmark's data is seeded.
+on the same winner despite timing noise. Nothing is random: the benchmark's data is seeded. A
+shared VM's timings drift between runs by more than that, so the search's winner is then built
+and timed against the hand schedule in turn (--confirm rounds, default 3) and stays only if the
+median of its paired speed-ups still clears 2%.
 
 Writes, per family, schedules/<target>/tuned.txt (the line "<family> <knobs>" that the build
 passes to the generator: schedules/knobs.h) and schedules/<target>/records/<family>.json (machine,
-CPU, Halide version, compiler, date, shapes, every candidate with its times, the winner), and
+CPU, Halide version, compiler, date, shapes, every candidate with its times, the confirmation's
+speed-ups, the winner), and
 rewrites schedules/<target>/README.md from all records. Run it on an otherwise idle machine.
 """
 import argparse
@@ -30,6 +34,7 @@ import math
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -245,7 +250,7 @@ class Tuner:
             else:
                 c["status"] = "ok"
                 c["times_ms"] = result
-                c["score_ms"] = math.exp(sum(math.log(t) for t in result.values()) / len(result))
+                c["score_ms"] = score_of(result)
                 print(f"  -> {c['score_ms']:.3f} ms")
             candidates.append(c)
             return c
@@ -270,8 +275,36 @@ class Tuner:
             c = attempt("auto", dict(auto))
             if better(c):
                 best = c
+        confirmation = None
+        if best["label"] != "hand" and self.args.confirm > 0:
+            confirmation = self.confirm(family, best)
+            if not confirmation["accepted"]:
+                best = candidates[0]
         self.write_candidate(family, None)
-        return candidates, best
+        return candidates, best, confirmation
+
+    def confirm(self, family, best):
+        """The search's winner against the hand schedule again, built and timed in turn
+        (--confirm rounds): on a shared VM a run's timings move by more than the 2% a winner
+        needs (two runs minutes apart scored one hand schedule 0.065 and 0.047 ms), so the
+        winner stands only if the median of its paired speed-ups still clears 2%."""
+        print(f"  confirm      {best['knob_text']} against the hand schedule:", end="", flush=True)
+        speedups = []
+        for _ in range(self.args.confirm):
+            hand, ours = (self.evaluate(family, knobs) for knobs in (None, best["knobs"]))
+            if isinstance(hand, str) or isinstance(ours, str):
+                print(f" failed: {hand if isinstance(hand, str) else ours}")
+                return {"candidate": best["knob_text"], "speedups": speedups, "accepted": False}
+            speedups.append(score_of(hand) / score_of(ours))
+            print(f" {speedups[-1]:.2f}x", end="", flush=True)
+        accepted = statistics.median(speedups) >= 1 / 0.98
+        print(" -> kept" if accepted else " -> within the noise: the hand schedule stays")
+        return {"candidate": best["knob_text"], "speedups": speedups, "accepted": accepted}
+
+
+def score_of(times):
+    """A candidate's score: the geometric mean of its median times (ms)."""
+    return math.exp(sum(math.log(t) for t in times.values()) / len(times))
 
 
 def machine():
@@ -335,6 +368,8 @@ def main():
     p.add_argument("--min-time", type=float, default=0.05, help="seconds per repetition")
     p.add_argument("--build-dir", help="tuning build folder (default build-tune/<target>)")
     p.add_argument("--out", default=str(ROOT / "schedules"), help="schedules folder to write")
+    p.add_argument("--confirm", type=int, default=3,
+                   help="rounds of the winner against the hand schedule, in turn (0: none)")
     args = p.parse_args()
     if args.target == "host" or "-" not in args.target:
         sys.exit("tune: name a full Halide target (x86-64-linux-avx2-fma-f16c), never host")
@@ -359,14 +394,14 @@ def main():
     info = machine()
     for family in families:
         print(f"{family} on {args.target}: {', '.join(cases_of(family))}; threads {tuner.threads}")
-        candidates, best = tuner.tune(family)
+        candidates, best, confirmation = tuner.tune(family)
         record = {"family": family, "target": args.target,
                   "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                   "machine": info, "command": " ".join(["tools/tune.py"] + sys.argv[1:]),
                   "cases": cases_of(family), "threads": tuner.threads,
                   "benchmark": {"repetitions": args.repetitions, "min_time_s": args.min_time,
                                 "statistic": "median real time", "value": "f32", "index": "i64"},
-                  "candidates": candidates, "winner": best}
+                  "candidates": candidates, "confirmation": confirmation, "winner": best}
         (folder / "records" / f"{family}.json").write_text(json.dumps(record, indent=1) + "\n")
         tuned = folder / "tuned.txt"
         lines = [l for l in (tuned.read_text().splitlines() if tuned.exists() else [])
