@@ -61,6 +61,9 @@ SCATTER_DEFAULTS = {"vector_width": 0, "unroll": 1}
 INDEX_GATHER_KNOBS = {"vector_width": ["lanes/2", "2*lanes"],
                       "elements_per_task": [4096, 16384, 65536]}
 INDEX_GATHER_DEFAULTS = {"vector_width": 0, "elements_per_task": 16384}
+# A challenger must take at most this share of the best time: 2% faster, in the search and in the
+# confirmation alike.
+WIN_RATIO = 0.98
 AUTOSCHEDULERS = [{"autoscheduler": "Mullapudi2016"},
                   {"autoscheduler": "Adams2019", "beam_size": 1}]
 
@@ -261,7 +264,7 @@ class Tuner:
         best_knobs = dict(hand)
 
         def better(c):
-            return c["status"] == "ok" and c["score_ms"] < 0.98 * best["score_ms"]
+            return c["status"] == "ok" and c["score_ms"] < WIN_RATIO * best["score_ms"]
 
         for name, values in space.items():
             for value in values:
@@ -297,7 +300,7 @@ class Tuner:
                 return {"candidate": best["knob_text"], "speedups": speedups, "accepted": False}
             speedups.append(score_of(hand) / score_of(ours))
             print(f" {speedups[-1]:.2f}x", end="", flush=True)
-        accepted = statistics.median(speedups) >= 1 / 0.98
+        accepted = statistics.median(speedups) >= 1 / WIN_RATIO
         print(" -> kept" if accepted else " -> within the noise: the hand schedule stays")
         return {"candidate": best["knob_text"], "speedups": speedups, "accepted": accepted}
 
@@ -308,17 +311,19 @@ def score_of(times):
 
 
 def machine():
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-                if l.startswith("model name")), platform.processor())
+    # The first processor's fields, read once.
+    info = {}
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            info.setdefault(key.strip(), value.strip())
+    cpu = info.get("model name") or platform.processor()
     # Family and model tell the microarchitectures apart where a VM's model name does not
     # ("AMD EPYC" is Zen 4 as family 25 and Zen 5 as 26).
     for field in ("cpu family", "model"):
-        value = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-                      if l.split(":", 1)[0].strip() == field), "")
-        if value:
-            cpu += f", {field} {value}"
-    flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo")
-                  if l.startswith("flags")), [])
+        if info.get(field):
+            cpu += f", {field} {info[field]}"
+    flags = info.get("flags", "").split()
     lscpu = run(["lscpu"]).stdout
     caches = {m.group(1): m.group(2).strip() for m in re.finditer(r"^(L\w+) cache:\s+(.*)$", lscpu, re.M)}
     gxx = run(["c++", "--version"]).stdout.splitlines()[0]
