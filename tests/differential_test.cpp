@@ -34,8 +34,17 @@ using test::str;
 constexpr int kConfigsPerRank = 2000;
 constexpr int kMaxReportedFailures = 5;
 // The automatic path runs twice: the second call repeats the first's shapes in buffers of its
-// own, so it takes the checks the runtime remembers of the first (runtime/ops/call_memo.hpp).
-constexpr Path kPathsRepeated[] = {Path::automatic, Path::automatic, Path::general};
+// own, so it takes the checks the runtime remembers of the first (runtime/ops/call_memo.hpp);
+// then once more prepared (PreparedCall), which keeps them without the memo's key.
+struct RunMode {
+  Path path;
+  test::Calling calling = test::Calling::call;
+};
+constexpr RunMode kRuns[] = {{Path::automatic}, {Path::automatic}, {Path::general},
+                         {Path::automatic, test::Calling::prepared}};
+std::string run_name(const RunMode& run) {
+  return std::string(test::path_name(run.path)) + test::calling_name(run.calling);
+}
 
 const float kNan = std::numeric_limits<float>::quiet_NaN();
 const float kInf = std::numeric_limits<float>::infinity();
@@ -102,14 +111,14 @@ TEST_P(DifferentialPool, LibraryMatchesReference) {
     if (is_fast_kernel(nd, shape, o)) ++fast_hits;
     Ints lib_shape;
     st = max_pool_output_shape(nd, shape, o, &lib_shape);
-    for (Path path : kPathsRepeated) {
-      test::PoolRun r = test::run_pool(nd, shape, input, out_shape, o, path);
+    for (const RunMode& run : kRuns) {
+      test::PoolRun r = test::run_pool(nd, shape, input, out_shape, o, run.path, run.calling);
       const bool ok = st.ok() && lib_shape == out_shape && r.status.ok() && r.guards_ok &&
                       same_floats(values, r.values) && same_ints(indices, r.indices);
       if (!ok) {
         ++failures;
         ADD_FAILURE() << "config " << iter << ": " << describe(shape, o) << " path "
-                      << test::path_name(path) << "\n  shape status: " << st.message()
+                      << run_name(run) << "\n  shape status: " << st.message()
                       << " lib shape " << str(lib_shape) << " expected " << str(out_shape)
                       << "\n  status: " << r.status.message() << "\n  guards intact: "
                       << r.guards_ok << "\n  values: " << same_floats(values, r.values).message()
@@ -217,8 +226,8 @@ TEST_P(DifferentialConventions, LibraryMatchesReference) {
     }
     Ints lib_shape;
     const Status shape_status = max_pool_output_shape(nd, shape, o, &lib_shape);
-    for (Path path : kPathsRepeated) {
-      test::PoolRun r = test::run_pool(nd, shape, input, out_shape, o, path);
+    for (const RunMode& run : kRuns) {
+      test::PoolRun r = test::run_pool(nd, shape, input, out_shape, o, run.path, run.calling);
       const bool ok =
           shape_status.ok() && lib_shape == out_shape && r.guards_ok &&
           (expected.ok() ? r.status.ok() && same_floats(values, r.values) &&
@@ -227,7 +236,7 @@ TEST_P(DifferentialConventions, LibraryMatchesReference) {
       if (!ok) {
         ++failures;
         ADD_FAILURE() << "config " << iter << ": " << describe_conventions(shape, o) << " path "
-                      << test::path_name(path) << "\n  shape status: " << shape_status.message()
+                      << run_name(run) << "\n  shape status: " << shape_status.message()
                       << " lib shape " << str(lib_shape) << " expected " << str(out_shape)
                       << "\n  expected status: " << expected.message()
                       << "\n  status: " << r.status.message() << "\n  guards intact: "
@@ -283,10 +292,11 @@ TEST_P(DifferentialUnpool, LibraryMatchesReference) {
     set_streaming_bytes(iter % 2 == 0 ? 0 : -1);
     if (mode == 0 && is_fast_kernel(nd, shape, o)) ++fast_hits;
     for (const UnpoolOptions& form : {o, by_indices(nd, out_shape)})
-    for (Path path : kPathsRepeated) {
+    for (const RunMode& how : kRuns) {
       Ints lib_shape;
       const Status st = max_unpool_output_shape(nd, shape, form, &lib_shape);
-      test::UnpoolRun run = test::run_unpool(nd, shape, values, indices, out_shape, form, path);
+      test::UnpoolRun run =
+          test::run_unpool(nd, shape, values, indices, out_shape, form, how.path, how.calling);
       bool ok = st.ok() && lib_shape == out_shape && run.guards_ok &&
                 run.status.code() == ref_status.code();
       // An empty output (N = 0) has nothing to check indices against.
@@ -295,7 +305,7 @@ TEST_P(DifferentialUnpool, LibraryMatchesReference) {
         ++failures;
         ADD_FAILURE() << "config " << iter << " (mode " << mode << "): " << describe(shape, o)
                       << (form.kernel_size.empty() ? " by indices alone" : "") << " path "
-                      << test::path_name(path) << "\n  indices " << str(indices)
+                      << run_name(how) << "\n  indices " << str(indices)
                       << "\n  shape status: " << st.message() << " lib shape " << str(lib_shape)
                       << " expected " << str(out_shape) << "\n  status: " << run.status.message()
                       << " expected: " << ref_status.message()
@@ -410,10 +420,11 @@ TEST_P(DifferentialUnpoolConventions, LibraryMatchesReference) {
       ASSERT_TRUE(ref::max_unpool_output_shape(nd, shape, o, &out_shape).ok());
       ++errors;
     }
-    for (Path path : kPathsRepeated) {
+    for (const RunMode& how : kRuns) {
       Ints lib_shape;
       const Status st = max_unpool_output_shape(nd, shape, o, &lib_shape);
-      test::UnpoolRun run = test::run_unpool(nd, shape, values, indices, out_shape, o, path);
+      test::UnpoolRun run =
+          test::run_unpool(nd, shape, values, indices, out_shape, o, how.path, how.calling);
       bool ok = st.ok() && lib_shape == out_shape && run.guards_ok &&
                 run.status.code() == ref_status.code();
       if (ref_status.ok()) ok = ok && same_floats(expected, run.output);
@@ -422,7 +433,7 @@ TEST_P(DifferentialUnpoolConventions, LibraryMatchesReference) {
         ADD_FAILURE() << "config " << iter << ": " << describe(shape, o) << " padding_end "
                       << str(o.padding_end) << " rule "
                       << static_cast<int>(o.output_size_rule) << " format "
-                      << index_format_name(o.index_format) << " path " << test::path_name(path)
+                      << index_format_name(o.index_format) << " path " << run_name(how)
                       << "\n  indices " << str(indices) << "\n  shape status: " << st.message()
                       << " lib shape " << str(lib_shape) << " expected " << str(out_shape)
                       << "\n  status: " << run.status.message()
@@ -476,13 +487,15 @@ TEST_P(DifferentialPoolBackward, LibraryMatchesReference) {
     set_streaming_bytes(iter % 2 == 0 ? 0 : -1);
     if (mode == 0 && is_fast_backward_kernel(nd, c.input_shape, c.o)) ++fast_hits;
     // Path::winner: CUDA's window gather on its CPU twin (-DPOOLGEN_GPU_TWINS), else the scatter.
-    for (Path path : {Path::automatic, Path::automatic, Path::general, Path::winner}) {
+    for (const RunMode& run :
+         {RunMode{Path::automatic}, RunMode{Path::automatic}, RunMode{Path::general},
+          RunMode{Path::winner}, RunMode{Path::automatic, test::Calling::prepared}}) {
       const test::BackwardRun r = test::run_pool_backward(
-          nd, c.input_shape, c.output_shape, c.grad_output, c.indices, c.o, path);
+          nd, c.input_shape, c.output_shape, c.grad_output, c.indices, c.o, run.path, run.calling);
       if (!r.status.ok() || !r.guards_ok || !same_floats(expected, r.gradient)) {
         ++failures;
         ADD_FAILURE() << "config " << iter << " (mode " << mode << "): "
-                      << describe(c.input_shape, c.o) << " path " << test::path_name(path)
+                      << describe(c.input_shape, c.o) << " path " << run_name(run)
                       << "\n  indices " << str(c.indices) << "\n  status: " << r.status.message()
                       << "\n  guards intact: " << r.guards_ok
                       << "\n  grad_input: " << same_floats(expected, r.gradient).message();
@@ -541,9 +554,12 @@ TEST_P(DifferentialUnpoolBackward, LibraryMatchesReference) {
     if (!ref_status.ok()) ++errors;
     // Path::winner: the CUDA kernels' algorithm (reporting invalid indices) on its CPU twin.
     for (const UnpoolOptions& form : {o, by_indices(nd, out_shape)})
-    for (Path path : {Path::automatic, Path::automatic, Path::winner}) {
-      const test::BackwardRun r =
-          test::run_unpool_backward(nd, shape, out_shape, grad_output, indices, form, path);
+    for (const RunMode& run : {RunMode{Path::automatic}, RunMode{Path::automatic},
+                               RunMode{Path::winner},
+                               RunMode{Path::automatic, test::Calling::prepared}}) {
+      const Path path = run.path;
+      const test::BackwardRun r = test::run_unpool_backward(nd, shape, out_shape, grad_output,
+                                                            indices, form, path, run.calling);
       if (path == Path::winner && r.status.code() == Code::unsupported) continue;  // no twin
       twin_runs += path == Path::winner;
       bool ok = r.guards_ok && r.status.code() == ref_status.code();
@@ -557,7 +573,7 @@ TEST_P(DifferentialUnpoolBackward, LibraryMatchesReference) {
         ++failures;
         ADD_FAILURE() << "config " << iter << " (mode " << mode << "): " << describe(shape, o)
                       << (form.kernel_size.empty() ? " by indices alone" : "") << " path "
-                      << test::path_name(path) << "\n  indices " << str(indices)
+                      << run_name(run) << "\n  indices " << str(indices)
                       << "\n  status: " << r.status.message()
                       << " expected: " << ref_status.message() << "\n  guards intact: "
                       << r.guards_ok << "\n  grad_values: "

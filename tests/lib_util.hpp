@@ -3,6 +3,7 @@
 // written).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -51,6 +52,33 @@ std::vector<T> inner(const std::vector<T>& b) {
   return std::vector<T>(b.begin() + kGuard, b.end() - kGuard);
 }
 
+// How a helper calls an op: as the call itself, or prepared (prepare_*) on views of the same
+// shapes elsewhere and then run twice on the call's data, so that a run must take the data it
+// is given, and give the call's result also over the outputs of the run before it. The views
+// are contiguous.
+enum class Calling { call, prepared };
+
+inline const char* calling_name(Calling calling) {
+  return calling == Calling::prepared ? " (prepared)" : "";
+}
+
+template <typename Options, typename Op, typename Prepare>
+Status call_op(Calling calling, Op op, Prepare prepare, int nd, const TensorView& a,
+               const TensorView& b, const TensorView& c, const Options& options) {
+  if (calling == Calling::call) return op(nd, a, b, c, options);
+  std::vector<char> scratch[3];
+  TensorView elsewhere[3] = {a, b, c};
+  for (int k = 0; k < 3; ++k) {
+    const auto bytes = static_cast<size_t>(numel(elsewhere[k].shape)) * dtype_size(elsewhere[k].dtype);
+    scratch[k].resize(std::max<size_t>(1, bytes));
+    elsewhere[k].data = scratch[k].data();
+  }
+  PreparedCall prepared;
+  Status st = prepare(nd, elsewhere[0], elsewhere[1], elsewhere[2], options, &prepared);
+  for (int run = 0; run < 2 && st.ok(); ++run) st = prepared.run(a.data, b.data, c.data);
+  return st;
+}
+
 struct PoolRun {
   Status status;
   std::vector<float> values;
@@ -59,15 +87,16 @@ struct PoolRun {
 };
 
 inline PoolRun run_pool(int nd, const Ints& shape, const std::vector<float>& input,
-                        const Ints& out_shape, PoolOptions options, Path path) {
+                        const Ints& out_shape, PoolOptions options, Path path,
+                        Calling calling = Calling::call) {
   options.path = path;
   const int64_t n = numel(out_shape);
   std::vector<float> vals = guarded_buffer<float>(n, kGuardF, kSentinelF);
   std::vector<int64_t> idx = guarded_buffer<int64_t>(n, kGuardI, kSentinelI);
   PoolRun r;
-  r.status = max_pool(nd, contiguous(input.data(), shape),
-                      contiguous(vals.data() + kGuard, out_shape),
-                      contiguous(idx.data() + kGuard, out_shape), options);
+  r.status = call_op(calling, max_pool, prepare_max_pool, nd, contiguous(input.data(), shape),
+                     contiguous(vals.data() + kGuard, out_shape),
+                     contiguous(idx.data() + kGuard, out_shape), options);
   r.guards_ok = guards_intact(vals, kGuardF) && guards_intact(idx, kGuardI);
   r.values = inner(vals);
   r.indices = inner(idx);
@@ -82,13 +111,14 @@ struct UnpoolRun {
 
 inline UnpoolRun run_unpool(int nd, const Ints& shape, const std::vector<float>& values,
                             const std::vector<int64_t>& indices, const Ints& out_shape,
-                            UnpoolOptions options, Path path) {
+                            UnpoolOptions options, Path path, Calling calling = Calling::call) {
   options.path = path;
   const int64_t n = numel(out_shape);
   std::vector<float> out = guarded_buffer<float>(n, kGuardF, kSentinelF);
   UnpoolRun r;
-  r.status = max_unpool(nd, contiguous(values.data(), shape), contiguous(indices.data(), shape),
-                        contiguous(out.data() + kGuard, out_shape), options);
+  r.status = call_op(calling, max_unpool, prepare_max_unpool, nd,
+                     contiguous(values.data(), shape), contiguous(indices.data(), shape),
+                     contiguous(out.data() + kGuard, out_shape), options);
   r.guards_ok = guards_intact(out, kGuardF);
   r.output = inner(out);
   return r;
@@ -103,13 +133,14 @@ struct BackwardRun {
 inline BackwardRun run_pool_backward(int nd, const Ints& input_shape, const Ints& out_shape,
                                      const std::vector<float>& grad_output,
                                      const std::vector<int64_t>& indices, PoolOptions options,
-                                     Path path) {
+                                     Path path, Calling calling = Calling::call) {
   options.path = path;
   std::vector<float> g = guarded_buffer<float>(numel(input_shape), kGuardF, kSentinelF);
   BackwardRun r;
-  r.status = max_pool_backward(nd, contiguous(grad_output.data(), out_shape),
-                               contiguous(indices.data(), out_shape),
-                               contiguous(g.data() + kGuard, input_shape), options);
+  r.status = call_op(calling, max_pool_backward, prepare_max_pool_backward, nd,
+                     contiguous(grad_output.data(), out_shape),
+                     contiguous(indices.data(), out_shape),
+                     contiguous(g.data() + kGuard, input_shape), options);
   r.guards_ok = guards_intact(g, kGuardF);
   r.gradient = inner(g);
   return r;
@@ -118,13 +149,14 @@ inline BackwardRun run_pool_backward(int nd, const Ints& input_shape, const Ints
 inline BackwardRun run_unpool_backward(int nd, const Ints& values_shape, const Ints& out_shape,
                                        const std::vector<float>& grad_output,
                                        const std::vector<int64_t>& indices, UnpoolOptions options,
-                                       Path path) {
+                                       Path path, Calling calling = Calling::call) {
   options.path = path;
   std::vector<float> g = guarded_buffer<float>(numel(values_shape), kGuardF, kSentinelF);
   BackwardRun r;
-  r.status = max_unpool_backward(nd, contiguous(grad_output.data(), out_shape),
-                                 contiguous(indices.data(), values_shape),
-                                 contiguous(g.data() + kGuard, values_shape), options);
+  r.status = call_op(calling, max_unpool_backward, prepare_max_unpool_backward, nd,
+                     contiguous(grad_output.data(), out_shape),
+                     contiguous(indices.data(), values_shape),
+                     contiguous(g.data() + kGuard, values_shape), options);
   r.guards_ok = guards_intact(g, kGuardF);
   r.gradient = inner(g);
   return r;

@@ -160,6 +160,38 @@ int32_t poolgen_max_unpool_backward(int32_t nd, const poolgen_tensor* grad_outpu
                                     size_t message_size);
 
 
+/* A call prepared once and run many times on new data (poolgen::PreparedCall): each
+ * poolgen_prepare_* checks its call's tensors and options as the call of the same name would
+ * (the tensors' data must be present but is not read), then sets *prepared to a new prepared
+ * call (NULL on failure, the error being the call's). poolgen_prepared_run runs it on the three
+ * tensors' data, in the call's argument order, for tensors of the prepared shapes and strides;
+ * one thread at a time runs a prepared call. poolgen_prepared_free releases it (NULL: nothing). */
+typedef struct poolgen_prepared poolgen_prepared;
+int32_t poolgen_prepare_max_pool(int32_t nd, const poolgen_tensor* input,
+                                 const poolgen_tensor* values, const poolgen_tensor* indices,
+                                 const poolgen_pool_options* options, poolgen_prepared** prepared,
+                                 char* message, size_t message_size);
+int32_t poolgen_prepare_max_unpool(int32_t nd, const poolgen_tensor* values,
+                                   const poolgen_tensor* indices, const poolgen_tensor* output,
+                                   const poolgen_unpool_options* options,
+                                   poolgen_prepared** prepared, char* message,
+                                   size_t message_size);
+int32_t poolgen_prepare_max_pool_backward(int32_t nd, const poolgen_tensor* grad_output,
+                                          const poolgen_tensor* indices,
+                                          const poolgen_tensor* grad_input,
+                                          const poolgen_pool_options* options,
+                                          poolgen_prepared** prepared, char* message,
+                                          size_t message_size);
+int32_t poolgen_prepare_max_unpool_backward(int32_t nd, const poolgen_tensor* grad_output,
+                                            const poolgen_tensor* indices,
+                                            const poolgen_tensor* grad_values,
+                                            const poolgen_unpool_options* options,
+                                            poolgen_prepared** prepared, char* message,
+                                            size_t message_size);
+int32_t poolgen_prepared_run(poolgen_prepared* prepared, void* first, void* second, void* third,
+                             char* message, size_t message_size);
+void poolgen_prepared_free(poolgen_prepared* prepared);
+
 /* poolgen::convert_indices: frame_shape has frame_rank entries; window may be NULL unless a
  * format is POOLGEN_INDEX_WINDOW. */
 int32_t poolgen_convert_indices(int32_t nd, int32_t frame_rank, const int64_t* frame_shape,

@@ -8,6 +8,7 @@
 #include "poolgen/layout.hpp"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -309,6 +310,51 @@ Status max_pool_backward(int nd, const TensorView& grad_output, const TensorView
 Status max_unpool_backward(int nd, const TensorView& grad_output, const TensorView& indices,
                            const TensorView& grad_values, const UnpoolOptions& options);
 
+
+// A call prepared once and run many times on new data, as oneDNN's primitives and XNNPACK's
+// reshaped operators are: the prepare_* functions below check a call's views (shapes, strides,
+// dtypes, devices; their data must be present but is not read) and options exactly as the call
+// itself would, and choose its kernels; run() then takes the three tensors' data pointers, in
+// the call's argument order, for views of those same shapes and strides, checks only that they
+// are present and that the outputs overlap nothing, and runs. It skips the conversions and the
+// comparison with the thread's last call that a repeated call pays (1x1x2x2 pooling through
+// the C API: 0.21-0.26 us a call, prepared ...; docs/kernels.md, "Prepared calls").
+// Each run gives the same result as the call on those views would; a run after a setting
+// changed (threads, streaming, ...) follows the new settings, and a CUDA call is prepared only
+// in its checks (its device is asked on every run). A PreparedCall is movable, not copyable; one
+// PreparedCall runs on one thread at a time (each thread may keep its own).
+struct PreparedAccess;
+class PreparedCall {
+ public:
+  PreparedCall();
+  ~PreparedCall();
+  PreparedCall(PreparedCall&&) noexcept;
+  PreparedCall& operator=(PreparedCall&&) noexcept;
+  // Whether a prepare_* call succeeded into this one (run() on an empty one is invalid_argument).
+  bool prepared() const { return state_ != nullptr; }
+  Status run(void* first, void* second, void* third);
+
+  struct State;  // the runtime's (ops/op.hpp)
+
+ private:
+  friend struct PreparedAccess;
+  std::unique_ptr<State> state_;
+};
+
+// Each prepares the call of the same name and arguments into *call (left empty on failure, the
+// error being the call's).
+Status prepare_max_pool(int nd, const TensorView& input, const TensorView& values,
+                        const TensorView& indices, const PoolOptions& options,
+                        PreparedCall* call);
+Status prepare_max_unpool(int nd, const TensorView& values, const TensorView& indices,
+                          const TensorView& output, const UnpoolOptions& options,
+                          PreparedCall* call);
+Status prepare_max_pool_backward(int nd, const TensorView& grad_output, const TensorView& indices,
+                                 const TensorView& grad_input, const PoolOptions& options,
+                                 PreparedCall* call);
+Status prepare_max_unpool_backward(int nd, const TensorView& grad_output,
+                                   const TensorView& indices, const TensorView& grad_values,
+                                   const UnpoolOptions& options, PreparedCall* call);
 
 // Rewrites the indices of `from` (format from_format) into `to` as to_format. Both have one shape,
 // of the frame's rank, N and C; frame_shape is the frame's (N, C, spatial...) or (C, spatial...).

@@ -1,6 +1,7 @@
 // The small parts of the public API: dtypes, views, introspection, settings.
 #include "core/view.hpp"
 #include "dispatch/kernel_table.hpp"
+#include "ops/op.hpp"
 #include "parallel/settings.hpp"
 #include "parallel/workers.hpp"
 
@@ -76,6 +77,19 @@ POOLGEN_TYPED_VIEWS(int16_t, DType::i16)
 POOLGEN_TYPED_VIEWS(int32_t, DType::i32)
 POOLGEN_TYPED_VIEWS(int64_t, DType::i64)
 #undef POOLGEN_TYPED_VIEWS
+
+PreparedCall::PreparedCall() = default;
+PreparedCall::~PreparedCall() = default;
+PreparedCall::PreparedCall(PreparedCall&&) noexcept = default;
+PreparedCall& PreparedCall::operator=(PreparedCall&&) noexcept = default;
+
+Status PreparedCall::run(void* first, void* second, void* third) {
+  if (!state_) {
+    return detail::fail(Code::invalid_argument, "call",
+                        ": expected a prepared call, got an empty PreparedCall");
+  }
+  return detail::without_exceptions([&] { return state_->run({first, second, third}); });
+}
 
 std::vector<KernelInfo> compiled_kernels() {
   std::vector<KernelInfo> kernels;

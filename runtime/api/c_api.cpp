@@ -159,15 +159,11 @@ Status tensor_views(const char* const (&names)[3], const poolgen_tensor* const (
   return {};
 }
 
-Status with_unpool_tensors(int32_t nd, const poolgen_unpool_options* options,
-                           const char* const (&names)[3], const poolgen_tensor* const (&tensors)[3],
-                           UnpoolOp op) {
+Status cpp_options(int32_t nd, const poolgen_unpool_options& o, const UnpoolOptions** out) {
   thread_local UnpoolOptions u;  // pool_options' reason
-  if (options && nd_ok(nd)) POOLGEN_RETURN_IF_ERROR(unpool_options(nd, *options, &u));
-  return with_tensors(nd, options, names, tensors,
-                      [&](const TensorView& a, const TensorView& b, const TensorView& c) {
-                        return op(nd, a, b, c, u);
-                      });
+  POOLGEN_RETURN_IF_ERROR(unpool_options(nd, o, &u));
+  *out = &u;
+  return {};
 }
 
 }  // namespace poolgen::c_api
@@ -188,15 +184,22 @@ int32_t poolgen_max_pool_output_shape(int32_t nd, int32_t rank, const int64_t* i
   });
 }
 
+constexpr const char* kPoolNames[3] = {"input", "values", "indices"};
+constexpr const char* kUnpoolNames[3] = {"values", "indices", "output"};
+
 int32_t poolgen_max_pool(int32_t nd, const poolgen_tensor* input, const poolgen_tensor* values,
                          const poolgen_tensor* indices, const poolgen_pool_options* options,
                          char* message, size_t message_size) {
-  return guarded(message, message_size, [&] {
-    return with_tensors(nd, options, {"input", "values", "indices"}, {input, values, indices},
-                        [&](const TensorView& in, const TensorView& v, const TensorView& i) {
-                          return max_pool(nd, in, v, i, pool_options(nd, *options));
-                        });
-  });
+  return run_entry(nd, options, kPoolNames, {input, values, indices}, max_pool, message,
+                   message_size);
+}
+
+int32_t poolgen_prepare_max_pool(int32_t nd, const poolgen_tensor* input,
+                                 const poolgen_tensor* values, const poolgen_tensor* indices,
+                                 const poolgen_pool_options* options, poolgen_prepared** prepared,
+                                 char* message, size_t message_size) {
+  return prepare_entry(nd, options, kPoolNames, {input, values, indices}, prepare_max_pool,
+                       prepared, message, message_size);
 }
 
 int32_t poolgen_max_unpool_output_shape(int32_t nd, int32_t rank, const int64_t* input_shape,
@@ -216,11 +219,31 @@ int32_t poolgen_max_unpool(int32_t nd, const poolgen_tensor* values,
                            const poolgen_tensor* indices, const poolgen_tensor* output,
                            const poolgen_unpool_options* options, char* message,
                            size_t message_size) {
-  return guarded(message, message_size, [&] {
-    return with_unpool_tensors(nd, options, {"values", "indices", "output"},
-                               {values, indices, output}, max_unpool);
+  return run_entry(nd, options, kUnpoolNames, {values, indices, output}, max_unpool, message,
+                   message_size);
+}
+
+int32_t poolgen_prepare_max_unpool(int32_t nd, const poolgen_tensor* values,
+                                   const poolgen_tensor* indices, const poolgen_tensor* output,
+                                   const poolgen_unpool_options* options,
+                                   poolgen_prepared** prepared, char* message,
+                                   size_t message_size) {
+  return prepare_entry(nd, options, kUnpoolNames, {values, indices, output},
+                       prepare_max_unpool, prepared, message, message_size);
+}
+
+int32_t poolgen_prepared_run(poolgen_prepared* prepared, void* first, void* second, void* third,
+                             char* message, size_t message_size) {
+  return guarded(message, message_size, [&]() -> Status {
+    if (!prepared) {
+      return detail::fail(Code::invalid_argument, "prepared",
+                          ": expected a prepared call, got a null pointer");
+    }
+    return prepared->call.run(first, second, third);
   });
 }
+
+void poolgen_prepared_free(poolgen_prepared* prepared) { delete prepared; }
 
 void poolgen_set_num_threads(int32_t threads) { set_num_threads(threads); }
 void poolgen_set_min_parallel_bytes(int64_t bytes) { set_min_parallel_bytes(bytes); }

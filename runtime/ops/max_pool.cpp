@@ -358,4 +358,10 @@ Status max_pool(int nd, const TensorView& input, const TensorView& values,
   return run_op<MaxPool>(nd, input, values, indices, options);
 }
 
+Status prepare_max_pool(int nd, const TensorView& input, const TensorView& values,
+                        const TensorView& indices, const PoolOptions& options,
+                        PreparedCall* call) {
+  return prepare_op<MaxPool>(nd, input, values, indices, options, call);
+}
+
 }  // namespace poolgen

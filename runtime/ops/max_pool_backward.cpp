@@ -195,6 +195,12 @@ Status max_pool_backward(int nd, const TensorView& grad_output, const TensorView
   return run_op<MaxPoolBackward>(nd, grad_output, indices, grad_input, options);
 }
 
+Status prepare_max_pool_backward(int nd, const TensorView& grad_output, const TensorView& indices,
+                                 const TensorView& grad_input, const PoolOptions& options,
+                                 PreparedCall* call) {
+  return prepare_op<MaxPoolBackward>(nd, grad_output, indices, grad_input, options, call);
+}
+
 Status max_pool_backward_kernel_name(int nd, const TensorView& grad_output, DType index_dtype,
                                      const Ints& input_shape, const PoolOptions& options,
                                      std::string* name) {

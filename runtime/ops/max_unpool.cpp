@@ -285,4 +285,10 @@ Status max_unpool(int nd, const TensorView& values, const TensorView& indices,
   return run_op<MaxUnpool>(nd, values, indices, output, options);
 }
 
+Status prepare_max_unpool(int nd, const TensorView& values, const TensorView& indices,
+                          const TensorView& output, const UnpoolOptions& options,
+                          PreparedCall* call) {
+  return prepare_op<MaxUnpool>(nd, values, indices, output, options, call);
+}
+
 }  // namespace poolgen

@@ -206,6 +206,13 @@ Status max_unpool_backward(int nd, const TensorView& grad_output, const TensorVi
   return run_op<MaxUnpoolBackward>(nd, grad_output, indices, grad_values, options);
 }
 
+Status prepare_max_unpool_backward(int nd, const TensorView& grad_output,
+                                   const TensorView& indices, const TensorView& grad_values,
+                                   const UnpoolOptions& options,
+                                   PreparedCall* call) {
+  return prepare_op<MaxUnpoolBackward>(nd, grad_output, indices, grad_values, options, call);
+}
+
 Status max_unpool_backward_kernel_name(int nd, const TensorView& grad_output, DType index_dtype,
                                        const Ints& values_shape, const UnpoolOptions& options,
                                        std::string* name) {

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <initializer_list>
@@ -148,6 +150,57 @@ template <typename Call, typename Break, typename CodeT>
   return r;
 }
 
+// The C++ calls (with kPrepare, their op's prepare_*), prepared.
+template <typename Call, typename = void>
+struct IsPreparable : std::false_type {};
+
+template <typename Call>
+struct IsPreparable<Call, std::void_t<decltype(Call::kPrepare)>> : std::true_type {};
+
+// The elements a view reaches (at least one; at most 2^20: a prepared call never reads its
+// views' data, so a view of a broken shape may point at less).
+inline size_t reached_elements(const TensorView& v) {
+  constexpr int64_t kMost = 1 << 20;
+  int64_t reached = 1;  // contiguous: the product of the extents; strided: the last one's offset
+  for (size_t d = 0; d < v.shape.size(); ++d) {
+    const int64_t extent = std::clamp<int64_t>(v.shape[d], 0, kMost);
+    if (v.strides.size() != v.shape.size()) {
+      reached = std::min(reached * extent, kMost);
+    } else {
+      reached += std::max<int64_t>(extent - 1, 0) * std::min<int64_t>(std::abs(v.strides[d]), kMost);
+    }
+  }
+  return static_cast<size_t>(std::clamp<int64_t>(reached, 1, kMost));
+}
+
+// A broken call prepared on views of its shapes over data of their own (valid and apart, as a
+// caller may prepare once on any buffers), then run on its own data: it fails alike, at prepare
+// where the breakage is in the shapes, strides, dtypes or options (leaving the PreparedCall
+// empty), at run where it is in the data alone.
+template <typename Call, typename Break, typename CodeT>
+::testing::AssertionResult FailsPrepared(Break breaks, CodeT code,
+                                         const std::vector<std::string>& parts) {
+  Call c;
+  breaks(c);
+  const std::array<TensorView, 3> views = c.views();
+  std::array<TensorView, 3> elsewhere = views;
+  std::vector<char> scratch[3];
+  for (int k = 0; k < 3; ++k) {
+    scratch[k].resize(reached_elements(views[k]) * std::max<size_t>(dtype_size(views[k].dtype), 1));
+    elsewhere[k].data = scratch[k].data();
+  }
+  PreparedCall prepared;
+  Status st = Call::kPrepare(c.nd, elsewhere[0], elsewhere[1], elsewhere[2], c.o, &prepared);
+  if (st.ok()) {
+    st = prepared.run(views[0].data, views[1].data, views[2].data);
+  } else if (prepared.prepared()) {
+    return ::testing::AssertionFailure() << "a refused prepare left a prepared call";
+  }
+  ::testing::AssertionResult r = IsError(st, code, parts);
+  if (!r) return r << " (prepared)";
+  return r;
+}
+
 // A default Call (PoolCall, UnpoolCall, CPool, CUnpool, the backward calls below) broken in one
 // way by `breaks` (a function of Call&): running it fails with `code` and a message containing
 // every one of `parts`; a call with guard elements around its output leaves them untouched, and
@@ -155,7 +208,8 @@ template <typename Call, typename Break, typename CodeT>
 // (found while the output is written: docs/errors.md). Twice: on a thread of its own, whose
 // runtime remembers no call, and after the valid default call on this thread, whose checks
 // the runtime then remembers (runtime/ops/call_memo.hpp): a call breaking only its data (null, or
-// overlapping) takes that plan, and must be refused all the same.
+// overlapping) takes that plan, and must be refused all the same. The C++ calls then fail alike
+// prepared (FailsPrepared).
 template <typename Call, typename Break, typename CodeT>
 ::testing::AssertionResult FailsWhen(Break breaks, CodeT code,
                                      const std::vector<std::string>& parts) {
@@ -166,6 +220,7 @@ template <typename Call, typename Break, typename CodeT>
   valid.run();
   ::testing::AssertionResult after = FailsOnce<Call>(breaks, code, parts);
   if (!after) return after << " (after a valid call of the default shapes)";
+  if constexpr (IsPreparable<Call>::value) return FailsPrepared<Call>(breaks, code, parts);
   return after;
 }
 
@@ -187,6 +242,8 @@ struct PoolCall {
     indices = contiguous(idx.data(), out_shape);
   }
   Status run() const { return max_pool(nd, input, values, indices, o); }
+  static constexpr auto kPrepare = prepare_max_pool;
+  std::array<TensorView, 3> views() const { return {input, values, indices}; }
   Status shape() const {
     Ints out;
     return max_pool_output_shape(nd, input.shape, o, &out);
@@ -213,6 +270,8 @@ struct UnpoolCall {
     output = contiguous(out.data() + test::kGuard, out_shape);
   }
   Status run() const { return max_unpool(nd, values, indices, output, o); }
+  static constexpr auto kPrepare = prepare_max_unpool;
+  std::array<TensorView, 3> views() const { return {values, indices, output}; }
   Status shape() const {
     Ints s;
     return max_unpool_output_shape(nd, values.shape, o, &s);
@@ -322,6 +381,8 @@ struct PoolBackwardCall {
     indices = contiguous(idx32.data(), indices.shape);
   }
   Status run() const { return max_pool_backward(nd, grad_output, indices, grad_input, o); }
+  static constexpr auto kPrepare = prepare_max_pool_backward;
+  std::array<TensorView, 3> views() const { return {grad_output, indices, grad_input}; }
   Status kernel_name() const {
     std::string name;
     return max_pool_backward_kernel_name(nd, grad_output, indices.dtype, grad_input.shape, o,
@@ -363,6 +424,8 @@ struct UnpoolBackwardCall {
     indices = contiguous(idx32.data(), indices.shape);
   }
   Status run() const { return max_unpool_backward(nd, grad_output, indices, grad_values, o); }
+  static constexpr auto kPrepare = prepare_max_unpool_backward;
+  std::array<TensorView, 3> views() const { return {grad_output, indices, grad_values}; }
   Status kernel_name() const {
     std::string name;
     return max_unpool_backward_kernel_name(nd, grad_output, indices.dtype, grad_values.shape, o,
