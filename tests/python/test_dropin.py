@@ -330,3 +330,26 @@ def test_windows_alternating_on_one_thread():
         g = lambda: F.max_unpool2d(*stock(F.max_pool2d, x, 2, return_indices=True), **{  # noqa
             k: v for k, v in w.items() if k != "ceil_mode"})
         assert_same_outcome(dropin(g), stock(g), f"max_unpool2d {w}")
+
+
+def test_repeated_calls_run_prepared():
+    """A call repeating the thread's latest arguments but its data reruns their prepared call,
+    on outputs allocated as PyTorch allocates them: repeats on new data in each layout (a
+    channels-last input, a batch-less one, a strided one, an expanded one, 1-D), with a call
+    whose outputs are given between repeats, all give stock's results, strides included."""
+    base = torch.randn(2, 3, 8, 8)
+    layouts = [lambda t: t, lambda t: t.contiguous(memory_format=torch.channels_last),
+               lambda t: t[0], lambda t: t[:, :, :, :7], lambda t: t[:1, :1, :1, :1].expand(2, 3, 8, 8),
+               lambda t: t.flatten(-2)]
+    for k, layout in enumerate(layouts):
+        pool = F.max_pool1d if k == len(layouts) - 1 else F.max_pool2d
+        for round in range(3):
+            data = layout(base * (round + 1) - round)
+            f = lambda: pool(data, 2, return_indices=True)  # noqa: E731
+            assert_same_outcome(dropin(f), stock(f), f"layout {k} round {round}")
+            if round == 1:
+                with pt.enabled():
+                    got = torch.empty(0), torch.empty(0, dtype=torch.long)
+                    torch.ops.aten.max_pool2d_with_indices.out(base, [2], out=got[0],
+                                                               indices=got[1])
+                assert_same(got, stock(F.max_pool2d, base, 2, return_indices=True))
