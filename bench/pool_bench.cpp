@@ -159,10 +159,11 @@ void fill_random(Buffer& b, DType dtype, int64_t elems, uint64_t seed) {
 }
 
 // One poolgen call of an op on a Spec's buffers, its views and options built once (outside the
-// timed loop): the source (source()), the indices (pool: its output) and the op's output.
+// timed loop): the source (source()), the indices (pool: its output) and the op's output;
+// `prepared`: prepared once (poolgen::PreparedCall), then run on the same data.
 class PoolgenCall {
  public:
-  PoolgenCall(Spec& sp, Op op, poolgen::Path path)
+  PoolgenCall(Spec& sp, Op op, poolgen::Path path, bool prepared = false)
       : op_(op), nd_(sp.nd), pool_(sp.pool_options(path)), unpool_(sp.unpool_options(path)) {
     const auto r = sp.results(op);
     const Ints& from = to_pooled(op) ? sp.shape : sp.pooled;
@@ -170,8 +171,14 @@ class PoolgenCall {
     src_ = sp.view(sp.source(op).data(), sp.vt, from);
     idx_ = sp.view((op == Op::pool ? sp.pindices : sp.indices).data(), sp.it, sp.pooled);
     out_ = sp.view(r[0].first->data(), sp.vt, to);
+    if (prepared) prepare_status_ = prepare();
   }
-  poolgen::Status operator()() const {
+  poolgen::Status operator()() {
+    if (!prepare_status_.ok()) return prepare_status_;
+    if (prepared_.prepared()) {
+      return op_ == Op::pool ? prepared_.run(src_.data, out_.data, idx_.data)
+                             : prepared_.run(src_.data, idx_.data, out_.data);
+    }
     switch (op_) {
       case Op::pool: return poolgen::max_pool(nd_, src_, out_, idx_, pool_);
       case Op::unpool: return poolgen::max_unpool(nd_, src_, idx_, out_, unpool_);
@@ -182,11 +189,25 @@ class PoolgenCall {
   }
 
  private:
+  poolgen::Status prepare() {
+    switch (op_) {
+      case Op::pool: return poolgen::prepare_max_pool(nd_, src_, out_, idx_, pool_, &prepared_);
+      case Op::unpool:
+        return poolgen::prepare_max_unpool(nd_, src_, idx_, out_, unpool_, &prepared_);
+      case Op::pool_backward:
+        return poolgen::prepare_max_pool_backward(nd_, src_, idx_, out_, pool_, &prepared_);
+      case Op::unpool_backward: break;
+    }
+    return poolgen::prepare_max_unpool_backward(nd_, src_, idx_, out_, unpool_, &prepared_);
+  }
+
   Op op_;
   int nd_;
   poolgen::PoolOptions pool_;
   poolgen::UnpoolOptions unpool_;
   poolgen::TensorView src_, idx_, out_;
+  poolgen::PreparedCall prepared_;
+  poolgen::Status prepare_status_;
 };
 
 }  // namespace
@@ -297,14 +318,16 @@ void bench_memcpy(benchmark::State& state, int64_t bytes, int threads) {
 // ---------------------------------------------------------------------------------------------
 // One timed op of one case: poolgen (automatic or general path), the reference or a peer.
 
-enum class Impl { poolgen, poolgen_general, reference, peer };
+enum class Impl { poolgen, poolgen_general, poolgen_prepared, reference, peer };
 
 void bench_op(benchmark::State& state, Spec* sp, Op op, Impl impl, Peer* peer, int threads) {
   sp->ensure();
-  if (impl == Impl::poolgen || impl == Impl::poolgen_general) {
+  if (impl == Impl::poolgen || impl == Impl::poolgen_general || impl == Impl::poolgen_prepared) {
     poolgen::set_num_threads(threads);
-    const PoolgenCall call(*sp, op, impl == Impl::poolgen_general ? poolgen::Path::general
-                                                                   : poolgen::Path::automatic);
+    PoolgenCall call(*sp, op,
+                     impl == Impl::poolgen_general ? poolgen::Path::general
+                                                   : poolgen::Path::automatic,
+                     impl == Impl::poolgen_prepared);
     time_calls(state, [&] {
       const auto st = call();
       if (!st.ok()) state.SkipWithError(st.message().c_str());
@@ -330,6 +353,9 @@ void bench_op(benchmark::State& state, Spec* sp, Op op, Impl impl, Peer* peer, i
 
 // ---------------------------------------------------------------------------------------------
 // Registration and the summary table.
+
+// The largest input whose calls are also timed prepared (1x64x14x14).
+constexpr int64_t kPreparedElements = 64 * 14 * 14;
 
 struct Row {  // one line of the summary table; the strings are benchmark names
   std::string op, shape;
@@ -463,6 +489,10 @@ void register_all(std::vector<std::unique_ptr<Spec>>& specs, const std::vector<i
       if (op == Op::unpool) variants = {{Impl::poolgen, " (SegNet indices)"}};
       if (sp->general_path[static_cast<int>(op)])
         variants.push_back({Impl::poolgen_general, " (general path)"});
+      // Calls small enough for their fixed cost to show: also prepared once, then run.
+      if (sp->in_elems() <= kPreparedElements) {
+        variants.push_back({Impl::poolgen_prepared, " (prepared)"});
+      }
       // "max_pool2d_backward k2s2p0 NHWC": the op's family, the label's rank ("2d"), the
       // backward mark, the rest of the label.
       const bool pooling = op == Op::pool || op == Op::pool_backward;
@@ -477,7 +507,10 @@ void register_all(std::vector<std::unique_ptr<Spec>>& specs, const std::vector<i
           row.op = title + suffix;
           row.shape = sp->shape_str();
           row.threads = t;
-          row.poolgen = reg(impl == Impl::poolgen ? "poolgen" : "poolgen_general", impl, nullptr, t);
+          row.poolgen = reg(impl == Impl::poolgen           ? "poolgen"
+                            : impl == Impl::poolgen_general ? "poolgen_general"
+                                                            : "poolgen_prepared",
+                            impl, nullptr, t);
           if (g_memcpy && memcpy_names[t].empty()) {
             memcpy_names[t] = base + "/memcpy/threads:" + std::to_string(t);
             configure(benchmark::RegisterBenchmark(memcpy_names[t].c_str(), bench_memcpy,

@@ -38,9 +38,9 @@ using Tensors = const TensorView* const (&)[3];
 // copied the lambda's captures with loads wider than the caller's stores to them, a stalled
 // store forwarding that cost a small call 5 ns (1x1x2x2 pooling 111 -> 117 ns).
 // A call whose plan holds (its shapes and options are the plan's): the data checks, then the
-// run.
+// run. Out of line: one copy of Op::run for plan_and_run and PreparedOp.
 template <typename Op>
-Status run_planned(int nd, Tensors tensors, const typename Op::Options& options,
+[[gnu::noinline]] Status run_planned(int nd, Tensors tensors, const typename Op::Options& options,
                    const typename Op::Plan& plan) {
   for (int k = 0; k < 3; ++k) {
     POOLGEN_RETURN_IF_ERROR(check_data(Op::kNames[k], *tensors[k], plan.views[k]));
@@ -108,7 +108,7 @@ class PreparedOp final : public PreparedCall::State {
   PreparedOp(const PreparedOp&) = delete;  // pointers_ point into it
   PreparedOp& operator=(const PreparedOp&) = delete;
 
-  Status check() {
+  [[gnu::cold]] Status check() {
     settings_ = settings_changes();
     return Op::check(nd_, pointers_, options_, &plan_);
   }
@@ -132,8 +132,9 @@ class PreparedOp final : public PreparedCall::State {
   int64_t settings_ = 0;
 };
 
+// Cold: prepared once, compiled for size.
 template <typename Op>
-Status prepare_op(int nd, const TensorView& a, const TensorView& b, const TensorView& c,
+[[gnu::cold]] Status prepare_op(int nd, const TensorView& a, const TensorView& b, const TensorView& c,
                   const typename Op::Options& options, PreparedCall* call) {
   return without_exceptions([&]() -> Status {
     if (!call) {
