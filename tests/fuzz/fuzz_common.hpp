@@ -1357,6 +1357,20 @@ inline CMessage decode_message_buffer(FuzzInput& in) {
   return m;
 }
 
+// A C++ call prepared on its views (prepare_*), then run on their data: it must succeed, fail
+// and write as the call itself does (a shape or option error at prepare, a data error at run).
+template <typename Prepare, typename Options>
+Status run_prepared(Prepare prepare, int nd, const TensorView& a, const TensorView& b,
+                    const TensorView& c, const Options& options) {
+  PreparedCall call;
+  const Status st = prepare(nd, a, b, c, options, &call);
+  if (!st.ok()) {
+    if (call.prepared()) violation("a refused prepare left a prepared call");
+    return st;
+  }
+  return call.run(a.data, b.data, c.data);
+}
+
 // The status of a C call. The message must be NUL-terminated inside its buffer and nothing may
 // be written around it; *full says whether the whole message came back (a 1024-byte buffer),
 // so that the message checks apply.

@@ -12,6 +12,7 @@ namespace {
 // grad_output (both then take gradient dtypes), the indices' stay.
 struct PoolCase {
   bool c_api = false;
+  bool prepared = false;  // C++: prepared on its views, then run (decoded last)
   int nd = 2;
   PoolOptions o;  // C API: what the struct below means (poolgen.h)
   poolgen_pool_options co{};
@@ -174,12 +175,13 @@ PoolCase decode(FuzzInput& in) {
     c.values = decode_view(in, snd, pooled, c.values.dtype, c.c_api);
     c.indices = decode_view(in, snd, pooled, c.indices.dtype, c.c_api);
   }
+  c.prepared = !c.c_api && in.chance(30);  // last: earlier inputs keep their meaning
   return c;
 }
 
 std::string describe(const PoolCase& c) {
   std::ostringstream os;
-  os << (c.c_api ? "C API" : "C++ API");
+  os << (c.c_api ? "C API" : c.prepared ? "C++ API, prepared" : "C++ API");
   if (c.backward) {
     os << " max_pool_backward nd " << c.nd << "; " << describe("grad_output", c.values) << "; "
        << describe("indices", c.indices) << "; " << describe("grad_input", c.input)
@@ -446,14 +448,17 @@ void check_call(const PoolCase& c) {
                                         c.message.size);
     st = c_status(rc, c.message, &known);
   } else {
-    st = max_pool(c.nd, to_cpp(c.input, mem[0].data), to_cpp(c.values, mem[1].data),
-                  to_cpp(c.indices, mem[2].data), c.o);
+    const TensorView in = to_cpp(c.input, mem[0].data), values = to_cpp(c.values, mem[1].data),
+                     indices = to_cpp(c.indices, mem[2].data);
+    st = c.prepared ? run_prepared(prepare_max_pool, c.nd, in, values, indices, c.o)
+                    : max_pool(c.nd, in, values, indices, c.o);
   }
   if (mem[0].buffer) mem[0].buffer->unprotect();
   for (int i = 0; i < 3; ++i) check_canary(mem[i], names[i], st);
   check_message(st, known);
   check_outcome(st, e, false);
-  feature(std::string("outcome:") + code_name(st.code()) + (c.c_api ? ":c" : ":cpp"));
+  feature(std::string("outcome:") + code_name(st.code()) +
+          (c.c_api ? ":c" : c.prepared ? ":prepared" : ":cpp"));
   if (st.code() == Code::index_out_of_range) {  // after the kernel: the views may be written
     check_outside_view(mem[1], kSentinel, "values");
     check_outside_view(mem[2], kSentinel, "indices");
@@ -538,8 +543,10 @@ void check_backward(const PoolCase& c) {
                                                    c.message.ptr(), c.message.size);
       return c_status(rc, c.message, known_message);
     }
-    return max_pool_backward(c.nd, to_cpp(c.values, data[0]), to_cpp(c.indices, data[1]),
-                             to_cpp(c.input, data[2]), c.o);
+    const TensorView g = to_cpp(c.values, data[0]), i = to_cpp(c.indices, data[1]),
+                     gi = to_cpp(c.input, data[2]);
+    return c.prepared ? run_prepared(prepare_max_pool_backward, c.nd, g, i, gi, c.o)
+                      : max_pool_backward(c.nd, g, i, gi, c.o);
   };
   b.kernel_name = [&](std::string* name) {
     return max_pool_backward_kernel_name(c.nd, to_cpp(c.values, nullptr),

@@ -14,6 +14,7 @@ namespace {
 // output's grad_output (both then take gradient dtypes), the indices' stay.
 struct UnpoolCase {
   bool c_api = false;
+  bool prepared = false;  // C++: prepared on its views, then run (decoded last)
   int nd = 2;
   UnpoolOptions o;  // C API: what the struct below means (poolgen.h)
   poolgen_unpool_options co{};
@@ -202,12 +203,13 @@ UnpoolCase decode(FuzzInput& in) {
       c.output = decode_view(in, snd, shape, c.output.dtype, c.c_api);
     }
   }
+  c.prepared = !c.c_api && in.chance(30);  // last: earlier inputs keep their meaning
   return c;
 }
 
 std::string describe(const UnpoolCase& c) {
   std::ostringstream os;
-  os << (c.c_api ? "C API" : "C++ API");
+  os << (c.c_api ? "C API" : c.prepared ? "C++ API, prepared" : "C++ API");
   if (c.backward) {
     os << " max_unpool_backward nd " << c.nd << "; " << describe("grad_output", c.output) << "; "
        << describe("indices", c.indices) << "; " << describe("grad_values", c.values);
@@ -500,15 +502,19 @@ void check_call(const UnpoolCase& c) {
                                           c.message.size);
     st = c_status(rc, c.message, &known);
   } else {
-    st = max_unpool(c.nd, to_cpp(c.values, mem[0].data), to_cpp(c.indices, mem[1].data),
-                    to_cpp(c.output, mem[2].data), c.o);
+    const TensorView values = to_cpp(c.values, mem[0].data),
+                     indices = to_cpp(c.indices, mem[1].data),
+                     output = to_cpp(c.output, mem[2].data);
+    st = c.prepared ? run_prepared(prepare_max_unpool, c.nd, values, indices, output, c.o)
+                    : max_unpool(c.nd, values, indices, output, c.o);
   }
   if (mem[0].buffer) mem[0].buffer->unprotect();
   if (mem[1].buffer) mem[1].buffer->unprotect();
   for (int i = 0; i < 3; ++i) check_canary(mem[i], names[i], st);
   check_message(st, known);
   check_outcome(st, e, index_error);
-  feature(std::string("outcome:") + code_name(st.code()) + (c.c_api ? ":c" : ":cpp") +
+  feature(std::string("outcome:") + code_name(st.code()) +
+          (c.c_api ? ":c" : c.prepared ? ":prepared" : ":cpp") +
           (c.o.path == Path::winner ? ":winner" : ""));
   if (st.code() == Code::index_out_of_range) {
     // docs/semantics.md: the message names the first invalid index and the plane size.
@@ -583,8 +589,10 @@ void check_backward(const UnpoolCase& c) {
                                                      c.message.ptr(), c.message.size);
       return c_status(rc, c.message, known);
     }
-    return max_unpool_backward(c.nd, to_cpp(c.output, data[0]), to_cpp(c.indices, data[1]),
-                               to_cpp(c.values, data[2]), c.o);
+    const TensorView g = to_cpp(c.output, data[0]), i = to_cpp(c.indices, data[1]),
+                     gv = to_cpp(c.values, data[2]);
+    return c.prepared ? run_prepared(prepare_max_unpool_backward, c.nd, g, i, gv, c.o)
+                      : max_unpool_backward(c.nd, g, i, gv, c.o);
   };
   b.kernel_name = [&](std::string* name) {
     return max_unpool_backward_kernel_name(c.nd, to_cpp(c.output, nullptr),
