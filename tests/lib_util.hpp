@@ -69,7 +69,8 @@ Status call_op(Calling calling, Op op, Prepare prepare, int nd, const TensorView
   std::vector<char> scratch[3];
   TensorView elsewhere[3] = {a, b, c};
   for (int k = 0; k < 3; ++k) {
-    const auto bytes = static_cast<size_t>(numel(elsewhere[k].shape)) * dtype_size(elsewhere[k].dtype);
+    const auto bytes =
+        static_cast<size_t>(numel(elsewhere[k].shape)) * dtype_size(elsewhere[k].dtype);
     scratch[k].resize(std::max<size_t>(1, bytes));
     elsewhere[k].data = scratch[k].data();
   }

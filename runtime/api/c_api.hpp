@@ -79,9 +79,10 @@ int32_t run_entry(int32_t nd, const COptions* options, const char* const (&names
   return guarded(message, size, [&] { return with_tensors(nd, options, names, tensors, op); });
 }
 template <typename COptions, typename PrepareFn>
-[[gnu::cold]] int32_t prepare_entry(int32_t nd, const COptions* options, const char* const (&names)[3],
-                      const poolgen_tensor* const (&tensors)[3], PrepareFn prepare,
-                      poolgen_prepared** prepared, char* message, size_t size) {
+[[gnu::cold]] int32_t prepare_entry(int32_t nd, const COptions* options,
+                                    const char* const (&names)[3],
+                                    const poolgen_tensor* const (&tensors)[3], PrepareFn prepare,
+                                    poolgen_prepared** prepared, char* message, size_t size) {
   return guarded(message, size, [&]() -> Status {
     if (!prepared) {
       return detail::fail(Code::invalid_argument, "prepared",

@@ -34,14 +34,12 @@ struct OpPlan {
 
 using Tensors = const TensorView* const (&)[3];
 
-// Out of line, with its arguments in registers: inlined into without_exceptions' lambda, it
-// copied the lambda's captures with loads wider than the caller's stores to them, a stalled
-// store forwarding that cost a small call 5 ns (1x1x2x2 pooling 111 -> 117 ns).
 // A call whose plan holds (its shapes and options are the plan's): the data checks, then the
 // run. Out of line: one copy of Op::run for plan_and_run and PreparedOp.
 template <typename Op>
-[[gnu::noinline]] Status run_planned(int nd, Tensors tensors, const typename Op::Options& options,
-                   const typename Op::Plan& plan) {
+[[gnu::noinline]] Status run_planned(int nd, Tensors tensors,
+                                     const typename Op::Options& options,
+                                     const typename Op::Plan& plan) {
   for (int k = 0; k < 3; ++k) {
     POOLGEN_RETURN_IF_ERROR(check_data(Op::kNames[k], *tensors[k], plan.views[k]));
   }
@@ -56,6 +54,9 @@ template <typename Op>
   return Op::run(nd, tensors, options, plan, views);
 }
 
+// Out of line, with its arguments in registers: inlined into without_exceptions' lambda, it
+// copied the lambda's captures with loads wider than the caller's stores to them, a stalled
+// store forwarding that cost a small call 5 ns (1x1x2x2 pooling 111 -> 117 ns).
 template <typename Op>
 [[gnu::noinline]] Status plan_and_run(int nd, const TensorView& a, const TensorView& b,
                                       const TensorView& c, const typename Op::Options& options) {
@@ -134,8 +135,9 @@ class PreparedOp final : public PreparedCall::State {
 
 // Cold: prepared once, compiled for size.
 template <typename Op>
-[[gnu::cold]] Status prepare_op(int nd, const TensorView& a, const TensorView& b, const TensorView& c,
-                  const typename Op::Options& options, PreparedCall* call) {
+[[gnu::cold]] Status prepare_op(int nd, const TensorView& a, const TensorView& b,
+                                const TensorView& c, const typename Op::Options& options,
+                                PreparedCall* call) {
   return without_exceptions([&]() -> Status {
     if (!call) {
       return fail(Code::invalid_argument, "call", ": expected a PreparedCall, got a null pointer");

@@ -167,7 +167,8 @@ inline size_t reached_elements(const TensorView& v) {
     if (v.strides.size() != v.shape.size()) {
       reached = std::min(reached * extent, kMost);
     } else {
-      reached += std::max<int64_t>(extent - 1, 0) * std::min<int64_t>(std::abs(v.strides[d]), kMost);
+      const int64_t stride = std::min<int64_t>(std::abs(v.strides[d]), kMost);
+      reached += std::max<int64_t>(extent - 1, 0) * stride;
     }
   }
   return static_cast<size_t>(std::clamp<int64_t>(reached, 1, kMost));

@@ -339,8 +339,8 @@ def test_repeated_calls_run_prepared():
     whose outputs are given between repeats, all give stock's results, strides included."""
     base = torch.randn(2, 3, 8, 8)
     layouts = [lambda t: t, lambda t: t.contiguous(memory_format=torch.channels_last),
-               lambda t: t[0], lambda t: t[:, :, :, :7], lambda t: t[:1, :1, :1, :1].expand(2, 3, 8, 8),
-               lambda t: t.flatten(-2)]
+               lambda t: t[0], lambda t: t[:, :, :, :7],
+               lambda t: t[:1, :1, :1, :1].expand(2, 3, 8, 8), lambda t: t.flatten(-2)]
     for k, layout in enumerate(layouts):
         pool = F.max_pool1d if k == len(layouts) - 1 else F.max_pool2d
         for round in range(3):
