@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 #include "poolgen/poolgen.hpp"
@@ -52,10 +53,51 @@ std::vector<T> inner(const std::vector<T>& b) {
   return std::vector<T>(b.begin() + kGuard, b.end() - kGuard);
 }
 
-// How a helper calls an op: as the call itself, or prepared (prepare_*) on views of the same
-// shapes elsewhere and then run twice on the call's data, so that a run must take the data it
-// is given, and give the call's result also over the outputs of the run before it. The views
-// are contiguous.
+// The elements a view reaches (at least one; at most 2^20: a prepared call never reads its
+// views' data, so a view of a broken or large shape may point at less).
+inline size_t reached_elements(const TensorView& v) {
+  constexpr int64_t kMost = 1 << 20;
+  int64_t reached = 1;  // contiguous: the product of the extents; strided: the last one's offset
+  for (size_t d = 0; d < v.shape.size(); ++d) {
+    const int64_t extent = std::clamp<int64_t>(v.shape[d], 0, kMost);
+    if (v.strides.size() != v.shape.size()) {
+      reached = std::min(reached * extent, kMost);
+    } else {
+      const int64_t stride = std::min<int64_t>(std::abs(v.strides[d]), kMost);
+      reached += std::max<int64_t>(extent - 1, 0) * stride;
+    }
+  }
+  return static_cast<size_t>(std::clamp<int64_t>(reached, 1, kMost));
+}
+
+// `prepare` (an op's prepare_*) on views of a, b and c's shapes over data of their own (valid and
+// apart, as a caller may prepare once on any buffers), then `runs` runs on a, b and c's data: a
+// run must take the data it is given. A refused prepare is the result, and must leave the
+// PreparedCall empty (else an internal error says so).
+template <typename Options, typename Prepare>
+Status prepare_elsewhere_then_run(Prepare prepare, int nd, const TensorView& a,
+                                  const TensorView& b, const TensorView& c,
+                                  const Options& options, int runs) {
+  const TensorView* const views[3] = {&a, &b, &c};
+  std::vector<char> scratch[3];
+  TensorView elsewhere[3] = {a, b, c};
+  for (int k = 0; k < 3; ++k) {
+    scratch[k].resize(reached_elements(*views[k]) *
+                      std::max<size_t>(dtype_size(views[k]->dtype), 1));
+    elsewhere[k].data = scratch[k].data();
+  }
+  PreparedCall prepared;
+  Status st = prepare(nd, elsewhere[0], elsewhere[1], elsewhere[2], options, &prepared);
+  if (!st.ok() && prepared.prepared()) {
+    return Status(Code::internal, "internal: a refused prepare left a prepared call");
+  }
+  for (int run = 0; run < runs && st.ok(); ++run) st = prepared.run(a.data, b.data, c.data);
+  return st;
+}
+
+// How a helper calls an op: as the call itself, or prepared elsewhere and then run twice on the
+// call's data, so that a run must also give the call's result over the outputs of the run
+// before it.
 enum class Calling { call, prepared };
 
 inline const char* calling_name(Calling calling) {
@@ -66,18 +108,7 @@ template <typename Options, typename Op, typename Prepare>
 Status call_op(Calling calling, Op op, Prepare prepare, int nd, const TensorView& a,
                const TensorView& b, const TensorView& c, const Options& options) {
   if (calling == Calling::call) return op(nd, a, b, c, options);
-  std::vector<char> scratch[3];
-  TensorView elsewhere[3] = {a, b, c};
-  for (int k = 0; k < 3; ++k) {
-    const auto bytes =
-        static_cast<size_t>(numel(elsewhere[k].shape)) * dtype_size(elsewhere[k].dtype);
-    scratch[k].resize(std::max<size_t>(1, bytes));
-    elsewhere[k].data = scratch[k].data();
-  }
-  PreparedCall prepared;
-  Status st = prepare(nd, elsewhere[0], elsewhere[1], elsewhere[2], options, &prepared);
-  for (int run = 0; run < 2 && st.ok(); ++run) st = prepared.run(a.data, b.data, c.data);
-  return st;
+  return prepare_elsewhere_then_run(prepare, nd, a, b, c, options, 2);
 }
 
 struct PoolRun {

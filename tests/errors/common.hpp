@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <initializer_list>
@@ -157,23 +156,6 @@ struct IsPreparable : std::false_type {};
 template <typename Call>
 struct IsPreparable<Call, std::void_t<decltype(Call::kPrepare)>> : std::true_type {};
 
-// The elements a view reaches (at least one; at most 2^20: a prepared call never reads its
-// views' data, so a view of a broken shape may point at less).
-inline size_t reached_elements(const TensorView& v) {
-  constexpr int64_t kMost = 1 << 20;
-  int64_t reached = 1;  // contiguous: the product of the extents; strided: the last one's offset
-  for (size_t d = 0; d < v.shape.size(); ++d) {
-    const int64_t extent = std::clamp<int64_t>(v.shape[d], 0, kMost);
-    if (v.strides.size() != v.shape.size()) {
-      reached = std::min(reached * extent, kMost);
-    } else {
-      const int64_t stride = std::min<int64_t>(std::abs(v.strides[d]), kMost);
-      reached += std::max<int64_t>(extent - 1, 0) * stride;
-    }
-  }
-  return static_cast<size_t>(std::clamp<int64_t>(reached, 1, kMost));
-}
-
 // A broken call prepared on views of its shapes over data of their own (valid and apart, as a
 // caller may prepare once on any buffers), then run on its own data: it fails alike, at prepare
 // where the breakage is in the shapes, strides, dtypes or options (leaving the PreparedCall
@@ -183,21 +165,10 @@ template <typename Call, typename Break, typename CodeT>
                                          const std::vector<std::string>& parts) {
   Call c;
   breaks(c);
-  const std::array<TensorView, 3> views = c.views();
-  std::array<TensorView, 3> elsewhere = views;
-  std::vector<char> scratch[3];
-  for (int k = 0; k < 3; ++k) {
-    scratch[k].resize(reached_elements(views[k]) * std::max<size_t>(dtype_size(views[k].dtype), 1));
-    elsewhere[k].data = scratch[k].data();
-  }
-  PreparedCall prepared;
-  Status st = Call::kPrepare(c.nd, elsewhere[0], elsewhere[1], elsewhere[2], c.o, &prepared);
-  if (st.ok()) {
-    st = prepared.run(views[0].data, views[1].data, views[2].data);
-  } else if (prepared.prepared()) {
-    return ::testing::AssertionFailure() << "a refused prepare left a prepared call";
-  }
-  ::testing::AssertionResult r = IsError(st, code, parts);
+  const std::array<TensorView, 3> v = c.views();
+  ::testing::AssertionResult r = IsError(
+      test::prepare_elsewhere_then_run(Call::kPrepare, c.nd, v[0], v[1], v[2], c.o, 1), code,
+      parts);
   if (!r) return r << " (prepared)";
   return r;
 }
