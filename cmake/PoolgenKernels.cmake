@@ -341,12 +341,12 @@ function(poolgen_layout_tag out layout)
 endfunction()
 
 # poolgen_gather_params(<out> <nd> <k> <s> <p> <layout>): a fixed-window gather's generator
-# parameters. Contiguous 2-D and 3-D windows that tile their output (kernel = stride, no padding)
-# are built `tiled`: cells read without boundary conditions, for the vectors of cells their
+# parameters. Contiguous windows that tile their output (kernel = stride, no padding) are built
+# `tiled`: cells read without boundary conditions, for the vectors of cells their
 # schedule runs (schedules/cpu_knobs.cmake); other extents take the scatter.
 function(poolgen_gather_params out nd k s p layout)
   set(params rank=${nd} fixed_kernel=${k} fixed_stride=${s} fixed_padding=${p})
-  if (layout STREQUAL "contiguous" AND nd GREATER 1 AND k EQUAL s AND p EQUAL 0)
+  if (layout STREQUAL "contiguous" AND k EQUAL s AND p EQUAL 0)
     list(APPEND params tiled=true)
   endif ()
   set(${out} ${params} PARENT_SCOPE)
@@ -467,8 +467,13 @@ endforeach ()
 # 0.6x at 8x64x112x112, the 3-D one 0.74-0.80x at 2x16x32x64x64 (docs/kernels.md). And f32's
 # contiguous 2-D k2s2p0 one, with vectors of cells: 0.7-0.85x the scatter's time on calls no
 # cache holds, the only ones the runtime gives it (runtime/dispatch/kernel_table.hpp, gather_pays).
+# And the contiguous 1-D one, the same vectors of cells along each row: 1.05-1.3x the scatter's
+# speed from 4 MiB (Intel Xeon, ms, one / two threads, scatter / gather: 8x64x65536 44.3-44.4 /
+# 21.98-23.71 -> 39.4-40.2 / 20.3-20.4, i32 indices 37.3-37.6 / 18.7-18.8 -> 28.5-29.0 /
+# 14.9-15.3; 8x64x4096 1.08-1.11 / 0.55-0.59 -> 0.96-1.05 / 0.50-0.53), for 37 KB. The 1-D
+# unpooling gather measured 0.8-1.0x its scatter (which stores rather than adds) and is not built.
 set(POOLGEN_DEFAULT_BACKWARD_WINDOWS f32:max_pool2d_backward_k2s2p0_cl f32:max_pool3d_backward_k2s2p0_cl
-    f32:max_pool2d_backward_k2s2p0)
+    f32:max_pool1d_backward_k2s2p0 f32:max_pool2d_backward_k2s2p0)
 # Unpooling's gradient for SegNet indices (every index in its own cell's k2s2p0 window): each
 # cell reads its window densely (generators/max_unpool_backward_window_generator.cpp) rather than
 # gathering by index; a call whose indices leave their windows takes the gather by index. f32,

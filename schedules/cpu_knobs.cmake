@@ -45,7 +45,7 @@ set(POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl stage_cells:false,narrow_vectors:false,
 set(POOLGEN_KNOBS_max_pool2d_backward_k2s2p0_cl ${POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl})
 set(POOLGEN_KNOBS_max_unpool3d_k2s2p0_cl ${POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl})
 set(POOLGEN_KNOBS_max_pool3d_backward_k2s2p0_cl ${POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl})
-# The contiguous k2s2p0 gathers (2-D, 3-D; built `tiled`, cmake/PoolgenKernels.cmake) run vectors
+# The contiguous k2s2p0 gathers (1-D to 3-D; built `tiled`, cmake/PoolgenKernels.cmake) run vectors
 # of cells, each cell's window unrolled into interleaved stores, with each row of cells checked
 # right before its slots (cell_vectors), reading values in place: f32 i64 8x64x112x112, one
 # thread, ms, gather / scatter in the same runs: pooling's gradient 1.63-1.90 / 2.23-2.43 (the
@@ -60,6 +60,7 @@ set(POOLGEN_KNOBS_max_pool3d_backward_k2s2p0_cl ${POOLGEN_KNOBS_max_unpool2d_k2s
 set(POOLGEN_KNOBS_max_unpool2d_k2s2p0 cell_vectors:true,stage_cells:false,partition_cells:false,whole_rows:true)
 set(POOLGEN_KNOBS_max_unpool3d_k2s2p0 ${POOLGEN_KNOBS_max_unpool2d_k2s2p0})
 set(POOLGEN_KNOBS_max_pool2d_backward_k2s2p0 ${POOLGEN_KNOBS_max_unpool2d_k2s2p0})
+set(POOLGEN_KNOBS_max_pool1d_backward_k2s2p0 ${POOLGEN_KNOBS_max_unpool2d_k2s2p0})
 set(POOLGEN_KNOBS_max_pool3d_backward_k2s2p0 ${POOLGEN_KNOBS_max_unpool2d_k2s2p0})
 # Channels-last 3-D fixed windows: row loops not split into border and interior pieces (the
 # bounds tests of a row's taps are scalar, one per row) halves their code (3-D k3s2p1 f32 AVX2:

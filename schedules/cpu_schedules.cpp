@@ -311,7 +311,7 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
     }
   };
   const int k = s.cell_slots;
-  if (cell_vectors && s.layout == Layout::contiguous && k > 0 && s.x.size() > 1) {
+  if (cell_vectors && s.layout == Layout::contiguous && k > 0) {
     // Lanes are cells: each cell's slots are unrolled stride-k stores, which LLVM interleaves
     // into dense ones, and each row of cells is checked right before its slots. Rows of fewer
     // than a vector of cells, or of a partial window, are the scatter's (past the views' bounds,
@@ -322,7 +322,12 @@ void CpuGatherSchedule::apply(const GatherStages& s, const Target& target) const
         .split(xc, xo, xci, lanes, TailStrategy::ShiftInwards)
         .vectorize(xci)
         .unroll(xt);
-    check_each_group(LoopLevel(out, tile_dims(full, 1, {xci, xt}, k, whole_rows)[0]));
+    if (s.x.size() > 1) {
+      check_each_group(LoopLevel(out, tile_dims(full, 1, {xci, xt}, k, whole_rows)[0]));
+    } else {  // 1-D: a window is one row's, and the row (parallel_rows' `row`) is the group
+      full.reorder(xci, xt, xo);
+      check_each_group(LoopLevel(out, Var("row")));
+    }
     out.specialize_fail("max_unpool: rows narrower than a vector of windows are the scatter's");
   } else if (narrow_vectors) {
     vectorize_columns(out, lane, width, lanes, narrowest_vector(true, handed_off_below, lanes), xo);

@@ -145,7 +145,7 @@ struct CpuGatherSchedule {
   // those slots (GatherStages::cell_slots), each cell is also marked and checked right before
   // them. 0: slot by slot along each output row.
   int slot_tile = 0;
-  // Contiguous 2-D and 3-D windows that cover their slots alone (GatherStages::cell_slots, a
+  // Contiguous windows that cover their slots alone (GatherStages::cell_slots, a
   // generator built `tiled`): vectors of cells rather than of slots. Each lane's window is
   // unrolled into strided stores that become dense interleaved ones, and each row of cells is
   // marked and checked right before its slots. Rows of fewer than a vector of cells lie past

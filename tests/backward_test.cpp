@@ -567,8 +567,9 @@ TEST(BackwardKernelChoice, PoolNamesFollowLayoutDTypesAndPath) {
     for (DType index : {DType::i64, DType::i32}) {
       if (!pool_backward_kernel_built(value, index)) continue;
       // POOLGEN_BACKWARD_WINDOW_TYPES builds every family; the default build f32's k2s2p0 ones
-      // below (cmake/PoolgenKernels.cmake), which no 1-D one comes with.
-      const bool windows_built = backward_windows_built(value, index, 1, Layout::contiguous) > 0;
+      // below (cmake/PoolgenKernels.cmake), which no 1-D channels-last one comes with.
+      const bool windows_built =
+          backward_windows_built(value, index, 1, Layout::channels_last) > 0;
       const std::string suffix = std::string("_") + dtype_name(value) + "_" + dtype_name(index);
       for (int nd = 1; nd <= 3; ++nd) {
         // Channels and rows wide enough for any target's vectors: a gather whose vectors need
@@ -600,9 +601,9 @@ TEST(BackwardKernelChoice, PoolNamesFollowLayoutDTypesAndPath) {
           for (const bool cl : {false, true}) {
             const std::string window_kernel = family + (cl ? "_cl" : "") + suffix;
             const bool has_window = w > 0 && find_kernel(kernels, window_kernel) != nullptr;
-            // f32's channels-last k2s2p0 gathers (2-D, 3-D) and its contiguous 2-D one are built
-            // by default.
-            const bool by_default = value == DType::f32 && w == 1 && (cl ? nd >= 2 : nd == 2);
+            // f32's channels-last k2s2p0 gathers (2-D, 3-D) and its contiguous 1-D and 2-D ones
+            // are built by default.
+            const bool by_default = value == DType::f32 && w == 1 && (cl ? nd >= 2 : nd <= 2);
             if (w == 1 || w == 2) {
               EXPECT_EQ(has_window, (windows_built && !skipped) || by_default)
                   << window_kernel << (has_window ? " is" : " is not") << " compiled";

@@ -118,7 +118,7 @@ Status choose_kernel(const KernelTable& table, const KernelQuery& query, const c
 
 // Whether a CPU gather by fixed window (max_unpool's, max_pool_backward's) is tried before the
 // scatter on a call moving `bytes` whose output rows (innermost extent) hold `row` slots. The
-// channels-last ones win at every size. The contiguous 2-D and 3-D ones whose windows tile the
+// channels-last ones win at every size. The contiguous ones whose windows tile the
 // output (kernel = stride, no padding: vectors of cells) write each slot once, which beyond the L2
 // saves the scatter's zeroing pass; but each row of cells pays its marks and its check: in
 // cache they lose, and on rows of fewer than 64 slots (32 cells, four vectors) up to 22 MB,
