@@ -87,6 +87,17 @@ set(POOLGEN_AVX512_FAMILIES "max_pool1d;max_pool2d;max_pool3d;max_pool1d_cl;max_
     "Kernel families (names without types) with an AVX-512 variant besides POOLGEN_CPU_TARGETS")
 set(POOLGEN_AVX512_TYPES "f32" CACHE STRING
     "Value types whose kernels of POOLGEN_AVX512_FAMILIES get the AVX-512 variant")
+# Families that pay with AVX-512 alone: their kernels of POOLGEN_AVX512_TYPES come with the
+# AVX-512 variant and the floor's (Halide's wrapper needs one it may run anywhere; the runtime
+# runs them only where the CPU has AVX-512, runtime/dispatch/kernel_table.hpp, gather_pays), no
+# AVX2 one; where the build has no AVX-512 variant, the default build leaves them out. The 2-D
+# k3s2p1 channels-last gradient gather (overlapping windows: a slot sums up to four cells), on
+# an Intel Xeon, f32 i64, ms, one / two threads, gather / scatter: 8x64x112x112 2.64 /
+# 1.36 against 3.26-3.50 / 1.62-1.73, 1x64x112x112 0.344 / 0.189 against 0.433 / 0.434,
+# 1x64x56x56 0.077 / 0.044 against 0.079 / 0.078; its AVX2 variant 4.56 / 2.17 at 8x64x112x112
+# and 0.133 / 0.076 at 1x64x56x56, its SSE4.1 one 9.0 / 3.3.
+set(POOLGEN_AVX512_ONLY_FAMILIES "max_pool2d_backward_k3s2p1_cl" CACHE STRING
+    "Kernel families built with the AVX-512 variant and the floor's only (of POOLGEN_AVX512_TYPES)")
 # Families whose AVX-512 variant loses on narrow vectors, each "family:lanes": calls whose
 # vectors run along fewer outputs than `lanes` (contiguous: the output rows; channels-last: the
 # channels) run the next variant (POOLGEN_CPU_TARGETS' first, an AVX2 one) directly
@@ -120,6 +131,7 @@ if (POOLGEN_AVX512_FAMILIES AND poolgen_best MATCHES "^x86-64-" AND
   set(POOLGEN_AVX512_TARGET "${poolgen_avx512}-${POOLGEN_AVX512_FEATURE}")
 endif ()
 set(POOLGEN_AVX512_KERNELS "")  # their names, for the kernel table
+set(POOLGEN_AVX512_ONLY_KERNELS "")  # of those, POOLGEN_AVX512_ONLY_FAMILIES' (no AVX2 variant)
 set(POOLGEN_NARROW_VARIANTS "")  # POOLGEN_NARROW_VARIANT(name, symbol, lanes) rows (above)
 list(GET POOLGEN_CPU_TARGETS 0 POOLGEN_NARROW_TARGET)
 poolgen_target_features(POOLGEN_NARROW_FEATURES ${POOLGEN_NARROW_TARGET})
@@ -237,8 +249,12 @@ function(poolgen_kernel name op nd k s p layout value index)
   endif ()
   set(wide FALSE)  # whether it gets the AVX-512 variant
   set(wide_knobs "")  # that variant's own knobs: the narrow rule's, then its hand knobs
-  if (NOT ARG_CUDA_CAPABILITY AND POOLGEN_AVX512_TARGET AND ARG_KNOBS IN_LIST POOLGEN_AVX512_FAMILIES)
-    poolgen_avx512_type(wide ${op} ${value})
+  if (NOT ARG_CUDA_CAPABILITY)
+    poolgen_wide(wide ${ARG_KNOBS} ${op} ${value})
+    if (wide AND ARG_KNOBS IN_LIST POOLGEN_AVX512_ONLY_FAMILIES)
+      set(targets ${POOLGEN_CPU_FLOOR_TARGET})
+      set(POOLGEN_AVX512_ONLY_KERNELS ${POOLGEN_AVX512_ONLY_KERNELS} ${name} PARENT_SCOPE)
+    endif ()
     if (wide)
       list(PREPEND targets ${POOLGEN_AVX512_TARGET})
       set(POOLGEN_AVX512_KERNELS ${POOLGEN_AVX512_KERNELS} ${name} PARENT_SCOPE)
@@ -277,6 +293,11 @@ function(poolgen_kernel name op nd k s p layout value index)
   list(JOIN wide_knobs "," wide_knobs)
   if (wide AND wide_knobs)
     string(APPEND cpu_schedule "/x86-64-linux-${POOLGEN_AVX512_FEATURE}@${wide_knobs}")
+  endif ()
+  # The floor variant's own hand knobs (POOLGEN_FLOOR_KNOBS_<family>), for the families whose
+  # floor is only the multitarget wrapper's fallback (POOLGEN_AVX512_ONLY_FAMILIES).
+  if (NOT ARG_CUDA_CAPABILITY AND DEFINED POOLGEN_FLOOR_KNOBS_${ARG_KNOBS})
+    string(APPEND cpu_schedule "/${POOLGEN_CPU_FLOOR_TARGET}@${POOLGEN_FLOOR_KNOBS_${ARG_KNOBS}}")
   endif ()
   string(APPEND cpu_schedule "${POOLGEN_TUNED_${ARG_KNOBS}}")
   set(plugins "")
@@ -320,6 +341,18 @@ function(poolgen_avx512_type out op value)
     endif ()
   endforeach ()
   set(${out} ${match} PARENT_SCOPE)
+endfunction()
+
+# poolgen_wide(<out> <family> <op> <value>): whether a CPU kernel of `family` gets the AVX-512
+# variant (POOLGEN_AVX512_FAMILIES or POOLGEN_AVX512_ONLY_FAMILIES, of POOLGEN_AVX512_TYPES,
+# where the build has that variant).
+function(poolgen_wide out family op value)
+  set(wide FALSE)
+  if (POOLGEN_AVX512_TARGET AND (family IN_LIST POOLGEN_AVX512_FAMILIES OR
+                                 family IN_LIST POOLGEN_AVX512_ONLY_FAMILIES))
+    poolgen_avx512_type(wide ${op} ${value})
+  endif ()
+  set(${out} ${wide} PARENT_SCOPE)
 endfunction()
 
 # poolgen_window(<window> <k> <s> <p>): the kernel, stride and padding of a POOLGEN_FAST_WINDOWS
@@ -472,8 +505,12 @@ endforeach ()
 # 21.98-23.71 -> 39.4-40.2 / 20.3-20.4, i32 indices 37.3-37.6 / 18.7-18.8 -> 28.5-29.0 /
 # 14.9-15.3; 8x64x4096 1.08-1.11 / 0.55-0.59 -> 0.96-1.05 / 0.50-0.53), for 37 KB. The 1-D
 # unpooling gather measured 0.8-1.0x its scatter (which stores rather than adds) and is not built.
+# And, with AVX-512, the 2-D channels-last k3s2p1 one for i64 indices (POOLGEN_AVX512_ONLY_FAMILIES
+# has its figures); with i32 indices, whose scatter is faster, it measured 0.77-0.97x the
+# scatter on one thread (Intel Xeon, 1x64x56x56 to 8x64x112x112). Entries are
+# <value>:<family>[:<index>].
 set(POOLGEN_DEFAULT_BACKWARD_WINDOWS f32:max_pool2d_backward_k2s2p0_cl f32:max_pool3d_backward_k2s2p0_cl
-    f32:max_pool1d_backward_k2s2p0 f32:max_pool2d_backward_k2s2p0)
+    f32:max_pool1d_backward_k2s2p0 f32:max_pool2d_backward_k2s2p0 f32:max_pool2d_backward_k3s2p1_cl:i64)
 # Unpooling's gradient for SegNet indices (every index in its own cell's k2s2p0 window): each
 # cell reads its window densely (generators/max_unpool_backward_window_generator.cpp) rather than
 # gathering by index; a call whose indices leave their windows takes the gather by index. f32,
@@ -509,9 +546,12 @@ foreach (index IN LISTS POOLGEN_INDEX_TYPES)
         foreach (window IN LISTS POOLGEN_FAST_WINDOWS)
           poolgen_window("${window}" k s p)
           set(family max_pool${nd}d_backward_k${k}s${s}p${p}${tag})
+          poolgen_wide(wide ${family} pool_backward_gather ${value})
           if (family IN_LIST POOLGEN_SKIPPED_BACKWARD_KERNELS OR
               (NOT value IN_LIST POOLGEN_BACKWARD_WINDOW_TYPES AND
-               NOT "${value}:${family}" IN_LIST POOLGEN_DEFAULT_BACKWARD_WINDOWS))
+               (NOT ("${value}:${family}" IN_LIST POOLGEN_DEFAULT_BACKWARD_WINDOWS OR
+                     "${value}:${family}:${index}" IN_LIST POOLGEN_DEFAULT_BACKWARD_WINDOWS) OR
+                (family IN_LIST POOLGEN_AVX512_ONLY_FAMILIES AND NOT wide))))
             continue ()
           endif ()
           poolgen_gather_params(params ${nd} ${k} ${s} ${p} ${layout})
@@ -553,6 +593,8 @@ endforeach ()
 
 string(REPLACE ";" "\",\"" POOLGEN_TARGET_NAMES "\"${POOLGEN_CPU_TARGETS}\"")
 string(REPLACE ";" "\",\"" POOLGEN_AVX512_KERNEL_NAMES "\"${POOLGEN_AVX512_KERNELS}\"")
+string(REPLACE ";" "\",\"" POOLGEN_AVX512_ONLY_KERNEL_NAMES "\"${POOLGEN_AVX512_ONLY_KERNELS}\"")
+poolgen_target_features(POOLGEN_AVX512_FEATURES "${POOLGEN_AVX512_TARGET}")
 file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/kernel_table.inc
      CONTENT "// Generated by cmake/PoolgenKernels.cmake: every compiled kernel.\n\
 // POOLGEN_KERNEL(op, nd, kernel, stride, padding, layout, value, index, device, capability,\n\
@@ -560,6 +602,8 @@ file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/kernel_table.inc
 #define POOLGEN_CPU_TARGET_NAMES ${POOLGEN_TARGET_NAMES}\n\
 #define POOLGEN_AVX512_TARGET \"${POOLGEN_AVX512_TARGET}\"\n\
 #define POOLGEN_AVX512_KERNEL_NAMES ${POOLGEN_AVX512_KERNEL_NAMES}\n\
+#define POOLGEN_AVX512_ONLY_KERNEL_NAMES ${POOLGEN_AVX512_ONLY_KERNEL_NAMES}\n\
+#define POOLGEN_AVX512_FEATURES ${POOLGEN_AVX512_FEATURES}\n\
 #define POOLGEN_NARROW_VARIANTS ${POOLGEN_NARROW_VARIANTS}\n\
 #define POOLGEN_NARROW_FEATURES ${POOLGEN_NARROW_FEATURES}\n\
 #define POOLGEN_CPU_FLOOR_TARGET \"${POOLGEN_CPU_FLOOR_TARGET}\"\n\

@@ -43,6 +43,16 @@ set(POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl stage_cells:false,narrow_vectors:false,
 # Pooling's gradient as that gather (accumulating) takes the same schedule, and so do the 3-D
 # gathers (2x16x32x64x64 unpooling 1.52 -> 0.86-0.93 ms, gradient 1.10-1.16 -> 0.85-0.95).
 set(POOLGEN_KNOBS_max_pool2d_backward_k2s2p0_cl ${POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl})
+# The 2-D k3s2p1 channels-last gradient gather (AVX-512 only, cmake/PoolgenKernels.cmake) takes
+# that schedule with its loops split into border and interior pieces (the interior without the
+# cells' clamps) and tasks of 16 rows (the marks of a task's cells, computed in a pass of their
+# own since windows overlap, are then recomputed for one cell row in eight rather than in two):
+# f32 i64 8x64x112x112 AVX-512, ms, one / two threads: 4.11 / 2.03 (one piece, 4 rows) -> 3.42 /
+# 1.64 (pieces) -> 2.91 / 1.38 (8 rows) -> 2.64 / 1.36 (16 rows; 32: 2.90 / 1.47); one piece
+# at 16 rows, 3.39 / 1.61, would save 16 of its 32.5 KB. Its floor variant, which AVX-512 CPUs
+# never run, keeps one piece (35 -> 16 KB).
+set(POOLGEN_KNOBS_max_pool2d_backward_k3s2p1_cl stage_cells:false,narrow_vectors:false,rows_per_task:16,slot_tile:2)
+set(POOLGEN_FLOOR_KNOBS_max_pool2d_backward_k3s2p1_cl partition_cells:false)
 set(POOLGEN_KNOBS_max_unpool3d_k2s2p0_cl ${POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl})
 set(POOLGEN_KNOBS_max_pool3d_backward_k2s2p0_cl ${POOLGEN_KNOBS_max_unpool2d_k2s2p0_cl})
 # The contiguous k2s2p0 gathers (1-D to 3-D; built `tiled`, cmake/PoolgenKernels.cmake) run vectors

@@ -75,10 +75,12 @@ inline bool backward_window_twin_built(int nd) {
 // gradient adds in its dtype: one kernel per dtype (the scatter; the window gathers of
 // POOLGEN_BACKWARD_WINDOW_TYPES, and by default f32's channels-last k2s2p0 ones in 2-D and 3-D);
 // unpooling's moves bits: one per width. How many windows have a gather for these:
-inline int backward_windows_built(DType value, DType index, int nd, Layout layout) {
+// `window`, where given, a part of the kernels' names ("_k2s2p0").
+inline int backward_windows_built(DType value, DType index, int nd, Layout layout,
+                                  const char* window = "") {
   return kernels_built([&](const KernelInfo& k) {
     return k.op == "pool_backward_gather" && k.value_dtype == value && k.index_dtype == index &&
-           k.nd == nd && k.layout == layout;
+           k.nd == nd && k.layout == layout && k.name.find(window) != std::string::npos;
   });
 }
 

@@ -99,6 +99,7 @@ std::vector<KernelInfo> compiled_kernels() {
       for (const char* wide : {POOLGEN_AVX512_KERNEL_NAMES}) {  // the families AVX-512 pays for
         if (std::strcmp(wide, k.name) == 0) targets.insert(targets.begin(), POOLGEN_AVX512_TARGET);
       }
+      if (k.avx512_only) targets = {POOLGEN_AVX512_TARGET, targets.back()};  // and the floor
       if (k.device == Device::cuda) {
         targets = {POOLGEN_CUDA_TARGET_PREFIX + std::to_string(k.capability)};
       }

@@ -13,7 +13,7 @@ extern "C" {
 namespace poolgen::detail {
 
 const KernelTable& backward_kernels() {
-  static const KernelTable table(with_narrow_variants({
+  static const KernelTable table(with_variants({
 #define POOLGEN_KERNEL POOLGEN_KERNEL_ENTRY
 #include "backward_kernel_table.inc"
 #undef POOLGEN_KERNEL

@@ -46,7 +46,7 @@ bool cpu_runs(std::initializer_list<int> features) {
 
 }  // namespace
 
-std::vector<Kernel> with_narrow_variants(std::vector<Kernel> kernels) {
+std::vector<Kernel> with_variants(std::vector<Kernel> kernels) {
   struct Narrow {
     const char* name;
     KernelEntry entry;
@@ -66,12 +66,15 @@ std::vector<Kernel> with_narrow_variants(std::vector<Kernel> kernels) {
         k.narrow_lanes = n->lanes;
       }
     }
+    for (const char* name : {POOLGEN_AVX512_ONLY_KERNEL_NAMES}) {
+      if (std::strcmp(name, k.name) == 0) k.avx512_only = true;
+    }
   }
   return kernels;
 }
 
 const KernelTable& forward_kernels() {
-  static const KernelTable table(with_narrow_variants({
+  static const KernelTable table(with_variants({
 #define POOLGEN_KERNEL POOLGEN_KERNEL_ENTRY
 #include "kernel_table.inc"
 #undef POOLGEN_KERNEL
@@ -264,8 +267,14 @@ const char* op_title(Op op) {
 }
 
 bool gather_pays(const Kernel& gather, int64_t bytes, int64_t row) {
-  constexpr int64_t kMinBytes = int64_t{4} << 20, kMinRow = 64;
-  if (gather.layout == Layout::channels_last || streaming_bytes() == 0) return true;
+  constexpr int64_t kMinBytes = int64_t{4} << 20, kMinRow = 64, kOverlapMinBytes = 1 << 20;
+  if (streaming_bytes() == 0) return true;
+  if (gather.layout == Layout::channels_last) {
+    if (gather.kernel <= gather.stride) return true;
+    // Asked once, as the multitarget wrapper asks on its first call.
+    static const bool avx512 = cpu_runs({POOLGEN_AVX512_FEATURES halide_target_feature_end});
+    return bytes >= kOverlapMinBytes && (avx512 || !gather.avx512_only);
+  }
   if (!gather.cell_vectors) return bytes >= streaming_bytes();
   return bytes >= kMinBytes && row >= kMinRow;
 }

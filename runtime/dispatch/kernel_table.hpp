@@ -48,6 +48,9 @@ struct Kernel {
   // variant's own entry, for calls of fewer than narrow_lanes lanes (variant_for).
   int (*narrow_entry)(void** args) = nullptr;
   int narrow_lanes = 0;
+  // Of POOLGEN_AVX512_ONLY_FAMILIES: its variants are AVX-512 and the floor's, and it pays only
+  // where the CPU runs the first (gather_pays).
+  bool avx512_only = false;
 };
 
 // The entry that runs a CPU kernel on a call whose vectors run along `lanes` elements
@@ -57,8 +60,8 @@ struct Kernel {
 using KernelEntry = int (*)(void** args);
 KernelEntry variant_for(const Kernel& kernel, int64_t lanes);
 // `kernels` with the narrow variants of those the build gives one (POOLGEN_AVX512_NARROW), each
-// found where its archive is linked (a weak symbol), for either table.
-std::vector<Kernel> with_narrow_variants(std::vector<Kernel> kernels);
+// found where its archive is linked (a weak symbol), and avx512_only set, for either table.
+std::vector<Kernel> with_variants(std::vector<Kernel> kernels);
 
 // A generated table of kernels, grouped once by what a query must match exactly.
 class KernelTable {
@@ -118,9 +121,13 @@ Status choose_kernel(const KernelTable& table, const KernelQuery& query, const c
 
 // Whether a CPU gather by fixed window (max_unpool's, max_pool_backward's) is tried before the
 // scatter on a call moving `bytes` whose output rows (innermost extent) hold `row` slots. The
-// channels-last ones win at every size. The contiguous ones whose windows tile the
-// output (kernel = stride, no padding: vectors of cells) write each slot once, which beyond the L2
-// saves the scatter's zeroing pass; but each row of cells pays its marks and its check: in
+// channels-last ones of windows that do not overlap win at every size. Those of overlapping
+// windows (a slot reads up to four cells) are tried from 1 MiB, and those built for AVX-512
+// alone (Kernel::avx512_only) only where the CPU has it: k3s2p1 f32 on an Intel Xeon, one / two
+// threads, 1x64x56x56 (1.4 MB) even / 1.8x, 1x32x56x56 (0.7 MB) 0.86x / 1.4x, 1x64x28x28 even /
+// 1.5x (the scatter keeps an image to one task). The contiguous ones whose windows tile the
+// output (kernel = stride, no padding: vectors of cells) write each slot once, which beyond the
+// L2 saves the scatter's zeroing pass; but each row of cells pays its marks and its check: in
 // cache they lose, and on rows of fewer than 64 slots (32 cells, four vectors) up to 22 MB,
 // winning by 5-15% at 45 MB (docs/kernels.md). They are tried on calls of at least 4 MiB with
 // rows of at least 64 slots. The other contiguous ones (opt-in) and unpooling's gradient by
