@@ -248,10 +248,12 @@ function(poolgen_kernel name op nd k s p layout value index)
     list(APPEND features no_asserts)
   endif ()
   set(wide FALSE)  # whether it gets the AVX-512 variant
+  set(avx512_only FALSE)  # and that one alone besides the floor's (POOLGEN_AVX512_ONLY_FAMILIES)
   set(wide_knobs "")  # that variant's own knobs: the narrow rule's, then its hand knobs
   if (NOT ARG_CUDA_CAPABILITY)
     poolgen_wide(wide "${ARG_KNOBS}" ${op} ${value})
     if (wide AND ARG_KNOBS IN_LIST POOLGEN_AVX512_ONLY_FAMILIES)
+      set(avx512_only TRUE)
       set(targets ${POOLGEN_CPU_FLOOR_TARGET})
       set(POOLGEN_AVX512_ONLY_KERNELS ${POOLGEN_AVX512_ONLY_KERNELS} ${name} PARENT_SCOPE)
     endif ()
@@ -298,9 +300,8 @@ function(poolgen_kernel name op nd k s p layout value index)
   # floor is only the multitarget wrapper's fallback (POOLGEN_AVX512_ONLY_FAMILIES). Keyed on
   # the floor's target, which must name an instruction set: a floor of the baseline
   # (x86-64-linux) would match the AVX-512 variant too, and keeps the family's schedule.
-  if (wide AND ARG_KNOBS IN_LIST POOLGEN_AVX512_ONLY_FAMILIES AND
-      DEFINED POOLGEN_FLOOR_KNOBS_${ARG_KNOBS} AND
-      POOLGEN_CPU_FLOOR_TARGET MATCHES "-(sse2|sse41|avx|avx2)(-|$)")
+  if (avx512_only AND DEFINED POOLGEN_FLOOR_KNOBS_${ARG_KNOBS} AND
+      POOLGEN_CPU_FLOOR_TARGET MATCHES "-(sse41|avx|avx2)(-|$)")
     string(APPEND cpu_schedule "/${POOLGEN_CPU_FLOOR_TARGET}@${POOLGEN_FLOOR_KNOBS_${ARG_KNOBS}}")
   endif ()
   string(APPEND cpu_schedule "${POOLGEN_TUNED_${ARG_KNOBS}}")

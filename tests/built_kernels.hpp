@@ -73,7 +73,8 @@ inline bool backward_window_twin_built(int nd) {
 
 // The backward ops' CPU kernels (listed once the program links a backward op). Pooling's
 // gradient adds in its dtype: one kernel per dtype (the scatter; the window gathers of
-// POOLGEN_BACKWARD_WINDOW_TYPES, and by default f32's channels-last k2s2p0 ones in 2-D and 3-D);
+// POOLGEN_BACKWARD_WINDOW_TYPES, and by default f32's k2s2p0 ones (channels-last 2-D and 3-D,
+// contiguous 1-D and 2-D) and, with AVX-512, its channels-last 2-D k3s2p1 one for i64);
 // unpooling's moves bits: one per width. How many windows have a gather for these:
 // `window`, where given, a part of the kernels' names ("_k2s2p0").
 inline int backward_windows_built(DType value, DType index, int nd, Layout layout,
