@@ -126,6 +126,12 @@ set(POOLGEN_KNOBS_max_pool3d_cl rows_per_task:8)
 # 11.0-17.2 -> 9.9-14.0 (8-20%); SSE4.1 14x14 7.2-7.6 -> 5.7-5.8, 16x16 6.3-6.4 -> 5.9-6.1;
 # other sizes unchanged. 3.7-4.1 KB a variant.
 set(POOLGEN_KNOBS_max_pool2d_k2s2p0 channel_vectors:8,short_rows:true)
+# f32 rows of 5 to 7 outputs (10x10 to 15x15 planes, VGG's 14x14) get a vector each that spans
+# the row exactly, not a halved vector and a second one shifted back over it: AVX2 (which also
+# serves such rows on AVX-512 CPUs, POOLGEN_AVX512_NARROW), f32 i64, one thread, Intel Xeon,
+# 1x64x14x14 2.75-2.77 -> 2.15-2.18 us (exact rows of 3, against the vectors of planes: 0.86 ->
+# 1.9 us; rows of 7 two at a time, unrolled: no faster).
+set(POOLGEN_KNOBS_max_pool2d_k2s2p0_f32 exact_rows:5)
 # 3-D k2s2p0 NCDHW the same for f32 (rows of fewer than 4 outputs: planes of 7 pool to 3, as in
 # C3D's last pooling), whose AVX-512 variant compiled the scalar loop's selects through mask
 # registers (kmovd round trips, masked vmovss): f32 i64, one thread, us, 1x64x4x7x7 AVX-512

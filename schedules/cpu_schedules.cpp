@@ -108,6 +108,7 @@ void CpuPoolSchedule::read(Knobs& knobs) {
   knobs.take("channel_vectors", &channel_vectors);
   knobs.take("channel_vectors_below", &channel_vectors_below);
   knobs.take("short_rows", &short_rows);
+  knobs.take("exact_rows", &exact_rows);
   knobs.take("handed_off_below", &handed_off_below);
 }
 
@@ -129,6 +130,25 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   const OutputImageParam out = result.output_buffers()[0];
   Var xo("xo");
   Expr narrow;  // where vectors run across planes (below)
+  // Planes of fewer rows than a task share one (2-D, where no rows are staged: staging slides
+  // along the rows of one plane). In 3-D, whose tasks hold depth slices, the plane loop cost
+  // 1.3 KB a variant.
+  const bool staged = stages(s.bounded, s.layout);
+  Expr planes_per_task;
+  if (!channels_last && s.x.size() == 2 && !staged) {
+    planes_per_task = max(rows_per_task / max(out.dim(1).extent(), 1), 1);
+  }
+  // Rows narrower than a vector, each width in a copy whose vector spans it exactly, ahead of
+  // the specializations below (which are checked in order); none for the widths this variant
+  // hands to another (handed_off_below).
+  if (exact_rows > 0 && !channels_last) {
+    for (int w = std::max(exact_rows, handed_off_below); w < lanes; ++w) {
+      Stage exact = result.specialize(out.dim(0).extent() == w);
+      Var xi("xi");
+      exact.split(s.x[0], xo, xi, w).vectorize(xi);
+      parallel_rows(exact, s.x, s.c, s.n, s.layout, rows_per_task, planes_per_task);
+    }
+  }
   // Rows of contiguous planes too narrow for any vector of the ladder below (a 7x7 plane pools
   // to rows of 3): a vector of `lanes` planes per output instead, its loads strided by the
   // plane, so no row goes scalar when there are channels enough. Specialized first, so it takes
@@ -165,14 +185,6 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
     if (scan.has_update_definition()) {
       scan_taps(scan.update().specialize(narrow), s.c, s.r, s.window_fixed);
     }
-  }
-  // Planes of fewer rows than a task share one (2-D, where no rows are staged: staging slides
-  // along the rows of one plane). In 3-D, whose tasks hold depth slices, the plane loop cost
-  // 1.3 KB a variant.
-  const bool staged = stages(s.bounded, s.layout);
-  Expr planes_per_task;
-  if (!channels_last && s.x.size() == 2 && !staged) {
-    planes_per_task = max(rows_per_task / max(out.dim(1).extent(), 1), 1);
   }
   Var block = parallel_rows(result, s.x, s.c, s.n, s.layout, rows_per_task, planes_per_task);
   if (!partition_rows) {

@@ -62,6 +62,10 @@ struct CpuPoolSchedule {
   // Contiguous: rows of one or two whole vectors (lanes to 2 x lanes outputs) run without the
   // column loop, each in a copy of its own.
   bool short_rows = false;
+  // Contiguous: rows of each width from this one up to a full vector, exclusive, get a copy
+  // whose vector spans the row exactly (one dense load per input row, no overlapping or halved
+  // vectors), ahead of the vectors across planes and the ladder; 0: none.
+  int exact_rows = 0;
   // Vectors narrower than this (contiguous: output rows; channels-last: channels) are another
   // variant's: the runtime runs such calls there (POOLGEN_AVX512_NARROW, variant_for), so this
   // variant's halved vectors stop at this width and it runs no vectors across planes for them,
