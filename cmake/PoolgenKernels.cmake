@@ -82,7 +82,7 @@ poolgen_target_features(POOLGEN_CPU_FLOOR_FEATURES ${POOLGEN_CPU_FLOOR_TARGET})
 # unpooling 1.06-1.29 / 0.58-0.67 against 1.26-1.33 / 0.52-0.66 (docs/kernels.md).
 # On a Zen 4 (AVX-512 in two 256-bit halves) every listed family measured faster or even, but
 # for 2-D k2s2p0 NCHW's rows of fewer than 16 outputs (POOLGEN_AVX512_NARROW, below).
-set(POOLGEN_AVX512_FAMILIES "max_pool1d;max_pool2d;max_pool3d;max_pool1d_cl;max_pool2d_cl;max_pool3d_cl;max_pool2d_k2s2p0;max_pool3d_k2s2p0;max_pool2d_k3s2p1;max_pool2d_k3s2p1_cl;max_pool3d_k3s2p1_cl;max_pool2d_k2s2p0_cl;max_unpool2d_k2s2p0_cl;max_unpool3d_k2s2p0_cl;max_pool2d_backward_k2s2p0_cl;max_unpool2d_backward_k2s2p0_cl"
+set(POOLGEN_AVX512_FAMILIES "max_pool1d;max_pool2d;max_pool3d;max_pool1d_cl;max_pool2d_cl;max_pool3d_cl;max_pool2d_k2s2p0;max_pool3d_k2s2p0;max_pool2d_k3s2p1;max_pool2d_k3s2p1_cl;max_pool3d_k3s2p1_cl;max_pool2d_k2s2p0_cl;max_unpool2d_k2s2p0_cl;max_unpool3d_k2s2p0_cl;max_pool2d_backward_k2s2p0_cl;max_unpool2d_backward_k2s2p0_cl;max_pool2d_k2s2p0_flat"
     CACHE STRING
     "Kernel families (names without types) with an AVX-512 variant besides POOLGEN_CPU_TARGETS")
 set(POOLGEN_AVX512_TYPES "f32" CACHE STRING
@@ -143,11 +143,12 @@ set(POOLGEN_KERNEL_FEATURES user_context strict_float)
 # 2 GiB, the region read), which the runtime has validated before it calls a kernel
 # (runtime/validate, fits_kernel). CPU kernels whose generators check nothing else (no
 # `require`: the pooling) drop those checks with Halide's no_asserts: 16-33% of each kernel's
-# code and 0.04-0.1 us of each call (docs/footprint.md, "Halide's entry checks"). The fuzzers
+# code and 0.04-0.1 us of each call (docs/footprint.md, "Halide's entry checks"); the kernel
+# over flat planes, 43.8 -> 26.7 KB an index type. The fuzzers
 # fence the shipped kernels' buffers with PROT_NONE pages, so a read or write outside them
 # still fails there.
 option(POOLGEN_KERNEL_CHECKS "Keep Halide's entry checks in every kernel" OFF)
-set(POOLGEN_UNCHECKED_GENERATORS max_pool)
+set(POOLGEN_UNCHECKED_GENERATORS max_pool max_pool_flat)
 
 # Which element types get kernels. Each value type costs 14 pooling kernels per index type; the
 # unpooling kernels move bits, so they follow the value types' widths.
@@ -464,6 +465,27 @@ foreach (value IN LISTS POOLGEN_VALUE_TYPES)
     endforeach ()
   endforeach ()
 endforeach ()
+# Small NCHW planes pooled over every plane at once (generators/max_pool_flat_generator.cpp):
+# square input planes of these sides, 2-D k2s2p0, f32, whose outputs are packed; the runtime
+# runs it for those calls instead of max_pool2d_k2s2p0 (runtime/ops/max_pool.cpp). Its vectors
+# run across rows and planes, where that kernel's run across 8 planes (rows of 3 outputs) or
+# along a row. f32 i64, one thread, Intel Xeon, us, 1x64x7x7: 0.86 -> 0.59 (NHWC 0.18), for
+# 27 KB an index type. Sides 14 and 28 measured 2.16 -> 2.0 and 6.66 -> 6.33 (and slower on
+# channel counts that leave a last task short: it computes a whole task's rows), for 90 KB
+# more: left out (docs/kernels.md).
+set(POOLGEN_FLAT_PLANES "7" CACHE STRING
+    "Sides of the square NCHW planes 2-D k2s2p0 f32 pooling runs over flat planes (empty: none)")
+set(POOLGEN_FLAT_PLANES_LIST "")  # the sides built, for the runtime (kernel_table.inc)
+if (POOLGEN_FLAT_PLANES AND "f32" IN_LIST POOLGEN_VALUE_TYPES AND
+    "f32" IN_LIST POOLGEN_FIXED_WINDOW_TYPES)
+  list(JOIN POOLGEN_FLAT_PLANES "," poolgen_flat_sides)
+  set(POOLGEN_FLAT_PLANES_LIST "${poolgen_flat_sides},")
+  foreach (index IN LISTS POOLGEN_INDEX_TYPES)
+    poolgen_kernel(max_pool2d_k2s2p0_flat_f32_${index} pool_flat 2 2 2 0 contiguous f32 ${index}
+                   GENERATOR max_pool_flat KNOBS max_pool2d_k2s2p0_flat
+                   PARAMS planes=${poolgen_flat_sides})
+  endforeach ()
+endif ()
 foreach (bits IN LISTS POOLGEN_VALUE_WIDTHS)
   foreach (index IN LISTS POOLGEN_INDEX_TYPES)
     foreach (layout contiguous channels_last)
@@ -612,6 +634,7 @@ file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/kernel_table.inc
 #define POOLGEN_NARROW_VARIANTS ${POOLGEN_NARROW_VARIANTS}\n\
 #define POOLGEN_NARROW_FEATURES ${POOLGEN_NARROW_FEATURES}\n\
 #define POOLGEN_CPU_FLOOR_TARGET \"${POOLGEN_CPU_FLOOR_TARGET}\"\n\
+#define POOLGEN_FLAT_PLANES ${POOLGEN_FLAT_PLANES_LIST}\n\
 #define POOLGEN_CPU_FLOOR_FEATURES ${POOLGEN_CPU_FLOOR_FEATURES}\n\
 #define POOLGEN_CUDA_TARGET_PREFIX \"${POOLGEN_CUDA_TARGET_PREFIX}\"\n${POOLGEN_KERNEL_TABLE}")
 file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/backward_kernel_table.inc

@@ -89,6 +89,26 @@ struct CpuPoolSchedule {
   }
 };
 
+// Stages of max_pool_flat: result(k, 0, 0), every output element in memory order, pairs
+// rows(2k) and rows(2k + 1), the column-wise winners of each output row's two input rows.
+struct FlatPoolStages {
+  Halide::Func result, rows;
+  Halide::Var k, j;
+  Halide::Expr width, height;  // the input planes'
+  std::vector<int> sides;      // the square input planes served, by side
+};
+
+// Each served side is a specialization whose extents are constants, so that the flat positions
+// divide by constants. A task is a block of whole planes and whole vectors (outputs_per_task
+// outputs rounded down to such blocks, at least one), which computes its `rows` first.
+struct CpuFlatPoolSchedule {
+  int vector_width = 0;  // outputs per vector; 0: the target's natural width
+  int outputs_per_task = 1;
+
+  void read(Knobs& knobs);
+  void apply(const FlatPoolStages& s, const Halide::Target& target) const;
+};
+
 // Stages of max_unpool_scatter: out(p, c, n) zeroed, then one update scattering the elements r
 // into each plane (channels-last: out(c, p, n)).
 struct ScatterStages {

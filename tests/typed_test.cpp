@@ -627,6 +627,58 @@ TEST(TypedKernelChoice, OverhangingWindowsLeaveUnpaddedKernels) {
   }
 }
 
+// Small square NCHW planes the build pools over flat planes (POOLGEN_FLAT_PLANES: 7 by default)
+// run that kernel under PyTorch's rules; other sides, other layouts, the general path,
+// overhanging windows and other frameworks' rules keep theirs.
+TEST(TypedKernelChoice, SmallSquarePlanesRunOverFlatPlanes) {
+  const std::vector<KernelInfo> kernels = compiled_kernels();
+  void* const fake = reinterpret_cast<void*>(uintptr_t{0x1000});  // never read
+  int checked = 0;
+  for (DType index : {DType::i64, DType::i32}) {
+    const std::string suffix = std::string("_f32_") + dtype_name(index);
+    const KernelInfo* flat = find_kernel(kernels, "max_pool2d_k2s2p0_flat" + suffix);
+    if (flat == nullptr) continue;
+    EXPECT_EQ(flat->op, "pool_flat");
+    EXPECT_EQ(flat->nd, 2);
+    EXPECT_EQ(flat->layout, Layout::contiguous);
+    const std::string fixed = "max_pool2d_k2s2p0" + suffix;
+    struct Case {
+      Ints shape;
+      bool flat;
+    };
+    const Case cases[] = {{{1, 64, 7, 7}, true},   {{2, 3, 7, 7}, true},     {{64, 7, 7}, true},
+                          {{1, 64, 7, 8}, false},  {{1, 64, 14, 14}, false}, {{1, 64, 6, 6}, false}};
+    for (const Case& c : cases) {
+      PoolOptions o;
+      o.kernel_size = {2};
+      std::string name;
+      ASSERT_TRUE(max_pool_kernel_name(2, contiguous(fake, DType::f32, c.shape), index, o, &name).ok());
+      EXPECT_EQ(name, c.flat ? flat->name : fixed) << str(c.shape);
+      ++checked;
+    }
+    const Ints shape{1, 64, 7, 7};
+    PoolOptions o;
+    o.kernel_size = {2};
+    std::string name;
+    ASSERT_TRUE(max_pool_kernel_name(2, channels_last(fake, DType::f32, shape), index, o, &name).ok());
+    EXPECT_EQ(name, "max_pool2d_k2s2p0_cl" + suffix);
+    o.path = Path::general;
+    ASSERT_TRUE(max_pool_kernel_name(2, contiguous(fake, DType::f32, shape), index, o, &name).ok());
+    EXPECT_EQ(name, "max_pool2d" + suffix);
+    o = PoolOptions();
+    o.kernel_size = {2};
+    o.index_format = IndexFormat::window;  // a pass over the kernel's results
+    ASSERT_TRUE(max_pool_kernel_name(2, contiguous(fake, DType::f32, shape), index, o, &name).ok());
+    EXPECT_EQ(name, fixed);
+    o = PoolOptions();
+    o.kernel_size = {2};
+    o.ceil_mode = true;  // 7 pools to 4 windows, the last overhanging: the general kernel
+    ASSERT_TRUE(max_pool_kernel_name(2, contiguous(fake, DType::f32, {1, 64, 7, 7}), index, o, &name).ok());
+    EXPECT_EQ(name, "max_pool2d" + suffix);
+  }
+  if (checked == 0) GTEST_SKIP() << "no kernel over flat planes in this build";
+}
+
 TEST(TypedKernelChoice, UnpoolNamesFollowWidthLayoutAndIndexDType) {
   const std::vector<KernelInfo> kernels = compiled_kernels();
   void* const fake = reinterpret_cast<void*>(uintptr_t{0x1000});

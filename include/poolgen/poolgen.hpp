@@ -402,7 +402,8 @@ struct KernelInfo {
   std::string name;
   // "pool", "unpool_scatter", "unpool_gather", "unpool_winner", "pool_backward_scatter",
   // "pool_backward_gather", "pool_backward_window_gather" (CUDA's), "unpool_window_gather"
-  // (CUDA's), "unpool_backward" or "unpool_backward_reporting" (CUDA's)
+  // (CUDA's), "unpool_backward", "unpool_backward_reporting" (CUDA's) or "pool_flat" (small NCHW
+  // planes pooled over every plane at once)
   std::string op;
   int nd = 0;          // 0: any rank
   Layout layout = Layout::contiguous;

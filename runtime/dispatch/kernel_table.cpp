@@ -113,8 +113,16 @@ const char* op_name(Op op) {
                                        "unpool_backward",
                                        "unpool_backward_reporting",
                                        "pool_backward_window_gather",
-                                       "unpool_window_gather"};
+                                       "unpool_window_gather",
+                                       "pool_flat"};
   return kNames[static_cast<int>(op)];
+}
+
+bool flat_plane_served(int64_t side) {
+  for (int served : {POOLGEN_FLAT_PLANES 0}) {
+    if (side > 0 && served == side) return true;
+  }
+  return false;
 }
 
 const char* layout_name(Layout layout) {
@@ -256,7 +264,8 @@ Status choose_kernel(const KernelTable& table, const KernelQuery& query, const c
 
 const char* op_title(Op op) {
   switch (op) {
-    case Op::pool: return "max_pool";
+    case Op::pool:
+    case Op::pool_flat: return "max_pool";
     case Op::pool_backward_scatter:
     case Op::pool_backward_gather:
     case Op::pool_backward_window_gather: return "max_pool_backward";

@@ -29,6 +29,9 @@ enum class Op {
   // CUDA's max unpooling where every index lies in its own window: the same gather taking the
   // last covering output's value (the winner runs instead when one does not).
   unpool_window_gather,
+  // CPU max pooling of small NCHW planes over every plane at once (the planes' sides it serves:
+  // flat_planes_served), its outputs flat: one dimension over every element.
+  pool_flat,
 };
 const char* op_name(Op op);   // "pool", "pool_backward_scatter", ... (KernelInfo::op)
 const char* op_title(Op op);  // the API function whose calls run it: "max_pool", ...
@@ -109,6 +112,10 @@ struct KernelQuery {
   Device device;
   int capability;  // CUDA: the device's compute capability (86: sm_86); CPU: 0
 };
+
+// Whether the build's Op::pool_flat kernels serve square input planes of `side`
+// (POOLGEN_FLAT_PLANES).
+bool flat_plane_served(int64_t side);
 
 // The fastest kernel of `table` serving `query`: one whose fixed window matches, else the
 // general one; on CUDA, of the largest capability the device meets. Null if the build has none.

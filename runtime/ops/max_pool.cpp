@@ -42,6 +42,9 @@ struct PoolPlan : OpPlan {  // views: input, values, indices
   Window kernel_window;
   bool passes = false;  // other frameworks' rules: passes over the kernel's results (host)
   const Kernel* kernel = nullptr;
+  // The kernel over flat planes (Op::pool_flat) where it serves the input's planes: it runs
+  // instead of `kernel` where the views allow (flat_kernel).
+  const Kernel* flat = nullptr;
 };
 
 // Everything about a call but its outputs' views, the data and the kernel: shapes, types.
@@ -114,7 +117,50 @@ void drop_unit_dims(PoolPlan* plan) {
                  nullptr,  plan->device, capability};
   KernelQuery query = plan->query;
   if (plan->match_window) query.window = &plan->kernel_window;
-  return choose_kernel(forward_kernels(), query, "input", &plan->kernel);
+  POOLGEN_RETURN_IF_ERROR(choose_kernel(forward_kernels(), query, "input", &plan->kernel));
+  // Small square planes under PyTorch's rules, which the fixed window's kernel serves: the
+  // kernel over flat planes where the build has one for them.
+  const View& in = plan->views[0];
+  if (plan->kernel->kernel != 0 && nd == 2 && !plan->passes && plan->device == Device::cpu &&
+      plan->query.layout == Layout::contiguous && in.shape[2] == in.shape[3] &&
+      flat_plane_served(in.shape[3])) {
+    query.op = Op::pool_flat;
+    plan->flat = find_kernel(forward_kernels(), query);
+  }
+  return {};
+}
+
+// A pooling call's outputs as one dimension over every element, (1, 1, elements), as a kernel
+// over flat planes takes them: they must be packed (flat_kernel).
+View flat_view(const View& v) {
+  View flat = v;
+  flat.rank = 3;
+  flat.shape[0] = flat.shape[1] = 1;
+  flat.shape[2] = v.elements();
+  flat.strides[0] = flat.strides[1] = flat.shape[2];
+  flat.strides[2] = 1;
+  return flat;
+}
+
+// The input's planes as one dimension, (1, N * C, spatial...): its images must be as far apart
+// as its channels' planes (flat_kernel).
+View merged_planes(const View& v) {
+  View merged = v;
+  merged.shape[0] = 1;
+  merged.shape[1] = v.shape[0] * v.shape[1];
+  merged.strides[0] = merged.shape[1] * v.strides[1];
+  return merged;
+}
+
+// The kernel that runs on `views` (input, values, indices; in the kernel's layout): the plan's
+// kernel over flat planes where it has one, the outputs are packed (one run of memory each) and
+// the input's images are as far apart as its planes, else its kernel.
+const Kernel& flat_kernel(const PoolPlan& plan, const Views& views) {
+  const View& in = views[0];
+  const bool flat = plan.flat && is_packed(views[1], Layout::contiguous) &&
+                    is_packed(views[2], Layout::contiguous) &&
+                    (in.shape[0] == 1 || in.strides[0] == in.shape[1] * in.strides[1]);
+  return flat ? *plan.flat : *plan.kernel;
 }
 
 // The bytes that decide how many threads a pooling call runs on (sharing_threads). Channels-last
@@ -125,13 +171,15 @@ int64_t sharing_bytes(const Kernel& kernel, const Views& views) {
   return total_bytes(views) / (kernel.layout == Layout::channels_last ? 2 : 1);
 }
 
-// A pooling kernel's launch with `window` on views (input, values, indices) in its layout.
+// A pooling kernel's launch with `window` on views (input, values, indices) in its layout. A
+// kernel over flat planes (fixed window, no scalars) takes the outputs flat.
 struct PoolLaunch : Launch {
   PoolLaunch(const Kernel& kernel, const Window& window, const Views& views) : Launch(kernel) {
-    add_view(views[0], kernel.value, Access::read);
-    add_window(window);
-    add_view(views[1], kernel.value, Access::write);
-    add_view(views[2], kernel.index, Access::write);
+    const bool flat = kernel.op == Op::pool_flat;
+    add_view(flat ? merged_planes(views[0]) : views[0], kernel.value, Access::read);
+    if (!flat) add_window(window);
+    add_view(flat ? flat_view(views[1]) : views[1], kernel.value, Access::write);
+    add_view(flat ? flat_view(views[2]) : views[2], kernel.index, Access::write);
     fit_variant(views[1]);
   }
 };
@@ -263,7 +311,10 @@ struct MaxPool {
     POOLGEN_RETURN_IF_ERROR(prepare(nd, input, index_dtype, options, plan));
     return choose(input, index_dtype, options, plan);
   }
-  static const Kernel& first_kernel(const PoolPlan& plan) { return *plan.kernel; }
+  // A call with packed outputs, as the kernel-name queries assume.
+  static const Kernel& first_kernel(const PoolPlan& plan) {
+    return plan.flat ? *plan.flat : *plan.kernel;
+  }
 
   [[gnu::cold]]
   static Status check(int nd, Tensors tensors, const PoolOptions& options, PoolPlan* plan) {
@@ -298,7 +349,8 @@ struct MaxPool {
     if (plan->device == Device::cpu && pytorch_rules && out_values.elements() != 0 &&
         takes_whole({&in, &out_values, &out_indices}, kernel.layout)) {
       plan->direct =
-          std::make_unique<DirectPool>(kernel, plan->kernel_window, Views{in, out_values, out_indices});
+          std::make_unique<DirectPool>(flat_kernel(*plan, {in, out_values, out_indices}),
+                                       plan->kernel_window, Views{in, out_values, out_indices});
     }
     return {};
   }
@@ -325,7 +377,9 @@ struct MaxPool {
           return fits_kernel(piece, kernel.layout) &&
                  (plan.device != Device::cuda || fits_cuda_grid(piece, kernel.layout));
         },
-        [&](const Views& piece, int64_t) { return run_pool(kernel, plan.kernel_window, piece); },
+        [&](const Views& piece, int64_t) {
+          return run_pool(flat_kernel(plan, piece), plan.kernel_window, piece);
+        },
         [&](const Views& plane, int64_t) { return pool_rows(plan, plane); }));
     staged_values.finish();
     staged_indices.finish();
