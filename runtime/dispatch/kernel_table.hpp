@@ -30,7 +30,7 @@ enum class Op {
   // last covering output's value (the winner runs instead when one does not).
   unpool_window_gather,
   // CPU max pooling of small NCHW planes over every plane at once (the planes' sides it serves:
-  // flat_planes_served), its outputs flat: one dimension over every element.
+  // flat_plane_served), its outputs flat: one dimension over every element.
   pool_flat,
 };
 const char* op_name(Op op);   // "pool", "pool_backward_scatter", ... (KernelInfo::op)
