@@ -155,8 +155,9 @@ const std::pair<int, Ints> kShapes[] = {
     {2, {1, 3, 10, 15}},  // rows of 7, then 5 outputs: a vector spanning each row (exact_rows)
     {2, {1, 2, 4, 11}},
     // 7x7 planes, pooled over flat planes (k2s2p0 f32 NCHW): tasks of whole planes, then a last
-    // task of fewer.
+    // task of fewer; one plane, fewer outputs than a vector.
     {2, {2, 9, 7, 7}},
+    {2, {1, 1, 7, 7}},
     {3, {1, 3, 7, 9, 11}},
     {3, {1, 2, 4, 4, 32}},  // rows of 16 cells: the 3-D k2s2p0 windows' kernels (opt-in)
     // Channel counts of 1, 2 or 4 whole vectors (by the variant and value width), which the
