@@ -116,8 +116,14 @@ set(POOLGEN_AVX512_ONLY_FAMILIES "max_pool2d_backward_k3s2p1_cl" CACHE STRING
 # (not yet measured below 16 channels). 2-D k2s2p0 NCHW pooling on a Zen 4 (AVX-512 in two
 # 256-bit halves), one thread, us: rows of 7 (1x64x14x14) 2.56-2.80 / 2.26-2.39, of 14
 # (1x64x28x28) 6.8-7.6 / 5.8-6.0; of 16 (1x64x32x32) 5.1-5.7 / 6.5-7.6 (Intel: even on rows of 7,
-# 1.2x on rows of 14, which it gives up).
-set(POOLGEN_AVX512_NARROW "max_pool2d_k2s2p0:16;max_pool3d_k2s2p0:16;max_pool1d_cl:16;max_pool2d_cl:16;max_pool3d_cl:16;max_pool2d_k3s2p1:16;max_unpool2d_k2s2p0_cl:16;max_unpool3d_k2s2p0_cl:16;max_pool2d_backward_k2s2p0_cl:16" CACHE STRING
+# 1.2x on rows of 14, which it gives up). Those k2s2p0 NCHW figures are of halved and overlapping
+# vectors: with a vector spanning each row of 8-15 outputs (f32 exact_rows,
+# schedules/cpu_knobs.cmake) the AVX-512 variants win there too, and hand over rows under 8 only.
+# Intel, f32 i64, one thread, us, AVX-512 exact / AVX2: 2-D rows of 12 (1x64x24x24) 3.6-3.7 /
+# 6.6-6.7, of 14 (1x64x28x28) 5.9 / 8.0; 3-D rows of 12 (1x32x16x24x24) 28-29 / 63-67, of 14
+# (1x64x8x28x28) 51-53 / 78-89 (docs/kernels.md); rows of 7 in 2-D 2.7 / 2.5-2.6. Not re-measured
+# on a Zen 4.
+set(POOLGEN_AVX512_NARROW "max_pool2d_k2s2p0:8;max_pool3d_k2s2p0:8;max_pool1d_cl:16;max_pool2d_cl:16;max_pool3d_cl:16;max_pool2d_k3s2p1:16;max_unpool2d_k2s2p0_cl:16;max_unpool3d_k2s2p0_cl:16;max_pool2d_backward_k2s2p0_cl:16" CACHE STRING
     "family:lanes entries: calls of fewer lanes run the AVX2 variant of that family's kernels")
 set(POOLGEN_AVX512_FEATURE "avx512_skylake" CACHE STRING
     "Halide feature (and processor tuning) of the AVX-512 variant: avx512_skylake, avx512_zen4, ...")

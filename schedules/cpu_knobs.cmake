@@ -126,17 +126,20 @@ set(POOLGEN_KNOBS_max_pool3d_cl rows_per_task:8)
 # 11.0-17.2 -> 9.9-14.0 (8-20%); SSE4.1 14x14 7.2-7.6 -> 5.7-5.8, 16x16 6.3-6.4 -> 5.9-6.1;
 # other sizes unchanged. 3.7-4.1 KB a variant.
 set(POOLGEN_KNOBS_max_pool2d_k2s2p0 channel_vectors:8,short_rows:true)
-# f32 rows of 5 to 7 outputs (10x10 to 15x15 planes, VGG's 14x14) get a vector each that spans
-# the row exactly, not a halved vector and a second one shifted back over it: AVX2 (which also
-# serves such rows on AVX-512 CPUs, POOLGEN_AVX512_NARROW), f32 i64, one thread, Intel Xeon,
-# 1x64x14x14 2.75-2.77 -> 2.15-2.18 us (exact rows of 3, against the vectors of planes: 0.86 ->
-# 1.9 us; rows of 7 two at a time, unrolled: no faster).
+# f32 rows of 5 outputs up to a vector (10x10 to 31x31 planes, VGG's 14x14) get a vector each that
+# spans the row exactly, not a halved vector and a second one shifted back over it: AVX2 (which
+# also serves rows of 5-7 on AVX-512 CPUs, POOLGEN_AVX512_NARROW), f32 i64, one thread, Intel
+# Xeon, 1x64x14x14 2.75-2.77 -> 2.15-2.18 us (exact rows of 3, against the vectors of planes:
+# 0.86 -> 1.9 us; rows of 7 two at a time, unrolled: no faster); AVX-512, rows of 8-15, against
+# AVX2's: 1x64x24x24 6.6-6.7 -> 3.6-3.7 us, 28x28 8.0 -> 5.9 (docs/kernels.md).
 set(POOLGEN_KNOBS_max_pool2d_k2s2p0_f32 exact_rows:5)
 # 3-D k2s2p0 NCDHW the same for f32 (rows of fewer than 4 outputs: planes of 7 pool to 3, as in
 # C3D's last pooling), whose AVX-512 variant compiled the scalar loop's selects through mask
 # registers (kmovd round trips, masked vmovss): f32 i64, one thread, us, 1x64x4x7x7 AVX-512
 # 16.9 -> 3.2, AVX2 5.7 -> 2.8. 51 KB of the f32 share; the other types keep the scalar rows.
-set(POOLGEN_KNOBS_max_pool3d_k2s2p0_f32 channel_vectors:8)
+# Rows of 5 up to a vector exactly, as in 2-D: 1x64x8x10x10 20.8-21.6 -> 13.0 us, 1x64x8x14x14
+# 29 -> 19-20 (AVX2), 1x32x16x24x24 63-67 -> 28-29, 1x64x8x28x28 78-89 -> 51-53 (AVX-512).
+set(POOLGEN_KNOBS_max_pool3d_k2s2p0_f32 channel_vectors:8,exact_rows:5)
 # Unpooling's gradient by windows: full vectors of cells, read in place, loops in one piece, each
 # row of cells (channels-last: each cell) marked and checked right before it is read: a block's
 # marks in a pass of their own made the kernel slower than the gather by index (8x64x112x112 f32,

@@ -154,11 +154,15 @@ const std::pair<int, Ints> kShapes[] = {
     {2, {1, 2, 6, 26}},
     {2, {1, 3, 10, 15}},  // rows of 7, then 5 outputs: a vector spanning each row (exact_rows)
     {2, {1, 2, 4, 11}},
+    {2, {1, 2, 4, 28}},  // rows of 14 and 15: exact on AVX-512, which takes rows from 14
+    {2, {1, 2, 2, 31}},
     // 7x7 planes, pooled over flat planes (k2s2p0 f32 NCHW): tasks of whole planes, then a last
     // task of fewer; one plane, fewer outputs than a vector.
     {2, {2, 9, 7, 7}},
     {2, {1, 1, 7, 7}},
     {3, {1, 3, 7, 9, 11}},
+    {3, {1, 2, 3, 4, 14}},  // rows of 7, and of 15: exact rows in 3-D
+    {3, {1, 2, 2, 4, 30}},
     {3, {1, 2, 4, 4, 32}},  // rows of 16 cells: the 3-D k2s2p0 windows' kernels (opt-in)
     // Channel counts of 1, 2 or 4 whole vectors (by the variant and value width), which the
     // channels-last scatter zeroes with stores of their own, and 64, which most variants zero
