@@ -122,8 +122,9 @@ set(POOLGEN_AVX512_ONLY_FAMILIES "max_pool2d_backward_k3s2p1_cl" CACHE STRING
 # Intel, f32 i64, one thread, us, AVX-512 exact / AVX2: 2-D rows of 12 (1x64x24x24) 3.6-3.7 /
 # 6.6-6.7, of 14 (1x64x28x28) 5.9 / 8.0; 3-D rows of 12 (1x32x16x24x24) 28-29 / 63-67, of 14
 # (1x64x8x28x28) 51-53 / 78-89 (docs/kernels.md); rows of 7 in 2-D 2.7 / 2.5-2.6. Not re-measured
-# on a Zen 4.
-set(POOLGEN_AVX512_NARROW "max_pool2d_k2s2p0:8;max_pool3d_k2s2p0:8;max_pool1d_cl:16;max_pool2d_cl:16;max_pool3d_cl:16;max_pool2d_k3s2p1:16;max_unpool2d_k2s2p0_cl:16;max_unpool3d_k2s2p0_cl:16;max_pool2d_backward_k2s2p0_cl:16" CACHE STRING
+# on a Zen 4. 2-D k3s2p1 NCHW likewise from rows of 12 (schedules/cpu_knobs.cmake): 1x64x28x28
+# 39-49 / 30 us.
+set(POOLGEN_AVX512_NARROW "max_pool2d_k2s2p0:8;max_pool3d_k2s2p0:8;max_pool1d_cl:16;max_pool2d_cl:16;max_pool3d_cl:16;max_pool2d_k3s2p1:12;max_unpool2d_k2s2p0_cl:16;max_unpool3d_k2s2p0_cl:16;max_pool2d_backward_k2s2p0_cl:16" CACHE STRING
     "family:lanes entries: calls of fewer lanes run the AVX2 variant of that family's kernels")
 set(POOLGEN_AVX512_FEATURE "avx512_skylake" CACHE STRING
     "Halide feature (and processor tuning) of the AVX-512 variant: avx512_skylake, avx512_zen4, ...")

@@ -100,10 +100,16 @@ set(POOLGEN_KNOBS_max_pool3d_f32 channel_vectors:4)
 # two threads: 1x64x7x7 9.1-9.3 / 9-12 -> 3.0 / 3.0, 14x14 17 / 17 -> 8.4 / 8.5, 28x28 39 / 25
 # -> 32 / 18-23; 1x64x56x56 measured 12% slower across planes, and keeps its rows). Tasks of 4
 # vectors: 8 left 28x28 one task, 30 us on two threads. The AVX-512 variant (f32) never sees
-# those rows: the runtime runs calls of rows under 16 outputs on AVX2 (POOLGEN_AVX512_NARROW), so
-# it goes without the vectors across planes (handed_off_below, which cmake/PoolgenKernels.cmake
+# most of those rows: the runtime runs calls of rows under 12 outputs on AVX2
+# (POOLGEN_AVX512_NARROW), so it goes without the vectors across planes (handed_off_below, which cmake/PoolgenKernels.cmake
 # derives from that rule).
 set(POOLGEN_KNOBS_max_pool2d_k3s2p1 channel_vectors:4,channel_vectors_below:16)
+# Except rows of 12 to 15 on AVX-512 (f32, its only type), which a vector spanning the row serves
+# better than AVX2's vectors across planes: one / two threads, us, 1x64x24x24 29-32 / 17.1 ->
+# 24 / 15.7-16.2, 28x28 39-49 / 22 -> 30 / 18.7-19.1, 30x30 43 -> 33 (AVX2's exact rows of 5-7
+# measured 2x slower than its vectors across planes; rows of 10 even: POOLGEN_AVX512_NARROW
+# gives AVX-512 rows from 12).
+set(POOLGEN_AVX512_KNOBS_max_pool2d_k3s2p1 exact_rows:12)
 # Channels-last tasks are blocks of 8 output rows (2-D) or depth slices (3-D), not 64: one image
 # is one task below 128 output rows otherwise, and the second thread idles (1x64x56x56 k2s2p0 f32
 # AVX2: 0.031 -> 0.019 ms on two threads; one thread and 8x64x112x112 unchanged within noise).

@@ -142,13 +142,14 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   // Rows narrower than a vector, each width in a copy whose vector spans it exactly, ahead of
   // the specializations below (which are checked in order); none for the widths this variant
   // hands to another (handed_off_below).
-  if (exact_rows > 0 && !channels_last) {
-    for (int w = std::max(exact_rows, handed_off_below); w < lanes; ++w) {
-      Stage exact = result.specialize(out.dim(0).extent() == w);
-      Var xi("xi");
-      exact.split(s.x[0], xo, xi, w).vectorize(xi);
-      parallel_rows(exact, s.x, s.c, s.n, s.layout, rows_per_task, planes_per_task);
-    }
+  const Expr width = out.dim(0).extent();
+  const int exact_from = exact_rows > 0 && !channels_last ? std::max(exact_rows, handed_off_below)
+                                                           : lanes;
+  for (int w = exact_from; w < lanes; ++w) {
+    Stage exact = result.specialize(width == w);
+    Var xi("xi");
+    exact.split(s.x[0], xo, xi, w).vectorize(xi);
+    parallel_rows(exact, s.x, s.c, s.n, s.layout, rows_per_task, planes_per_task);
   }
   // Rows of contiguous planes too narrow for any vector of the ladder below (a 7x7 plane pools
   // to rows of 3): a vector of `lanes` planes per output instead, its loads strided by the
@@ -159,13 +160,16 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   // The narrowest vector of the ladder along the rows (vectorize_columns).
   const int narrowest_rung = narrowest_vector(narrow_vectors, handed_off_below, lanes);
   const int narrowest = channel_vectors_below > 0 ? channel_vectors_below : narrowest_rung;
-  // Rows narrower than this variant ever gets need no vectors across planes.
-  if (channel_vectors > 0 && !channels_last && narrowest > handed_off_below) {
+  // Rows this variant never gets, or runs in exact vectors, need no vectors across planes (nor
+  // may the scan and the staged rows, which the exact rows share, be specialized for them).
+  const bool across_rows = narrowest > handed_off_below &&
+                           (std::min(narrowest, exact_from) > handed_off_below || narrowest > lanes);
+  if (channel_vectors > 0 && !channels_last && across_rows) {
     // The last vector of planes shifts inwards over its neighbour (guarding it instead tripled
     // the code), which must then be computed by the same task: one task's channels, or whole
     // vectors only.
     const Expr channels = out.dim(s.x.size()).extent();
-    narrow = out.dim(0).extent() < narrowest && channels >= lanes &&
+    narrow = width < narrowest && (width < exact_from || width >= lanes) && channels >= lanes &&
              (channels <= lanes * channel_vectors || channels % lanes == 0);
     Var ci("ci"), cv("cv"), xi("xi");
     // The outer channel keeps c's name, so the loops the staging below names exist here too.
@@ -204,7 +208,7 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
                     s.unit_dilation && s.column_stride == 2, s.unit_dilation};
     if (channels_last) stride_cases = {s.unit_dilation};
   }
-  vectorize_columns(result, lane, out.dim(0).extent(), lanes, narrowest_rung, xo, stride_cases,
+  vectorize_columns(result, lane, width, lanes, narrowest_rung, xo, stride_cases,
                     short_rows && !channels_last);
 
   // The running maximum lives in registers: one vector of outputs, taps looping outside it.

@@ -154,7 +154,9 @@ const std::pair<int, Ints> kShapes[] = {
     {2, {1, 2, 6, 26}},
     {2, {1, 3, 10, 15}},  // rows of 7, then 5 outputs: a vector spanning each row (exact_rows)
     {2, {1, 2, 4, 11}},
-    {2, {1, 2, 4, 28}},  // rows of 14 and 15: exact on AVX-512, which takes rows from 14
+    // Rows of 12 to 15 (by window and ceil_mode): exact vectors on AVX-512 (k2s2p0, k3s2p1).
+    {2, {1, 2, 3, 24}},
+    {2, {1, 2, 4, 28}},
     {2, {1, 2, 2, 31}},
     // 7x7 planes, pooled over flat planes (k2s2p0 f32 NCHW): tasks of whole planes, then a last
     // task of fewer; one plane, fewer outputs than a vector.
