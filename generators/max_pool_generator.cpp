@@ -50,9 +50,11 @@ class MaxPool : public Generator<MaxPool> {
     const Range unbounded;
     Func padded("padded");
     std::vector<RDom> padded_columns;
+    // The hand schedule, which decides how the stages below are defined.
     const std::optional<CpuPoolSchedule> cpu =
-        get_target().has_gpu_feature() ? std::nullopt
-                                       : CpuPoolSchedule::hand_written(cpu_schedule, get_target());
+        get_target().has_gpu_feature()
+            ? std::nullopt
+            : hand_written_schedule<CpuPoolSchedule>(cpu_schedule, get_target());
     const bool skips_outside = cpu && bounded && l == Layout::channels_last;
     if (cpu && cpu->stages(bounded, l)) {
       // The boundary condition's values (below), built as a copy for the rows the schedule

@@ -77,8 +77,14 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
     // On the CPU in NCHW a plane is a scalar loop (an element at a time, in input order): there
     // the accumulating scatter skips a dropped element (a where-clause, one unsigned comparison)
     // instead of clamping its slot and adding -0.0 to it: 14 instructions an element instead of
-    // 18 (f32 i64 on one thread: 1x64x56x56 55 -> 40 us, 1x64x14x14 3.7 -> 2.9).
-    const bool skips = accumulate && l == Layout::contiguous && !zeroes;
+    // 18 (f32 i64 on one thread: 1x64x56x56 55 -> 40 us, 1x64x14x14 3.7 -> 2.9). Channels-last
+    // does the same where the schedule runs it scalar (CpuScatterSchedule::scalar_index_bits).
+    const std::optional<CpuScatterSchedule> cpu =
+        zeroes ? std::nullopt
+               : hand_written_schedule<CpuScatterSchedule>(cpu_schedule, get_target());
+    const bool scalar =
+        l == Layout::contiguous || (cpu && cpu->scalar_index_bits == Type(index_type).bits());
+    const bool skips = accumulate && !zeroes && scalar;
     const Expr elements = values_->dim(plane_dim).extent();
     RDom r(0, elements, "element");
     // Unrolled (the schedule's knob), the loop's tail is guarded, but bounds inference would
@@ -120,7 +126,7 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
     values_->set_estimates(representative_region(2, l, 2, true));
     indices_->set_estimates(representative_region(2, l, 2, true));
     output_->set_estimates(representative_region(2, l, 1, true));
-    const ScatterStages stages{out, p_, c_, n_, r, every_slot, l};
+    const ScatterStages stages{out, p_, c_, n_, r, every_slot, l, skips};
     if (get_target().has_gpu_feature()) {
       gpu_knobs.apply(stages, get_target());
     } else {

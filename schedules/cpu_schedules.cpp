@@ -113,15 +113,6 @@ void CpuPoolSchedule::read(Knobs& knobs) {
   knobs.take("handed_off_below", &handed_off_below);
 }
 
-std::optional<CpuPoolSchedule> CpuPoolSchedule::hand_written(const std::string& cpu_schedule,
-                                                              const Target& target) {
-  Knobs knobs = Knobs::for_target(cpu_schedule, target);
-  if (!knobs.autoscheduler().empty()) return std::nullopt;
-  CpuPoolSchedule schedule;
-  schedule.read(knobs);
-  return schedule;
-}
-
 void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   Func result = s.result, scan = s.scan;
   const Type value = result.types()[0];
@@ -288,13 +279,16 @@ void CpuFlatPoolSchedule::apply(const FlatPoolStages& s, const Target& target) c
 void CpuScatterSchedule::read(Knobs& knobs) {
   knobs.take("vector_width", &vector_width);
   knobs.take("unroll", &unroll);
+  knobs.take("scalar_index_bits", &scalar_index_bits);
 }
 
 void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) const {
   // The output comes zeroed (the runtime's pass), so only the scatter is scheduled. Inside a
   // plane it keeps input order: the latest duplicate wins.
   Func out = s.out;
-  if (s.layout == Layout::contiguous) {
+  if (s.layout == Layout::channels_last && s.skips) {
+    out.update().reorder(s.c, s.r);  // a pixel's channels innermost
+  } else if (s.layout == Layout::contiguous) {
     // One element after another, by design; unrolled, the loop's count and branch are shared.
     if (unroll > 1) {
       RVar outer("element_o"), inner("element_i");

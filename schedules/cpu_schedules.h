@@ -75,11 +75,6 @@ struct CpuPoolSchedule {
   void read(Knobs& knobs);
   void apply(const PoolStages& s, const Halide::Target& target) const;
 
-  // The hand-written schedule `cpu_schedule` gives `target`; none where an autoscheduler
-  // schedules it. The generator asks it how to define the algorithm's stages (below).
-  static std::optional<CpuPoolSchedule> hand_written(const std::string& cpu_schedule,
-                                                     const Halide::Target& target);
-
   // Copies the input rows a block reads into a padded scratch (bounded contiguous windows with
   // stage_rows): the generator then defines PoolStages::padded as that copy, whose in-bounds
   // span loads dense vectors where a boundary condition's clamped vectors at the row ends are
@@ -117,6 +112,7 @@ struct ScatterStages {
   Halide::RDom r;
   Halide::RDom slots;  // GPUs: the zeroing update's domain (every slot); undefined on the CPU
   Layout layout;
+  bool skips = false;  // dropped elements skipped by a where-clause, in scalar loops only
 };
 
 // The scatter runs on one group of planes per call, in one thread (the runtime spreads groups
@@ -125,6 +121,10 @@ struct ScatterStages {
 struct CpuScatterSchedule {
   int vector_width = 0;
   int unroll = 1;  // contiguous: elements per step of a plane's scalar loop
+  // Channels-last pooling gradient with indices of this many bits: a scalar loop, a pixel's
+  // channels innermost, that skips dropped elements rather than vectors of channels that clamp
+  // their slots (whose loads, adds and stores go lane by lane anyway); 0: vectors.
+  int scalar_index_bits = 0;
 
   void read(Knobs& knobs);
   void apply(const ScatterStages& s, const Halide::Target& target) const;

@@ -18,6 +18,7 @@
 #include "Halide.h"
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -47,6 +48,18 @@ class Knobs {
   std::set<std::string> taken_;
   std::string entry_;  // as written, for error messages
 };
+
+// Hand schedule S with its knobs for `target`, which a generator may ask how to define its
+// algorithm; none where the knobs name an autoscheduler.
+template <class S>
+std::optional<S> hand_written_schedule(const std::string& cpu_schedule,
+                                       const Halide::Target& target) {
+  Knobs knobs = Knobs::for_target(cpu_schedule, target);
+  if (!knobs.autoscheduler().empty()) return std::nullopt;
+  S schedule;
+  schedule.read(knobs);
+  return schedule;
+}
 
 // Applies hand schedule S (a struct with read(Knobs&) and apply(stages, target)) with its knobs
 // for `target`, or the autoscheduler the knobs name.
