@@ -11,8 +11,8 @@
 #include "Halide.h"
 #include "cpu_schedules.h"
 #include "knobs.h"
+#include "window.h"
 
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -56,7 +56,7 @@ class MaxPoolFlat : public Generator<MaxPoolFlat> {
     const Expr plane = min(out_row / out_height, input.dim(2).extent() - 1);
     const Expr y = 2 * (out_row % out_height);
     const Expr top = input(column, y, plane, 0), bottom = input(column, y + 1, plane, 0);
-    const Expr bottom_wins = bottom > top || is_nan(bottom);
+    const Expr bottom_wins = later_wins(top, bottom);
     rows(j) = Tuple(select(bottom_wins, bottom, top), y * width + column + select(bottom_wins, width, 0));
 
     // The scan's winner over the four taps in row-major order is the greatest under one total
@@ -72,8 +72,7 @@ class MaxPoolFlat : public Generator<MaxPoolFlat> {
                               cast(index_type, select(right_wins, right_at, left_at)));
 
     std::vector<int> sides;
-    std::stringstream list(planes.value());
-    for (std::string side; std::getline(list, side, ',');) sides.push_back(std::stoi(side));
+    for (const std::string& side : split(planes.value(), ',')) sides.push_back(std::stoi(side));
     const FlatPoolStages stages{result, rows, k, j, width, height, sides};
     apply_cpu_schedule<CpuFlatPoolSchedule>(cpu_schedule, stages, {result}, get_target());
   }

@@ -153,11 +153,10 @@ class MaxPool : public Generator<MaxPool> {
     // The winner of an earlier tap (or run of taps) and a later one: the later where its max is
     // greater, or NaN. The scan's step and the tree's node.
     auto combine = [&](const std::vector<Expr>& earlier, const std::vector<Expr>& later) {
-      Expr later_wins = later.back() > earlier.back();
-      if (t.is_float()) later_wins = later_wins || is_nan(later.back());
+      const Expr wins = later_wins(earlier.back(), later.back());
       std::vector<Expr> winner(later.size());
       for (size_t k = 0; k < later.size(); ++k) {
-        winner[k] = select(later_wins, later[k], earlier[k]);
+        winner[k] = select(wins, later[k], earlier[k]);
       }
       return winner;
     };

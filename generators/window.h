@@ -172,6 +172,13 @@ inline Halide::Expr lowest(const Halide::Type& t) {
                       : t.min();
 }
 
+// Whether a later tap's value takes the running maximum from an earlier one's: where it is
+// greater, or NaN (PyTorch's scan, docs/semantics.md).
+inline Halide::Expr later_wins(const Halide::Expr& earlier, const Halide::Expr& later) {
+  const Halide::Expr greater = later > earlier;
+  return later.type().is_float() ? greater || Halide::is_nan(later) : greater;
+}
+
 // The bits PyTorch gives a NaN narrowed from f32 to the 16-bit float `t`: c10::BFloat16 rounds
 // every NaN to 0x7fc0; c10::Half narrows as x86's F16C does (the sign, the quiet bit and the
 // payload's top bits), which Halide's software narrowing (SSE4.1, no F16C) would make infinite.

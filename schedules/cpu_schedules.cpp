@@ -152,9 +152,10 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   const int narrowest_rung = narrowest_vector(narrow_vectors, handed_off_below, lanes);
   const int narrowest = channel_vectors_below > 0 ? channel_vectors_below : narrowest_rung;
   // Rows this variant never gets, or runs in exact vectors, need no vectors across planes (nor
-  // may the scan and the staged rows, which the exact rows share, be specialized for them).
-  const bool across_rows = narrowest > handed_off_below &&
-                           (std::min(narrowest, exact_from) > handed_off_below || narrowest > lanes);
+  // may the scan and the staged rows, which the exact rows share, be specialized for them): they
+  // run for the widths in [handed_off_below, narrowest) outside [exact_from, lanes), if any.
+  const bool across_rows = handed_off_below < std::min(narrowest, exact_from) ||
+                           std::max(handed_off_below, lanes) < narrowest;
   if (channel_vectors > 0 && !channels_last && across_rows) {
     // The last vector of planes shifts inwards over its neighbour (guarding it instead tripled
     // the code), which must then be computed by the same task: one task's channels, or whole

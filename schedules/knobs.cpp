@@ -7,8 +7,6 @@ namespace poolgen {
 
 using namespace Halide;
 
-namespace {
-
 std::vector<std::string> split(const std::string& s, char separator) {
   std::vector<std::string> parts;
   std::stringstream stream(s);
@@ -18,6 +16,8 @@ std::vector<std::string> split(const std::string& s, char separator) {
   }
   return parts;
 }
+
+namespace {
 
 // How specific `key` is for `target`: its feature count, or -1 where it does not apply.
 int specificity(const Target& key, const Target& target) {

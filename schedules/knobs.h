@@ -49,6 +49,9 @@ class Knobs {
   std::string entry_;  // as written, for error messages
 };
 
+// The non-empty parts of `s` between separators ("7,14" -> "7", "14").
+std::vector<std::string> split(const std::string& s, char separator);
+
 // Hand schedule S with its knobs for `target`, which a generator may ask how to define its
 // algorithm; none where the knobs name an autoscheduler.
 template <class S>
