@@ -754,6 +754,31 @@ TEST(BackwardKernelChoice, UnpoolNamesFollowWidthLayoutAndIndexDType) {
   EXPECT_GT(checked, 0) << "no unpool backward kernel compiled";
 }
 
+// The window's kernel takes only a grad_output its windows tile (a constraint of its buffers):
+// PyTorch's unpooling onto a 7x7 plane from a 3x3 one is the gather by index's from the plan
+// on, where the kernel would otherwise be launched and decline on every call. A 6x6 plane,
+// with whole vectors of channels, is the window kernel's where the build has it.
+TEST(BackwardKernelChoice, UnpoolWindowKernelOnlyWhereTheWindowsTile) {
+  const std::vector<KernelInfo> kernels = compiled_kernels();
+  const std::string window = "max_unpool2d_backward_k2s2p0_cl_b32_i64";
+  if (find_kernel(kernels, window) == nullptr) GTEST_SKIP() << window << " is not built";
+  void* const fake = reinterpret_cast<void*>(uintptr_t{0x1000});  // never read
+  const Ints values_shape{1, 64, 3, 3};
+  UnpoolOptions o;
+  o.kernel_size = {2};
+  set_streaming_bytes(0);  // as if out of cache: the window's kernel pays for any size
+  for (const int64_t side : {6, 7}) {
+    o.output_size = {side, side};
+    std::string name;
+    const Status st = max_unpool_backward_kernel_name(
+        2, channels_last(fake, DType::f32, {1, 64, side, side}), DType::i64, values_shape, o,
+        &name);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(name, side == 6 ? window : "max_unpool_backward_cl_b32_i64") << side << "x" << side;
+  }
+  set_streaming_bytes(-1);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Thread-count independence: identical bytes on 1, 2, 3 and 8 threads, every call shared across
 // threads (ThreadsReset), on shapes of 24 planes, one image among them (channels-last images are

@@ -172,6 +172,9 @@ const std::pair<int, Ints> kShapes[] = {
     {2, {1, 16, 9, 10}},
     {3, {1, 8, 5, 6, 7}},
     {2, {1, 64, 5, 6}},
+    // Planes the windows tile, with whole vectors of channels: unpooling's gradient by windows in
+    // channels-last (max_unpool2d_backward_k2s2p0_cl, whose vectors run across channels).
+    {2, {1, 32, 4, 6}},
 };
 
 // A tensor of `shape` in `layout`, holding `logical` (row-major order) at the view's offsets.

@@ -274,6 +274,14 @@ bool implied_window(int nd, const Ints& in, const Ints& out, Window* w) {
   return true;
 }
 
+bool windows_tile(const Window& w, const Ints& in, const Ints& out) {
+  const size_t first = in.size() - w.nd, out_first = out.size() - w.nd;
+  for (int i = 0; i < w.nd; ++i) {
+    if (out[out_first + i] != in[first + i] * w.kernel[i]) return false;
+  }
+  return true;
+}
+
 int64_t spatial_elements(int nd, const Ints& shape) {
   int64_t count = 1;
   for (size_t i = shape.size() - std::min<size_t>(nd, shape.size()); i < shape.size(); ++i) {

@@ -45,6 +45,10 @@ Status unpool_window(int nd, const UnpoolOptions& options, Window* window);
 // not divide evenly.
 bool implied_window(int nd, const Ints& input_shape, const Ints& output_shape, Window* window);
 
+// Whether `window`'s windows tile the output exactly: each output extent is the kernel times the
+// input's (the shapes' last nd entries), as the fixed windows' gathers by window require.
+bool windows_tile(const Window& window, const Ints& input_shape, const Ints& output_shape);
+
 // The input must be (N, C, spatial...) or (C, spatial...), every extent >= 1 except N, and at
 // most kMaxElements elements in all.
 Status check_input_shape(const char* op, int nd, const char* argument, const Ints& shape);
