@@ -89,12 +89,18 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
     RDom r(0, elements, "element");
     // Unrolled (the schedule's knob), the loop's tail is guarded, but bounds inference would
     // size the indices by whole unrolled steps (the where-clause reads them ahead of the guard):
-    // the position is promised inside the plane, which the guard ensures.
+    // the position, and channels-last's channel (whose loop is the one unrolled there), are
+    // promised inside their extents, which the guard ensures.
     const Expr position = skips ? unsafe_promise_clamped(r, 0, elements - 1) : Expr(r);
-    const std::vector<Expr> element = tensor_args<Expr>({position}, c_, n_, l);
+    const int channel_dim = l == Layout::channels_last ? 0 : 1;
+    const Expr channel_min = values_->dim(channel_dim).min();
+    const Expr channel =
+        skips ? unsafe_promise_clamped(c_, channel_min,
+                                       channel_min + values_->dim(channel_dim).extent() - 1)
+              : Expr(c_);
+    const std::vector<Expr> element = tensor_args<Expr>({position}, channel, n_, l);
     Expr index = (*indices_)(element);
     if (!accumulate) {
-      const int channel_dim = l == Layout::channels_last ? 0 : 1;
       Expr plane_number = cast<int64_t>(n_) * values_->dim(channel_dim).extent() + c_;
       index = cast<int64_t>(index) - (*plane_origin_ + plane_number) * *plane_stride_;
     }

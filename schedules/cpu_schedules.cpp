@@ -289,6 +289,10 @@ void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) con
   Func out = s.out;
   if (s.layout == Layout::channels_last && s.skips) {
     out.update().reorder(s.c, s.r);  // a pixel's channels innermost
+    if (unroll > 1) {
+      Var outer("c_o"), inner("c_i");
+      out.update().split(s.c, outer, inner, unroll, TailStrategy::GuardWithIf).unroll(inner);
+    }
   } else if (s.layout == Layout::contiguous) {
     // One element after another, by design; unrolled, the loop's count and branch are shared.
     if (unroll > 1) {

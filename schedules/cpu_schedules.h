@@ -120,7 +120,7 @@ struct ScatterStages {
 // channels-last so is the scatter, across the channels of one element (distinct planes).
 struct CpuScatterSchedule {
   int vector_width = 0;
-  int unroll = 1;  // contiguous: elements per step of a plane's scalar loop
+  int unroll = 1;  // scalar loops: elements per step (contiguous), channels (channels-last)
   // Channels-last pooling gradient with indices of this many bits: a scalar loop, a pixel's
   // channels innermost, that skips dropped elements rather than vectors of channels that clamp
   // their slots (whose loads, adds and stores go lane by lane anyway); 0: vectors.
