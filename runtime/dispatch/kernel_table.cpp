@@ -282,7 +282,8 @@ bool gather_pays(const Kernel& gather, int64_t bytes, int64_t row) {
     if (gather.kernel <= gather.stride) return true;
     // Asked once, as the multitarget wrapper asks on its first call.
     static const bool avx512 = cpu_runs({POOLGEN_AVX512_FEATURES halide_target_feature_end});
-    return bytes >= kOverlapMinBytes && (avx512 || !gather.avx512_only);
+    if (!avx512 && gather.avx512_only) return false;
+    return bytes >= (sharing_threads(bytes) > 1 ? kOverlapMinBytes : kMinBytes);
   }
   if (!gather.cell_vectors) return bytes >= streaming_bytes();
   return bytes >= kMinBytes && row >= kMinRow;

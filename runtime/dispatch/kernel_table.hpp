@@ -129,10 +129,13 @@ Status choose_kernel(const KernelTable& table, const KernelQuery& query, const c
 // Whether a CPU gather by fixed window (max_unpool's, max_pool_backward's) is tried before the
 // scatter on a call moving `bytes` whose output rows (innermost extent) hold `row` slots. The
 // channels-last ones of windows that do not overlap win at every size. Those of overlapping
-// windows (a slot reads up to four cells) are tried from 1 MiB, and those built for AVX-512
-// alone (Kernel::avx512_only) only where the CPU has it: k3s2p1 f32 on an Intel Xeon, one / two
-// threads, 1x64x56x56 (1.4 MB) even / 1.8x, 1x32x56x56 (0.7 MB) 0.86x / 1.4x, 1x64x28x28 even /
-// 1.5x (the scatter keeps an image to one task). The contiguous ones whose windows tile the
+// windows (a slot reads up to four cells) are tried from 1 MiB on calls shared by threads (the
+// scatter keeps an image to one task), from 4 MiB on one thread (where the scatter's unrolled
+// scalar loop wins below), and those built for AVX-512 alone (Kernel::avx512_only) only where
+// the CPU has it: k3s2p1 f32 i64 on an Intel Xeon, gather / scatter, us, one thread: 1x64x56x56
+// (1.4 MB) 69 / 51-58, 1x64x80x80 (2.9 MB) 153 / 140, 1x64x112x112 (5.6 MB) 303 / 348; two
+// threads: 1x64x56x56 42-44 / 58-82 (decided by the thread count at plan time, which changing
+// it redoes). The contiguous ones whose windows tile the
 // output (kernel = stride, no padding: vectors of cells) write each slot once, which beyond the
 // L2 saves the scatter's zeroing pass; but each row of cells pays its marks and its check: in
 // cache they lose, and on rows of fewer than 64 slots (32 cells, four vectors) up to 22 MB,
