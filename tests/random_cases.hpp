@@ -110,6 +110,14 @@ inline void random_pool_config(Rng& rng, int nd, int window, const PoolConfigOpt
     if (r < opts.long_rows_percent) {
       // Long innermost rows: full vectors plus tails, work split across threads.
       sp[nd - 1] = rng.uniform(max_extent, 6 * max_extent);
+      // An even row at k2s2p0 gets even extents throughout, in 2-D and 3-D also whole vectors
+      // of windows (32 columns: 16 lanes): windows that tile the plane, the contiguous gathers'
+      // only calls (an odd extent leaves a last row or column to no window; 1-D gathers take
+      // tails). Odd rows keep every tail.
+      if (window == 1 && sp[nd - 1] % 2 == 0) {
+        if (nd > 1) sp[nd - 1] = (sp[nd - 1] + 31) / 32 * 32;
+        for (int i = 0; i < nd - 1; ++i) sp[i] += sp[i] % 2;
+      }
     } else if (opts.many_channels && r < opts.long_rows_percent + opts.many_channels_percent) {
       // Many channels on a small plane, e.g. 2x37x5x9 (rows of 2 to 4 outputs at k2s2p0).
       many_channels = true;
@@ -135,6 +143,7 @@ inline void random_pool_config(Rng& rng, int nd, int window, const PoolConfigOpt
 struct UnpoolCaseOptions {
   double window_p = 0.5;       // chance of a k2s2p0 / k3s2p1 window (random_window)
   bool many_channels = false;  // as in PoolConfigOptions
+  int64_t long_rows_percent = 15;  // likewise
 };
 
 // Unpooling inputs: values/indices (int64, logical order) and options. mode 0: indices from a
@@ -159,6 +168,7 @@ UnpoolCase<T> random_unpool_case(Rng& rng, int nd, int mode, const UnpoolCaseOpt
   PoolConfigOptions pool_opts;
   pool_opts.unit_dilation = true;
   pool_opts.many_channels = opts.many_channels;
+  pool_opts.long_rows_percent = opts.long_rows_percent;
   for (;;) {
     Ints pool_shape;
     PoolOptions po;

@@ -145,6 +145,7 @@ void expect_elements(const std::vector<T>& got, const std::vector<T>& want, Same
 const std::pair<int, Ints> kShapes[] = {
     {1, {2, 5, 37}},
     {1, {1, 20, 9}},  // rows narrower than a vector: vectors across rows (f32)
+    {1, {1, 3, 64}},  // windows that tile a row of whole vectors of cells: 1-D k2s2p0 gathers
     {2, {2, 19, 11, 13}},
     {2, {2, 19, 6, 7}},  // rows of 3 outputs: vectors across channels (k2s2p0)
     // Rows of 4, 8 and 13 outputs, one or two whole vectors by the variant (k2s2p0 short_rows);

@@ -12,6 +12,7 @@ void Launch::add_view(const View& view, DType type, Access access) {
   HalideView& v =
       *new (&views_[view_count_++].view) HalideView(view, kernel_.layout, type, flat_);
   args_.push_back(&v.buffer);
+  if (access != Access::read) written_ |= 1u << (view_count_ - 1);
   if (kernel_.device != Device::cuda) return;
   cuda_.push_back({&v.buffer, view.device == Device::cuda, access != Access::read,
                    access == Access::write_some});
@@ -77,7 +78,9 @@ Status Launch::within_views(bool* within) {
     halide_buffer_t& b = views_[k].view.buffer;
     for (int d = 0; d < b.dimensions; ++d) {
       const halide_dimension_t &asked = saved[k].dims[d], &needed = b.dim[d];
-      if (needed.min < asked.min || needed.min + needed.extent > asked.min + asked.extent) {
+      const bool written = written_ >> k & 1;
+      if (needed.min < asked.min || needed.min + needed.extent > asked.min + asked.extent ||
+          (written && (needed.min != asked.min || needed.extent != asked.extent))) {
         *within = false;
       }
       b.dim[d] = asked;

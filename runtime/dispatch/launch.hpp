@@ -74,10 +74,14 @@ class Launch {
   // follows); every other failure is an internal error naming the kernel and Halide's message.
   Status run(int64_t call_bytes, bool* declined = nullptr);
 
-  // Whether a CPU kernel reads and writes nothing outside its views: Halide's bounds query (the
-  // region of every buffer the kernel would touch), which a schedule's vectors can widen past
-  // a narrow view (a channels-last gather past fewer channels than its lanes); such a launch
-  // fails its bounds checks, so the kernel must not run. The views are left as they were.
+  // Whether a CPU kernel reads nothing outside its views and writes exactly its written ones:
+  // Halide's bounds query (the region of every buffer the kernel would touch). A schedule's
+  // vectors can widen it past a narrow view (a channels-last gather past fewer channels than
+  // its lanes), and such a launch fails its bounds checks. A buffer constraint narrows it
+  // instead (a gather built for windows that tile its output, on a 7x7 output of 3x3 cells),
+  // since the query fills in the constrained extent rather than failing, and such a launch
+  // declines on every run after Halide has formatted its message. Either way the kernel must
+  // not be planned. The views are left as they were.
   [[gnu::cold]] Status within_views(bool* within);
 
  private:
@@ -95,6 +99,7 @@ class Launch {
     HalideView view;
   } views_[kViews];
   int view_count_ = 0;
+  unsigned written_ = 0;  // bit k: view k is written
   KernelArgs args_{nullptr};
   CudaBuffers cuda_;  // CUDA kernels' buffers
   WindowArgs window_;
