@@ -777,6 +777,52 @@ TEST(TypedKernelChoice, UnpoolByIndicesTriesTheImpliedWindow) {
   EXPECT_EQ(checked, 6);
 }
 
+// The contiguous k2s2p0 gathers (unpooling, pooling's gradient) are built for windows that tile
+// their output (its extents are constraints), so an output one longer in every dimension is the
+// scatter's from the plan on: a bounds query fills in a constrained extent, and the gather used
+// to be named, launched and declined on every call.
+TEST(TypedKernelChoice, TiledGathersOnlyWhereTheWindowsTile) {
+  const std::vector<KernelInfo> kernels = compiled_kernels();
+  void* const fake = reinterpret_cast<void*>(uintptr_t{0x1000});  // never read
+  set_streaming_bytes(0);  // as if out of cache: the contiguous gathers pay for any size
+  int checked = 0;
+  for (int nd = 1; nd <= 3; ++nd) {
+    const std::string rank = std::to_string(nd) + "d_";
+    const std::string unpool = "max_unpool" + rank + "k2s2p0_b32_i64";
+    const std::string gradient = "max_pool" + rank + "backward_k2s2p0_f32_i64";
+    Ints cells{2, 8}, tiled, longer;  // rows of 32 cells: whole vectors on every target
+    for (int i = 0; i < nd; ++i) cells.push_back(i == nd - 1 ? 32 : 4);
+    for (int i = 0; i < nd; ++i) {
+      tiled.push_back(2 * cells[2 + i]);
+      longer.push_back(2 * cells[2 + i] + 1);
+    }
+    const TensorView v = contiguous(fake, DType::f32, cells);
+    for (const Ints* out : {&tiled, &longer}) {
+      SCOPED_TRACE(std::to_string(nd) + "-D onto " + str(*out));
+      std::string name;
+      if (find_kernel(kernels, unpool) != nullptr) {
+        UnpoolOptions o;
+        o.kernel_size = {2};
+        o.output_size = *out;
+        ASSERT_TRUE(max_unpool_kernel_name(nd, v, DType::i64, o, &name).ok());
+        EXPECT_EQ(name, out == &tiled ? unpool : "max_unpool_scatter_b32_i64");
+        ++checked;
+      }
+      if (find_kernel(kernels, gradient) != nullptr) {
+        Ints input_shape{2, 8};
+        input_shape.insert(input_shape.end(), out->begin(), out->end());
+        PoolOptions o;
+        o.kernel_size = {2};
+        ASSERT_TRUE(max_pool_backward_kernel_name(nd, v, DType::i64, input_shape, o, &name).ok());
+        EXPECT_EQ(name, out == &tiled ? gradient : "max_pool_backward_scatter_f32_i64");
+        ++checked;
+      }
+    }
+  }
+  set_streaming_bytes(-1);
+  if (checked == 0) GTEST_SKIP() << "no contiguous k2s2p0 gather in this build";
+}
+
 // ---------------------------------------------------------------------------------------------
 // Duplicate unpool indices: the latest in input order wins for channels-last views and i32
 // indices on any thread count, with every call shared across threads (set_min_parallel_bytes(0):
