@@ -135,15 +135,14 @@ Status choose_kernel(const KernelTable& table, const KernelQuery& query, const c
 // the CPU has it: k3s2p1 f32 i64 on an Intel Xeon, gather / scatter, us, one thread: 1x64x56x56
 // (1.4 MB) 69 / 51-58, 1x64x80x80 (2.9 MB) 153 / 140, 1x64x112x112 (5.6 MB) 303 / 348; two
 // threads: 1x64x56x56 42-44 / 58-82 (decided by the thread count at plan time, which changing
-// it redoes). The contiguous ones whose windows tile the
-// output (kernel = stride, no padding: vectors of cells) write each slot once, which beyond the
-// L2 saves the scatter's zeroing pass; but each row of cells pays its marks and its check: in
-// cache they lose, and on rows of fewer than 64 slots (32 cells, four vectors) up to 22 MB,
-// winning by 5-15% at 45 MB (docs/kernels.md). They are tried on calls of at least 4 MiB with
-// rows of at least 64 slots. The other contiguous ones (opt-in) and unpooling's gradient by
-// windows are tried from streaming_bytes() on, where no cache holds the call. With
-// streaming_bytes() 0 (every call as if out of cache; the tests run small tensors so) every
-// gather is tried.
+// it redoes). The contiguous ones whose windows tile the output (kernel = stride, no padding:
+// vectors of cells) write each slot once, which beyond the L2 saves the scatter's zeroing
+// pass; but each row of cells pays its marks and its check: in cache they lose, and on rows of
+// fewer than 64 slots (32 cells, four vectors) up to 22 MB, winning by 5-15% at 45 MB
+// (docs/kernels.md). They are tried on calls of at least 4 MiB with rows of at least 64 slots.
+// The other contiguous ones (opt-in) and unpooling's gradient by windows are tried from
+// streaming_bytes() on, where no cache holds the call. With streaming_bytes() 0 (every call as
+// if out of cache; the tests run small tensors so) every gather is tried.
 bool gather_pays(const Kernel& gather, int64_t bytes, int64_t row);
 
 const char* layout_name(Layout layout);
