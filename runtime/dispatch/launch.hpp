@@ -78,10 +78,11 @@ class Launch {
   // Halide's bounds query (the region of every buffer the kernel would touch). A schedule's
   // vectors can widen it past a narrow view (a channels-last gather past fewer channels than
   // its lanes), and such a launch fails its bounds checks. A buffer constraint narrows it
-  // instead (a gather built for windows that tile its output, on a 7x7 output of 3x3 cells),
+  // instead (a gather built for windows that tile its output, on 113 columns from 56 cells),
   // since the query fills in the constrained extent rather than failing, and such a launch
   // declines on every run after Halide has formatted its message. Either way the kernel must
-  // not be planned. The views are left as they were.
+  // not be planned. A constrained input cannot be told from one read in part, so its callers
+  // check such constraints themselves. The views are left as they were.
   [[gnu::cold]] Status within_views(bool* within);
 
  private:
