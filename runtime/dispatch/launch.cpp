@@ -76,9 +76,9 @@ Status Launch::within_views(bool* within) {
   *within = true;
   for (int k = 0; k < view_count_; ++k) {
     halide_buffer_t& b = views_[k].view.buffer;
+    const bool written = written_ >> k & 1;
     for (int d = 0; d < b.dimensions; ++d) {
       const halide_dimension_t &asked = saved[k].dims[d], &needed = b.dim[d];
-      const bool written = written_ >> k & 1;
       if (needed.min < asked.min || needed.min + needed.extent > asked.min + asked.extent ||
           (written && (needed.min != asked.min || needed.extent != asked.extent))) {
         *within = false;
