@@ -435,8 +435,9 @@ void set_min_parallel_bytes(int64_t bytes);
 // with non-temporal stores, bypassing the caches: an ordinary store reads each line from memory
 // before writing it, and an output this large has left the caches before anything reads it.
 // Default on x86-64: the size of the largest data cache a core reaches (its L3, as the processor
-// describes itself; 8 MiB if it lists none); elsewhere no output streams (docs/kernels.md,
-// "Streaming outputs"). 0 streams every call's; a negative count restores the default.
+// describes itself, at most 64 MiB; 8 MiB if it lists none); elsewhere no output streams
+// (docs/kernels.md, "Streaming outputs"). 0 streams every call's; a negative count restores the
+// default.
 // Calls moving at least this many bytes in all (inputs and outputs) are also the ones the
 // contiguous gradient of unpooling by windows serves, which loses in cache; at 0 every window
 // gather (docs/kernels.md) is tried on every call, as if no cache held any.

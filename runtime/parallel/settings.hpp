@@ -39,9 +39,10 @@ int64_t settings_changes();
 void note_settings_change();
 
 // streaming_bytes()'s default: where copy_streaming has non-temporal stores, the
-// size of the largest data cache a core reaches (x86-64: cpuid's cache parameters; 8 MiB if it
-// lists none), so an output that a cache could still hold for its consumer stays there; elsewhere
-// no output streams, copy_streaming being a plain copy. Read from the processor once.
+// size of the largest data cache a core reaches (x86-64: cpuid's cache parameters, at most
+// 64 MiB; 8 MiB if it lists none), so an output that a cache could still hold for its consumer
+// stays there; elsewhere no output streams, copy_streaming being a plain copy. Read from the
+// processor once.
 int64_t default_streaming_bytes();
 
 // Runs body(task) for every task in [0, count) for a call moving `call_bytes`: on
