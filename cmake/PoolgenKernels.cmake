@@ -82,7 +82,11 @@ poolgen_target_features(POOLGEN_CPU_FLOOR_FEATURES ${POOLGEN_CPU_FLOOR_TARGET})
 # unpooling 1.06-1.29 / 0.58-0.67 against 1.26-1.33 / 0.52-0.66 (docs/kernels.md).
 # On a Zen 4 (AVX-512 in two 256-bit halves) every listed family measured faster or even, but
 # for 2-D k2s2p0 NCHW's rows of fewer than 16 outputs (POOLGEN_AVX512_NARROW, below).
-set(POOLGEN_AVX512_FAMILIES "max_pool1d;max_pool2d;max_pool3d;max_pool1d_cl;max_pool2d_cl;max_pool3d_cl;max_pool2d_k2s2p0;max_pool3d_k2s2p0;max_pool2d_k3s2p1;max_pool2d_k3s2p1_cl;max_pool3d_k3s2p1_cl;max_pool2d_k2s2p0_cl;max_unpool2d_k2s2p0_cl;max_unpool3d_k2s2p0_cl;max_pool2d_backward_k2s2p0_cl;max_unpool2d_backward_k2s2p0_cl;max_pool2d_k2s2p0_flat"
+# The 1-D pooling gradient's gather, Intel, f32, ms, AVX-512 / AVX2, 8x64x65536, one thread,
+# two interleaved runs: i64 30.5, 33.2 / 34.1, 38.8, i32 23.5, 23.4 / 24.8, 26.8; two threads
+# i64 16.6 / 18.8, i32 12.6 / 14.6; 1x64x8192 on two threads 75 / 95 us; 10 KB a kernel. Its
+# 2-D siblings (NCHW unpooling and pooling gradient) measured even on 8x64x112x112.
+set(POOLGEN_AVX512_FAMILIES "max_pool1d;max_pool2d;max_pool3d;max_pool1d_cl;max_pool2d_cl;max_pool3d_cl;max_pool2d_k2s2p0;max_pool3d_k2s2p0;max_pool2d_k3s2p1;max_pool2d_k3s2p1_cl;max_pool3d_k3s2p1_cl;max_pool2d_k2s2p0_cl;max_unpool2d_k2s2p0_cl;max_unpool3d_k2s2p0_cl;max_pool2d_backward_k2s2p0_cl;max_unpool2d_backward_k2s2p0_cl;max_pool2d_k2s2p0_flat;max_pool1d_backward_k2s2p0"
     CACHE STRING
     "Kernel families (names without types) with an AVX-512 variant besides POOLGEN_CPU_TARGETS")
 set(POOLGEN_AVX512_TYPES "f32" CACHE STRING
@@ -123,8 +127,9 @@ set(POOLGEN_AVX512_ONLY_FAMILIES "max_pool2d_backward_k3s2p1_cl" CACHE STRING
 # 6.6-6.7, of 14 (1x64x28x28) 5.9 / 8.0; 3-D rows of 12 (1x32x16x24x24) 28-29 / 63-67, of 14
 # (1x64x8x28x28) 51-53 / 78-89 (docs/kernels.md); rows of 7 in 2-D 2.7 / 2.5-2.6. Not re-measured
 # on a Zen 4. 2-D k3s2p1 NCHW likewise from rows of 12 (schedules/cpu_knobs.cmake): 1x64x28x28
-# 39-49 / 30 us.
-set(POOLGEN_AVX512_NARROW "max_pool2d_k2s2p0:8;max_pool3d_k2s2p0:8;max_pool1d_cl:16;max_pool2d_cl:16;max_pool3d_cl:16;max_pool2d_k3s2p1:12;max_unpool2d_k2s2p0_cl:16;max_unpool3d_k2s2p0_cl:16;max_pool2d_backward_k2s2p0_cl:16" CACHE STRING
+# 39-49 / 30 us. The 1-D pooling gradient's gather runs whole vectors of cells, two slots each:
+# on rows of fewer than 32 slots its AVX-512 variant would leave the call to the scatter.
+set(POOLGEN_AVX512_NARROW "max_pool2d_k2s2p0:8;max_pool3d_k2s2p0:8;max_pool1d_cl:16;max_pool2d_cl:16;max_pool3d_cl:16;max_pool2d_k3s2p1:12;max_unpool2d_k2s2p0_cl:16;max_unpool3d_k2s2p0_cl:16;max_pool2d_backward_k2s2p0_cl:16;max_pool1d_backward_k2s2p0:32" CACHE STRING
     "family:lanes entries: calls of fewer lanes run the AVX2 variant of that family's kernels")
 set(POOLGEN_AVX512_FEATURE "avx512_skylake" CACHE STRING
     "Halide feature (and processor tuning) of the AVX-512 variant: avx512_skylake, avx512_zen4, ...")
