@@ -823,6 +823,36 @@ TEST(TypedKernelChoice, TiledGathersOnlyWhereTheWindowsTile) {
   if (checked == 0) GTEST_SKIP() << "no contiguous k2s2p0 gather in this build";
 }
 
+// Contiguous unpooling takes its gather only where the scatter would not stream the output
+// (runtime/ops/max_unpool.cpp, scatter_streams): from set_streaming_bytes on, the streamed
+// scatter writes each line once. Channels-last calls keep their gather, which the scatter
+// never beat there.
+TEST(TypedKernelChoice, StreamedOutputsTakeTheScatter) {
+  const std::vector<KernelInfo> kernels = compiled_kernels();
+  const std::string gather = "max_unpool2d_k2s2p0_b32_i64";
+  if (find_kernel(kernels, gather) == nullptr) GTEST_SKIP() << "no NCHW unpooling gather";
+  void* const fake = reinterpret_cast<void*>(uintptr_t{0x1000});  // never read
+  // 8x64x56x56 cells onto 112x112 planes: a 25.7 MB output, 45 MB in all (past the gather's
+  // 4 MiB floor).
+  const TensorView v = contiguous(fake, DType::f32, {8, 64, 56, 56});
+  UnpoolOptions o;
+  o.kernel_size = {2};
+  const int64_t output_bytes = int64_t{8} * 64 * 112 * 112 * 4;
+  std::string name;
+  for (int64_t threshold : {output_bytes + 1, output_bytes}) {
+    SCOPED_TRACE("streaming from " + std::to_string(threshold) + " bytes");
+    set_streaming_bytes(threshold);
+    ASSERT_TRUE(max_unpool_kernel_name(2, v, DType::i64, o, &name).ok());
+    EXPECT_EQ(name, threshold > output_bytes ? gather : "max_unpool_scatter_b32_i64");
+  }
+  const TensorView nhwc = channels_last(fake, DType::f32, {8, 64, 56, 56});
+  if (find_kernel(kernels, "max_unpool2d_k2s2p0_cl_b32_i64") != nullptr) {
+    ASSERT_TRUE(max_unpool_kernel_name(2, nhwc, DType::i64, o, &name).ok());
+    EXPECT_EQ(name, "max_unpool2d_k2s2p0_cl_b32_i64");
+  }
+  set_streaming_bytes(-1);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Duplicate unpool indices: the latest in input order wins for channels-last views and i32
 // indices on any thread count, with every call shared across threads (set_min_parallel_bytes(0):
