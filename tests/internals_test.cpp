@@ -241,7 +241,7 @@ TEST(ScatterGroups, SizedForTheCacheAndTheCores) {
 // Where copy_streaming has non-temporal stores (x86-64), outputs stream from the largest cache
 // the processor lists, at most 64 MiB: a VM lists its host's socket-wide L3 (480 MiB on an Intel
 // Xeon VM, where a 134 MB output streamed ran 1.2x faster); elsewhere none streams.
-TEST(Settings, DefaultStreamingThresholdIsAtMost64MiB) {
+TEST(Settings, StreamingAndOutOfCacheThresholds) {
   const int64_t bytes = default_streaming_bytes();
 #if defined(__x86_64__) || defined(_M_X64)
   EXPECT_GT(bytes, 0);
@@ -249,6 +249,15 @@ TEST(Settings, DefaultStreamingThresholdIsAtMost64MiB) {
 #else
   EXPECT_EQ(bytes, std::numeric_limits<int64_t>::max());
 #endif
+  // The kernels that pay only out of every cache start from the listed cache itself, uncapped,
+  // or from the setting where one is made.
+  EXPECT_EQ(out_of_cache_bytes(), listed_cache_bytes());
+  EXPECT_GE(listed_cache_bytes(), bytes);
+  set_streaming_bytes(12345);
+  EXPECT_EQ(out_of_cache_bytes(), 12345);
+  EXPECT_EQ(streaming_bytes(), 12345);
+  set_streaming_bytes(-1);
+  EXPECT_EQ(streaming_bytes(), bytes);
 }
 
 // packed_like: the leading view's batch and channels, another dtype and spatial extents,

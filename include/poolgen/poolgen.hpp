@@ -438,8 +438,9 @@ void set_min_parallel_bytes(int64_t bytes);
 // describes itself, at most 64 MiB; 8 MiB if it lists none); elsewhere no output streams
 // (docs/kernels.md, "Streaming outputs"). 0 streams every call's; a negative count restores the
 // default.
-// Calls moving at least this many bytes in all (inputs and outputs) are also the ones the
-// contiguous gradient of unpooling by windows serves, which loses in cache; at 0 every window
+// Where set, calls moving at least this many bytes in all (inputs and outputs) are also the
+// ones the contiguous gradient of unpooling by windows serves, which loses in cache (by default
+// those moving more than the largest cache the processor lists, uncapped); at 0 every window
 // gather (docs/kernels.md) is tried on every call, as if no cache held any.
 // Process-wide, like set_min_parallel_bytes.
 void set_streaming_bytes(int64_t bytes);

@@ -141,8 +141,8 @@ Status choose_kernel(const KernelTable& table, const KernelQuery& query, const c
 // fewer than 64 slots (32 cells, four vectors) up to 22 MB, winning by 5-15% at 45 MB
 // (docs/kernels.md). They are tried on calls of at least 4 MiB with rows of at least 64 slots.
 // The other contiguous ones (opt-in) and unpooling's gradient by windows are tried from
-// streaming_bytes() on, where no cache holds the call. With streaming_bytes() 0 (every call as
-// if out of cache; the tests run small tensors so) every gather is tried.
+// out_of_cache_bytes() on, where no cache holds the call. With streaming_bytes() 0 (every call
+// as if out of cache; the tests run small tensors so) every gather is tried.
 bool gather_pays(const Kernel& gather, int64_t bytes, int64_t row);
 
 const char* layout_name(Layout layout);

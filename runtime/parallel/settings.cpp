@@ -49,6 +49,11 @@ int64_t streaming_bytes() {
   return bytes >= 0 ? bytes : default_streaming_bytes();
 }
 
+int64_t out_of_cache_bytes() {
+  const int64_t bytes = streaming;
+  return bytes >= 0 ? bytes : listed_cache_bytes();
+}
+
 int64_t settings_changes() { return settings_changed.load(std::memory_order_relaxed); }
 
 void note_settings_change() { settings_changed.fetch_add(1, std::memory_order_relaxed); }
@@ -94,21 +99,27 @@ namespace {
 }
 }  // namespace
 
+int64_t listed_cache_bytes() {
+  static const int64_t bytes = [] {
+    const int64_t intel = largest_cache(4), cache = intel > 0 ? intel : largest_cache(0x8000001D);
+    return cache > 0 ? cache : int64_t{8} << 20;
+  }();
+  return bytes;
+}
+
 int64_t default_streaming_bytes() {
   // A listed cache above kMaxCache is a whole server socket's (a VM's cpuid shows its host's),
   // shared by many cores: on the Intel Xeon VM of 2026-12-03, which lists 480 MiB, a 134 MB
   // output ran 17% faster streamed and a 25.7 MB one 22% slower (docs/kernels.md).
-  static const int64_t bytes = [] {
-    constexpr int64_t kMaxCache = int64_t{64} << 20;
-    const int64_t intel = largest_cache(4), cache = intel > 0 ? intel : largest_cache(0x8000001D);
-    return cache > 0 ? std::min(cache, kMaxCache) : int64_t{8} << 20;
-  }();
-  return bytes;
+  constexpr int64_t kMaxCache = int64_t{64} << 20;
+  return std::min(listed_cache_bytes(), kMaxCache);
 }
 #elif defined(POOLGEN_SSE2)
-int64_t default_streaming_bytes() { return int64_t{8} << 20; }
+int64_t listed_cache_bytes() { return int64_t{8} << 20; }
+int64_t default_streaming_bytes() { return listed_cache_bytes(); }
 #else
-int64_t default_streaming_bytes() { return std::numeric_limits<int64_t>::max(); }
+int64_t listed_cache_bytes() { return std::numeric_limits<int64_t>::max(); }
+int64_t default_streaming_bytes() { return listed_cache_bytes(); }
 #endif
 
 }  // namespace poolgen::detail

@@ -38,11 +38,18 @@ int64_t streaming_bytes();
 int64_t settings_changes();
 void note_settings_change();
 
-// streaming_bytes()'s default: where copy_streaming has non-temporal stores, the
-// size of the largest data cache a core reaches (x86-64: cpuid's cache parameters, at most
-// 64 MiB; 8 MiB if it lists none), so an output that a cache could still hold for its consumer
-// stays there; elsewhere no output streams, copy_streaming being a plain copy. Read from the
-// processor once.
+// Calls moving at least this many bytes leave every cache: set_streaming_bytes' value where set,
+// else listed_cache_bytes(). The kernels that pay only there (the contiguous gradient of
+// unpooling by windows, gather_pays) start from it.
+int64_t out_of_cache_bytes();
+
+// The size of the largest data cache a core reaches, as the processor lists it (x86-64: cpuid's
+// cache parameters, 8 MiB if it lists none; elsewhere unbounded). Read from the processor once.
+int64_t listed_cache_bytes();
+
+// streaming_bytes()'s default: where copy_streaming has non-temporal stores,
+// listed_cache_bytes() but at most 64 MiB, so an output that a cache could still hold for its
+// consumer stays there; elsewhere no output streams, copy_streaming being a plain copy.
 int64_t default_streaming_bytes();
 
 // Runs body(task) for every task in [0, count) for a call moving `call_bytes`: on
