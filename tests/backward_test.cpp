@@ -615,7 +615,7 @@ TEST(BackwardKernelChoice, PoolNamesFollowLayoutDTypesAndPath) {
             // channels-last k3s2p1 one for i64.
             const bool by_default =
                 value == DType::f32 &&
-                ((w == 1 && (cl ? nd >= 2 : nd <= 2 || index == DType::i64)) ||
+                ((w == 1 && (cl ? nd >= 2 : (nd <= 2 || index == DType::i64))) ||
                  (w == 2 && cl && nd == 2 && avx512_built && index == DType::i64));
             if (w == 1 || w == 2) {
               EXPECT_EQ(has_window, (windows_built && !skipped) || by_default)

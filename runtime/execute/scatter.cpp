@@ -362,7 +362,7 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
   ScatterGroups groups{&kernel, v.view(), i.view(), o.view(),
                        std::min(fitting, planes_per_group(o.view(), kernel.layout, mode, cores,
                                                           call_bytes)),
-                       rewrite, global, o.view().bytes() >= streaming_bytes(), slab_stride,
+                       rewrite, global, output_streams(o.view()), slab_stride,
                        1, {}, {}, {}, {}};
   const int64_t planes = output.shape[0] * output.shape[1];
   // Halide numbers tasks with an int.
@@ -424,7 +424,7 @@ std::unique_ptr<DirectScatter> DirectScatter::make(const Kernel& kernel, Scatter
   if (!takes_flat(views, kernel.layout)) return nullptr;
   // One group: the cache's (ScatterGroups) on one thread.
   const int64_t call_bytes = total_bytes(views);
-  if (o.elements() == 0 || o.bytes() > kGroupBytes || o.bytes() >= streaming_bytes() ||
+  if (o.elements() == 0 || o.bytes() > kGroupBytes || output_streams(o) ||
       sharing_threads(call_bytes) > 1) {
     return nullptr;
   }
@@ -444,7 +444,7 @@ DirectScatter::DirectScatter(const Kernel& kernel, ScatterMode mode, const Views
 
 Status DirectScatter::run(void* const (&data)[3]) {
   for (int k = 0; k < 3; ++k) views_[k].data = data[k];
-  if (sharing_threads(call_bytes_) <= 1 && views_[2].bytes() < streaming_bytes()) {
+  if (sharing_threads(call_bytes_) <= 1 && !output_streams(views_[2])) {
     for (int k = 0; k < 3; ++k) call_.set_data(k, data[k]);
     zero_elements(views_[2], kernel_.layout);
     bool declined = false;  // at an invalid index, which scatter() names

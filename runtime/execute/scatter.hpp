@@ -11,6 +11,7 @@
 #include "core/view.hpp"
 #include "dispatch/launch.hpp"
 #include "execute/direct_run.hpp"
+#include "parallel/settings.hpp"
 #include "validate/views.hpp"
 
 #include <functional>
@@ -59,6 +60,10 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
 // are fewer images than cores and the call moves 2 to 16 MiB (scatter.cpp has the measurements).
 int64_t planes_per_group(const View& o, Layout layout, ScatterMode mode, int64_t cores,
                          int64_t call_bytes);
+
+// Whether a scatter's output goes to memory by copy_streaming (at least streaming_bytes()): the
+// one rule the scatter's groups, its direct run and the choice of a gather over it follow.
+inline bool output_streams(const View& output) { return output.bytes() >= streaming_bytes(); }
 
 // A scatter kernel's launch over flat views (values, indices, output) in its layout; the
 // unpooling kernel takes its plane origin and stride between the indices and the output.

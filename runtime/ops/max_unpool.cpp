@@ -73,8 +73,8 @@ bool within_window_reach(const Window& w, const Ints& in, const Ints& out) {
 // 2x64x1024x1024 91.3 against 73.8, 1x64x512x512 (67 MB out) 10.3 / 3.76 against 10.5 / 3.42,
 // 8x64x224x224 15.2 / 7.06 against 15.5 / 6.77 (docs/kernels.md, "Streaming outputs").
 bool scatter_streams(const View& output, Layout layout) {
-  return layout == Layout::contiguous && streaming_bytes() > 0 &&
-         output.bytes() >= streaming_bytes() && is_packed(output, layout);
+  return layout == Layout::contiguous && streaming_bytes() > 0 && output_streams(output) &&
+         is_packed(output, layout);
 }
 
 // Whether the indices are read through a rewrite into plane offsets of the output: another
