@@ -54,6 +54,21 @@ void BM_copy_elements_shared_nhwc_to_nchw(benchmark::State& state) {
   finish(state, 2 * a.bytes());
 }
 
+// Packed copies between layouts of 3-D volumes, one thread: 64 channels whose planes lie 64 KiB
+// apart (a multiple of 4 KiB: read or written at once, they share L1 sets) and 16 channels of
+// i64, both ways.
+void BM_copy_elements_3d(benchmark::State& state, DType dtype, int64_t channels, Layout from_layout) {
+  const Ints shape{2, channels, 16, 32, 32};
+  const Layout to_layout =
+      from_layout == Layout::contiguous ? Layout::channels_last : Layout::contiguous;
+  std::vector<char> from(static_cast<size_t>(2 * channels * 16 * 32 * 32) * dtype_size(dtype), 1),
+      to(from.size());
+  const View a = dense(from.data(), dtype, shape, from_layout);
+  const View b = dense(to.data(), dtype, shape, to_layout);
+  for (auto _ : state) copy_elements(a, b);
+  finish(state, 2 * a.bytes());
+}
+
 void BM_zero_elements(benchmark::State& state) {
   std::vector<float> memory(64 * 56 * 56);
   const View v = dense(memory.data(), DType::f32, kImage, Layout::contiguous);
@@ -133,6 +148,14 @@ void BM_gather_large(benchmark::State& state) {
 POOLGEN_ROW(BM_memcpy)->Arg(64 * 56 * 56 * 4)->Arg(8 << 20);
 POOLGEN_ROW(BM_copy_elements_nchw_to_nhwc);
 POOLGEN_ROW(BM_copy_elements_shared_nhwc_to_nchw)->UseRealTime();
+BENCHMARK_CAPTURE(BM_copy_elements_3d, f32_64_ncdhw_to_ndhwc, DType::f32, 64, Layout::contiguous)
+    ->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK_CAPTURE(BM_copy_elements_3d, f32_64_ndhwc_to_ncdhw, DType::f32, 64, Layout::channels_last)
+    ->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK_CAPTURE(BM_copy_elements_3d, i64_16_ncdhw_to_ndhwc, DType::i64, 16, Layout::contiguous)
+    ->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK_CAPTURE(BM_copy_elements_3d, i64_16_ndhwc_to_ncdhw, DType::i64, 16, Layout::channels_last)
+    ->Repetitions(5)->ReportAggregatesOnly(true);
 POOLGEN_ROW(BM_zero_elements);
 POOLGEN_ROW(BM_copy_streaming)->Arg(64 * 56 * 56 * 4)->Arg(8 << 20);
 POOLGEN_ROW(BM_add_to_indices);

@@ -277,28 +277,47 @@ TEST(Views, PackedLikeTakesTheOtherTensorsExtents) {
 // ---------------------------------------------------------------------------------------------
 // The hand-written kernels.
 
-// copy_elements between any two views of one shape: every layout pair, a strided source.
+// copy_elements between any two views of one shape: every layout pair, a strided source, every
+// element width (4 and 8 bytes take the vector transpose on x86-64), extents that leave ragged
+// blocks, ranks 3 to 5.
 TEST(MemoryKernels, CopyElementsAnyStrides) {
-  const Ints shape{2, 3, 5, 7};
-  std::vector<int16_t> from(2 * 3 * 5 * 7 * 2), to(from.size());
-  for (size_t k = 0; k < from.size(); ++k) from[k] = static_cast<int16_t>(k * 7 + 1);
-  for (Layout a : {Layout::contiguous, Layout::channels_last}) {
-    for (Layout b : {Layout::contiguous, Layout::channels_last}) {
-      View src = dense(from.data(), DType::i16, shape, a);
-      if (a == Layout::contiguous) {  // every other element
-        for (int i = 0; i < 4; ++i) src.strides[i] *= 2;
-      }
-      const View dst = dense(to.data(), DType::i16, shape, b);
-      std::fill(to.begin(), to.end(), int16_t{-1});
-      copy_elements(src, dst);
-      for_each_element(src, [&](int64_t position, int64_t offset) {
-        int64_t rest = position, at = 0;
-        for (int i = 3; i >= 0; --i) {
-          at += rest % shape[i] * dst.strides[i];
-          rest /= shape[i];
+  for (DType dtype : {DType::u8, DType::i16, DType::f32, DType::i64}) {
+    for (const Ints& shape : {Ints{2, 3, 5, 7}, Ints{1, 9, 6, 10}, Ints{2, 5, 3, 4, 6},
+                              Ints{3, 8, 13}, Ints{2, 1, 4, 4}}) {
+      const size_t width = dtype_size(dtype);
+      int64_t n = 1;
+      for (int64_t e : shape) n *= e;
+      std::vector<uint8_t> from(static_cast<size_t>(2 * n) * width), to(from.size());
+      for (size_t k = 0; k < from.size(); ++k) from[k] = static_cast<uint8_t>(k * 7 + k / 251);
+      const int rank = static_cast<int>(shape.size());
+      for (Layout a : {Layout::contiguous, Layout::channels_last}) {
+        for (Layout b : {Layout::contiguous, Layout::channels_last}) {
+          View src = dense(from.data(), dtype, shape, a);
+          if (a == Layout::contiguous) {  // every other element
+            for (int i = 0; i < rank; ++i) src.strides[i] *= 2;
+          }
+          const View dst = dense(to.data(), dtype, shape, b);
+          std::fill(to.begin(), to.end(), uint8_t{0xEE});
+          copy_elements(src, dst);
+          int64_t written = 0;
+          for_each_element(src, [&](int64_t position, int64_t offset) {
+            int64_t rest = position, at = 0;
+            for (int i = rank - 1; i >= 0; --i) {
+              at += rest % shape[i] * dst.strides[i];
+              rest /= shape[i];
+            }
+            ASSERT_EQ(std::memcmp(&to[static_cast<size_t>(at) * width],
+                                  &from[static_cast<size_t>(offset) * width], width),
+                      0)
+                << dtype_name(dtype) << " rank " << rank << " element " << position;
+            ++written;
+          });
+          // Nothing past the destination's elements (it is packed: they are its first n).
+          EXPECT_EQ(written, n);
+          EXPECT_TRUE(std::all_of(to.begin() + n * static_cast<int64_t>(width), to.end(),
+                                  [](uint8_t v) { return v == 0xEE; }));
         }
-        ASSERT_EQ(to[at], from[offset]) << position;
-      });
+      }
     }
   }
 }
@@ -307,7 +326,7 @@ TEST(MemoryKernels, CopyElementsAnyStrides) {
 // copy_elements' bytes: calls large enough to share, transposing both ways, with more rows than
 // tasks and fewer.
 TEST(MemoryKernels, CopyElementsSharedMatchesCopyElements) {
-  for (const Ints& shape : {Ints{4, 64, 56, 56}, Ints{1, 2, 3, 200000}}) {
+  for (const Ints& shape : {Ints{4, 64, 56, 56}, Ints{3, 61, 53, 55}, Ints{1, 2, 3, 200000}}) {
     const int64_t n = shape[0] * shape[1] * shape[2] * shape[3];
     std::vector<float> from(static_cast<size_t>(n));
     for (int64_t k = 0; k < n; ++k) from[static_cast<size_t>(k)] = static_cast<float>(k);

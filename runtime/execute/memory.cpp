@@ -49,34 +49,161 @@ void copy_rows(const View& from, const View& to, int64_t first, int64_t end) {
   }
 }
 
-void copy_row_range(const View& from, const View& to, int64_t first, int64_t end) {
-  switch (element_size(from.dtype)) {
-    case 1: return copy_rows<uint8_t>(from, to, first, end);
-    case 2: return copy_rows<uint16_t>(from, to, first, end);
-    case 4: return copy_rows<uint32_t>(from, to, first, end);
-    default: return copy_rows<uint64_t>(from, to, first, end);
+#ifdef POOLGEN_SSE2
+inline __m128i load16(const void* at) { return _mm_loadu_si128(static_cast<const __m128i*>(at)); }
+inline void store16(void* at, __m128i v) { _mm_storeu_si128(static_cast<__m128i*>(at), v); }
+
+// A square block of a transpose, a 16-byte register a row: d[c * ds + r] = s[r * ss + c] for r,
+// c in [0, kLanes). For 4- and 8-byte elements: the narrower ones copy by rows.
+template <typename T>
+struct Block;
+
+template <>
+struct Block<uint32_t> {
+  static constexpr int kLanes = 4;
+  static void transpose(const uint32_t* s, int64_t ss, uint32_t* d, int64_t ds) {
+    const __m128i r0 = load16(s), r1 = load16(s + ss), r2 = load16(s + 2 * ss),
+                  r3 = load16(s + 3 * ss);
+    const __m128i lo01 = _mm_unpacklo_epi32(r0, r1), lo23 = _mm_unpacklo_epi32(r2, r3),
+                  hi01 = _mm_unpackhi_epi32(r0, r1), hi23 = _mm_unpackhi_epi32(r2, r3);
+    store16(d, _mm_unpacklo_epi64(lo01, lo23));
+    store16(d + ds, _mm_unpackhi_epi64(lo01, lo23));
+    store16(d + 2 * ds, _mm_unpacklo_epi64(hi01, hi23));
+    store16(d + 3 * ds, _mm_unpackhi_epi64(hi01, hi23));
+  }
+};
+
+template <>
+struct Block<uint64_t> {
+  static constexpr int kLanes = 2;
+  static void transpose(const uint64_t* s, int64_t ss, uint64_t* d, int64_t ds) {
+    const __m128i r0 = load16(s), r1 = load16(s + ss);
+    store16(d, _mm_unpacklo_epi64(r0, r1));
+    store16(d + ds, _mm_unpackhi_epi64(r0, r1));
+  }
+};
+
+// A transposing copy of views whose last two dimensions are unit-stride in the source (the
+// next-to-last, p) and in the destination (the last, q). Its items are strips of kLanes
+// destination rows (p), each strip all along q in square blocks; items [first, end) run in the
+// logical order of the outer dimensions, then the strips.
+template <typename T>
+void copy_strips(const View& from, const View& to, int64_t first, int64_t end) {
+  constexpr int kLanes = Block<T>::kLanes;
+  const int p = from.rank - 2, q = from.rank - 1;
+  const int64_t ps = from.shape[p], qs = from.shape[q], strips = (ps + kLanes - 1) / kLanes;
+  const int64_t from_q = from.strides[q], to_p = to.strides[p];
+  int64_t index[5] = {};  // the outer dimensions', then the strip's
+  index[p] = first % strips;
+  for (int64_t outer = first / strips, i = p - 1; i >= 0; --i) {
+    index[i] = outer % from.shape[i];
+    outer /= from.shape[i];
+  }
+  const auto* src = static_cast<const T*>(from.data);
+  auto* dst = static_cast<T*>(to.data);
+  for (int64_t item = first; item < end; ++item) {
+    const int64_t p0 = index[p] * kLanes, lanes = std::min<int64_t>(kLanes, ps - p0);
+    int64_t f = p0, t = p0 * to_p;
+    for (int i = 0; i < p; ++i) {
+      f += index[i] * from.strides[i];
+      t += index[i] * to.strides[i];
+    }
+    int64_t q0 = 0;
+    if (lanes == kLanes) {
+      for (; q0 + kLanes <= qs; q0 += kLanes) {
+        Block<T>::transpose(src + f + q0 * from_q, from_q, dst + t + q0, to_p);
+      }
+    }
+    for (int64_t c = 0; c < lanes; ++c) {  // the strip's ragged end, or a short strip whole
+      for (int64_t r = q0; r < qs; ++r) dst[t + c * to_p + r] = src[f + r * from_q + c];
+    }
+    if (++index[p] < strips) continue;
+    index[p] = 0;
+    for (int i = p - 1; i >= 0 && ++index[i] == from.shape[i]; --i) index[i] = 0;
   }
 }
 
-int64_t rows_of(const View& view) { return view.elements() / view.shape[view.rank - 1]; }
+constexpr bool kTransposes = true;
+#else
+constexpr bool kTransposes = false;
+#endif
+
+// The innermost dimension of stride 1 and extent above 1; -1 when there is none.
+int unit_dimension(const View& view) {
+  for (int i = view.rank - 1; i >= 0; --i) {
+    if (view.strides[i] == 1 && view.shape[i] > 1) return i;
+  }
+  return -1;
+}
+
+// How a copy runs: in rows along the destination's unit-stride dimension, or, for 4- and 8-byte
+// elements where the source is unit-stride along another dimension, in strips of square blocks
+// (copy_strips) that read and write whole vectors. The views' dimensions are reordered so that
+// the loops' dimensions come last.
+struct CopyPlan {
+  View from, to;
+  bool transposes = false;
+  int64_t items = 0;  // rows or strips: the units its ranges count
+
+  // Out of line, as run is: inlined into both copies' callers it took 7 KB.
+  [[gnu::noinline]] CopyPlan(const View& source, const View& target) : from(source), to(target) {
+    const int width = static_cast<int>(element_size(from.dtype));
+    const int q = unit_dimension(to), p = unit_dimension(from);
+    transposes = kTransposes && (width == 4 || width == 8) && q >= 0 && p >= 0 && p != q;
+    int order[5], n = 0;  // the dimensions outermost first: the others, then p, then q
+    for (int i = 0; i < from.rank; ++i) {
+      if (i != q && !(transposes && i == p)) order[n++] = i;
+    }
+    if (transposes) order[n++] = p;
+    if (q >= 0) order[n++] = q;
+    for (int i = 0; i < from.rank; ++i) {
+      from.shape[i] = to.shape[i] = source.shape[order[i]];
+      from.strides[i] = source.strides[order[i]];
+      to.strides[i] = target.strides[order[i]];
+    }
+    items = from.elements() / from.shape[from.rank - 1];
+    if (transposes) {
+      const int64_t ps = from.shape[from.rank - 2], lanes = width == 4 ? 4 : 2;
+      items = items / ps * ((ps + lanes - 1) / lanes);
+    }
+  }
+
+  [[gnu::noinline]] void run(int64_t first, int64_t end) const {
+    switch (element_size(from.dtype)) {
+      case 1: return copy_rows<uint8_t>(from, to, first, end);
+      case 2: return copy_rows<uint16_t>(from, to, first, end);
+#ifdef POOLGEN_SSE2
+      case 4: return transposes ? copy_strips<uint32_t>(from, to, first, end)
+                                : copy_rows<uint32_t>(from, to, first, end);
+      default: return transposes ? copy_strips<uint64_t>(from, to, first, end)
+                                 : copy_rows<uint64_t>(from, to, first, end);
+#else
+      case 4: return copy_rows<uint32_t>(from, to, first, end);
+      default: return copy_rows<uint64_t>(from, to, first, end);
+#endif
+    }
+  }
+};
 
 }  // namespace
 
 void copy_elements(const View& from, const View& to) {
   if (from.elements() == 0) return;
-  copy_row_range(from, to, 0, rows_of(from));
+  const CopyPlan plan(from, to);
+  plan.run(0, plan.items);
 }
 
 void copy_elements_shared(const View& from, const View& to) {
   if (from.elements() == 0) return;
-  const int64_t rows = rows_of(from), bytes = 2 * from.bytes();
-  if (!worth_sharing(bytes)) return copy_row_range(from, to, 0, rows);
-  // Ranges of rows, several a thread (the parallel loop hands each thread a run of them).
-  const int tasks = static_cast<int>(std::min<int64_t>(rows, 64));
+  const CopyPlan plan(from, to);
+  const int64_t items = plan.items, bytes = 2 * from.bytes();
+  if (!worth_sharing(bytes)) return plan.run(0, items);
+  // Ranges of items, several a thread (the parallel loop hands each thread a run of them).
+  const int tasks = static_cast<int>(std::min<int64_t>(items, 64));
   parallel_for(
       tasks,
       [&](int task) {
-        copy_row_range(from, to, rows * task / tasks, rows * (task + 1) / tasks);
+        plan.run(items * task / tasks, items * (task + 1) / tasks);
         return 0;
       },
       bytes);

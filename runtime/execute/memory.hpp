@@ -14,7 +14,9 @@ namespace poolgen::detail {
 // Adds `offset` to every element of a host view of i32 or i64 indices.
 void add_to_indices(const View& indices, int64_t offset);
 
-// Copies every element of `from` into `to` (same shape and dtype, any strides).
+// Copies every element of `from` into `to` (same shape and dtype, any strides): along the
+// destination's unit-stride dimension, in register-transposed blocks where the source's is
+// another (docs/kernels.md, "Packed copies").
 void copy_elements(const View& from, const View& to);
 // The same on the threads a call of its bytes shares (parallel_for), for a call's packed copies
 // of its views: never from inside a parallel task.
