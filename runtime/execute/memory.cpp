@@ -25,42 +25,64 @@ void add_to_indices(const View& indices, int64_t offset) {
 
 namespace {
 
+// A position in the outer dimensions [0, dims) of two views of one shape, walked in logical
+// order from the `outer`-th: the copies' loop over rows or strips.
+struct OuterWalk {
+  const View& from;
+  const View& to;
+  int dims;
+  int64_t index[5] = {};
+
+  OuterWalk(const View& f, const View& t, int d, int64_t outer) : from(f), to(t), dims(d) {
+    for (int i = dims - 1; i >= 0; --i) {
+      index[i] = outer % from.shape[i];
+      outer /= from.shape[i];
+    }
+  }
+  // The position's element offsets in the two views.
+  void offsets(int64_t* f, int64_t* t) const {
+    *f = *t = 0;
+    for (int i = 0; i < dims; ++i) {
+      *f += index[i] * from.strides[i];
+      *t += index[i] * to.strides[i];
+    }
+  }
+  void next() {
+    for (int i = dims - 1; i >= 0 && ++index[i] == from.shape[i]; --i) index[i] = 0;
+  }
+};
+
 // Copies rows [first, end) of the innermost dimension (rows in the logical order of the outer
 // dimensions) with element type T (an integer of the dtype's width).
 template <typename T>
 void copy_rows(const View& from, const View& to, int64_t first, int64_t end) {
   const int last = from.rank - 1;
   const int64_t n = from.shape[last], fs = from.strides[last], ts = to.strides[last];
-  int64_t index[5] = {};
-  for (int64_t row = first, i = last - 1; i >= 0; --i) {
-    index[i] = row % from.shape[i];
-    row /= from.shape[i];
-  }
+  OuterWalk row(from, to, last, first);
   const auto* src = static_cast<const T*>(from.data);
   auto* dst = static_cast<T*>(to.data);
-  for (int64_t row = first; row < end; ++row) {
-    int64_t f = 0, t = 0;
-    for (int i = 0; i < last; ++i) {
-      f += index[i] * from.strides[i];
-      t += index[i] * to.strides[i];
-    }
-    for (int64_t k = 0; k < n; ++k) dst[t + k * ts] = src[f + k * fs];
-    for (int i = last - 1; i >= 0 && ++index[i] == from.shape[i]; --i) index[i] = 0;
+  for (int64_t k = first; k < end; ++k, row.next()) {
+    int64_t f, t;
+    row.offsets(&f, &t);
+    for (int64_t e = 0; e < n; ++e) dst[t + e * ts] = src[f + e * fs];
   }
 }
+
+// A square block of a transpose takes a 16-byte register a row: its side, in elements of
+// `width` bytes.
+constexpr int64_t block_lanes(int64_t width) { return 16 / width; }
 
 #ifdef POOLGEN_SSE2
 inline __m128i load16(const void* at) { return _mm_loadu_si128(static_cast<const __m128i*>(at)); }
 inline void store16(void* at, __m128i v) { _mm_storeu_si128(static_cast<__m128i*>(at), v); }
 
-// A square block of a transpose, a 16-byte register a row: d[c * ds + r] = s[r * ss + c] for r,
-// c in [0, kLanes). For 4- and 8-byte elements: the narrower ones copy by rows.
+// A square block of a transpose: d[c * ds + r] = s[r * ss + c] for r, c in [0, block_lanes).
+// For 4- and 8-byte elements: the narrower ones copy by rows.
 template <typename T>
 struct Block;
 
 template <>
 struct Block<uint32_t> {
-  static constexpr int kLanes = 4;
   static void transpose(const uint32_t* s, int64_t ss, uint32_t* d, int64_t ds) {
     const __m128i r0 = load16(s), r1 = load16(s + ss), r2 = load16(s + 2 * ss),
                   r3 = load16(s + 3 * ss);
@@ -75,7 +97,6 @@ struct Block<uint32_t> {
 
 template <>
 struct Block<uint64_t> {
-  static constexpr int kLanes = 2;
   static void transpose(const uint64_t* s, int64_t ss, uint64_t* d, int64_t ds) {
     const __m128i r0 = load16(s), r1 = load16(s + ss);
     store16(d, _mm_unpacklo_epi64(r0, r1));
@@ -84,42 +105,37 @@ struct Block<uint64_t> {
 };
 
 // A transposing copy of views whose last two dimensions are unit-stride in the source (the
-// next-to-last, p) and in the destination (the last, q). Its items are strips of kLanes
+// next-to-last, p) and in the destination (the last, q). Its items are strips of block_lanes
 // destination rows (p), each strip all along q in square blocks; items [first, end) run in the
 // logical order of the outer dimensions, then the strips.
 template <typename T>
 void copy_strips(const View& from, const View& to, int64_t first, int64_t end) {
-  constexpr int kLanes = Block<T>::kLanes;
+  constexpr int64_t lanes = block_lanes(sizeof(T));
   const int p = from.rank - 2, q = from.rank - 1;
-  const int64_t ps = from.shape[p], qs = from.shape[q], strips = (ps + kLanes - 1) / kLanes;
+  const int64_t ps = from.shape[p], qs = from.shape[q], strips = (ps + lanes - 1) / lanes;
   const int64_t from_q = from.strides[q], to_p = to.strides[p];
-  int64_t index[5] = {};  // the outer dimensions', then the strip's
-  index[p] = first % strips;
-  for (int64_t outer = first / strips, i = p - 1; i >= 0; --i) {
-    index[i] = outer % from.shape[i];
-    outer /= from.shape[i];
-  }
+  OuterWalk outer(from, to, p, first / strips);
+  int64_t strip = first % strips;
   const auto* src = static_cast<const T*>(from.data);
   auto* dst = static_cast<T*>(to.data);
   for (int64_t item = first; item < end; ++item) {
-    const int64_t p0 = index[p] * kLanes, lanes = std::min<int64_t>(kLanes, ps - p0);
-    int64_t f = p0, t = p0 * to_p;
-    for (int i = 0; i < p; ++i) {
-      f += index[i] * from.strides[i];
-      t += index[i] * to.strides[i];
-    }
+    const int64_t p0 = strip * lanes, width = std::min<int64_t>(lanes, ps - p0);
+    int64_t f, t;
+    outer.offsets(&f, &t);
+    f += p0;
+    t += p0 * to_p;
     int64_t q0 = 0;
-    if (lanes == kLanes) {
-      for (; q0 + kLanes <= qs; q0 += kLanes) {
+    if (width == lanes) {
+      for (; q0 + lanes <= qs; q0 += lanes) {
         Block<T>::transpose(src + f + q0 * from_q, from_q, dst + t + q0, to_p);
       }
     }
-    for (int64_t c = 0; c < lanes; ++c) {  // the strip's ragged end, or a short strip whole
+    for (int64_t c = 0; c < width; ++c) {  // the strip's ragged end, or a short strip whole
       for (int64_t r = q0; r < qs; ++r) dst[t + c * to_p + r] = src[f + r * from_q + c];
     }
-    if (++index[p] < strips) continue;
-    index[p] = 0;
-    for (int i = p - 1; i >= 0 && ++index[i] == from.shape[i]; --i) index[i] = 0;
+    if (++strip < strips) continue;
+    strip = 0;
+    outer.next();
   }
 }
 
@@ -163,24 +179,27 @@ struct CopyPlan {
     }
     items = from.elements() / from.shape[from.rank - 1];
     if (transposes) {
-      const int64_t ps = from.shape[from.rank - 2], lanes = width == 4 ? 4 : 2;
+      const int64_t ps = from.shape[from.rank - 2], lanes = block_lanes(width);
       items = items / ps * ((ps + lanes - 1) / lanes);
     }
   }
 
+  template <typename T>
+  void run_as(int64_t first, int64_t end) const {
+#ifdef POOLGEN_SSE2
+    if constexpr (sizeof(T) >= 4) {
+      if (transposes) return copy_strips<T>(from, to, first, end);
+    }
+#endif
+    copy_rows<T>(from, to, first, end);
+  }
+
   [[gnu::noinline]] void run(int64_t first, int64_t end) const {
     switch (element_size(from.dtype)) {
-      case 1: return copy_rows<uint8_t>(from, to, first, end);
-      case 2: return copy_rows<uint16_t>(from, to, first, end);
-#ifdef POOLGEN_SSE2
-      case 4: return transposes ? copy_strips<uint32_t>(from, to, first, end)
-                                : copy_rows<uint32_t>(from, to, first, end);
-      default: return transposes ? copy_strips<uint64_t>(from, to, first, end)
-                                 : copy_rows<uint64_t>(from, to, first, end);
-#else
-      case 4: return copy_rows<uint32_t>(from, to, first, end);
-      default: return copy_rows<uint64_t>(from, to, first, end);
-#endif
+      case 1: return run_as<uint8_t>(first, end);
+      case 2: return run_as<uint16_t>(first, end);
+      case 4: return run_as<uint32_t>(first, end);
+      default: return run_as<uint64_t>(first, end);
     }
   }
 };
