@@ -59,7 +59,7 @@ class MaxPool : public Generator<MaxPool> {
     if (cpu && cpu->stages(bounded, l)) {
       // The boundary condition's values (below), built as a copy for the rows the schedule
       // stages: the lowest value in the columns the windows reach before and past the row, the
-      // row between them (the lowest value in rows outside the plane). A boundary condition's
+      // row between them, and the lowest value across rows outside the plane. A boundary condition's
       // vectors at the row's ends load through clamped indices, which are gathers; the copy's
       // load dense (1x64x28x28 k3s2p1 f32 on AVX2: 43 -> 40 us; docs/kernels.md).
       std::vector<Var> args(rank + 2);
@@ -70,8 +70,9 @@ class MaxPool : public Generator<MaxPool> {
       const Expr before = -window[0].start(0), past = (window[0].kernel - 1) * window[0].dilation;
       std::vector<Expr> at(args.begin(), args.end());
       RDom left(row.min - before, before, "left_padding"),
-          right(row.min + row.extent, past, "right_padding"), columns(row.min, row.extent, "column");
-      padded_columns = {left, columns, right};
+          right(row.min + row.extent, past, "right_padding"), columns(row.min, row.extent, "column"),
+          outside(row.min, row.extent, "column_outside");
+      padded_columns = {left, columns, right, outside};
       at[0] = left;
       padded(at) = lowest(value_type);
       std::vector<Expr> from = at;
@@ -82,8 +83,16 @@ class MaxPool : public Generator<MaxPool> {
         row_inside = row_inside && args[i] >= b.min && args[i] < b.min + b.extent;
         from[i] = clamp(args[i], b.min, b.min + b.extent - 1);
       }
-      padded(at) = select(row_inside, (*input_)(from), lowest(value_type));
+      // Rows inside the plane are copied, rows outside it filled, in two updates: a branch per
+      // row rather than a select per vector, which AVX-512 compiles to a masked load (a blend
+      // from memory under the row's mask), and on Zen 5 masked loads that miss the caches run
+      // at memory latency (docs/kernels.md, "Rows outside the plane": 2-3x out of cache).
+      columns.where(row_inside);
+      padded(at) = (*input_)(from);
       at[0] = right;
+      padded(at) = lowest(value_type);
+      outside.where(!row_inside);
+      at[0] = outside;
       padded(at) = lowest(value_type);
     } else if (bounded && !skips_outside) {
       padded = BoundaryConditions::constant_exterior(

@@ -221,7 +221,7 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
         std::vector<Var> storage{channel};
         storage.insert(storage.end(), args.begin(), args.begin() + s.x.size());
         padded.reorder_storage(storage);
-        for (int i = 0; i < 3; ++i) {
+        for (int i = 0; i < int(s.padded_columns.size()); ++i) {
           padded.update(i).specialize(narrow).reorder(channel, s.padded_columns[i].x)
               .vectorize(channel, lanes, TailStrategy::GuardWithIf);
         }
@@ -229,7 +229,9 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
         padded.update(0).unscheduled();  // the padding before the row: a column or two
         padded.update(2).unscheduled();  // and past it
       }
-      padded.update(1).vectorize(s.padded_columns[1].x, lanes, TailStrategy::GuardWithIf);
+      for (int row : {1, 3}) {  // the row inside the plane, and one outside it
+        padded.update(row).vectorize(s.padded_columns[row].x, lanes, TailStrategy::GuardWithIf);
+      }
     } else {
       padded.vectorize(padded.args()[0], lanes, TailStrategy::RoundUp);
     }

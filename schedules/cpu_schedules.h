@@ -20,9 +20,11 @@ struct PoolStages {
   Halide::Func result, scan;
   // The input read through the boundary condition (if bounded); where the CPU schedule stages
   // rows (CpuPoolSchedule::stages), built as a copy instead: no pure value, then updates
-  // writing the lowest value before the row, the row, and the lowest value past it.
+  // writing the lowest value before the row, the row (rows inside the plane), the lowest value
+  // past it, and the lowest value across the row (rows outside the plane).
   Halide::Func padded;
-  // The copy's updates' domains: the columns before the row, the row, past it (none without one).
+  // The copy's updates' domains: before the row, the row, past it, the row outside the plane
+  // (none without a copy).
   std::vector<Halide::RDom> padded_columns;
   bool bounded;         // false: every window lies inside the input, read as it is
   std::vector<Halide::Var> x;  // spatial, innermost first
