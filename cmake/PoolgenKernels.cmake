@@ -131,6 +131,14 @@ set(POOLGEN_AVX512_ONLY_FAMILIES "max_pool2d_backward_k3s2p1_cl" CACHE STRING
 # on rows of fewer than 32 slots its AVX-512 variant would leave the call to the scatter.
 set(POOLGEN_AVX512_NARROW "max_pool2d_k2s2p0:8;max_pool3d_k2s2p0:8;max_pool1d_cl:16;max_pool2d_cl:16;max_pool3d_cl:16;max_pool2d_k3s2p1:12;max_unpool2d_k2s2p0_cl:16;max_unpool3d_k2s2p0_cl:16;max_pool2d_backward_k2s2p0_cl:16;max_pool1d_backward_k2s2p0:32" CACHE STRING
     "family:lanes entries: calls of fewer lanes run the AVX2 variant of that family's kernels")
+# Families whose AVX-512 variant loads under masks (a gather's taps, selected lane by lane) and
+# pays in cache only where masked loads that miss the caches run at memory latency (AMD's:
+# masked_loads_miss_slowly, runtime/parallel/settings.hpp): calls out of cache on such CPUs run
+# the next variant, as narrow calls do. 2-D k2s2p0 channels-last unpooling's gradient on the
+# Zen 5 VM, f32 i64, one thread, ms, AVX-512 / AVX2: 1x64x56x56 0.014 / 0.016, 2x64x112x112
+# 0.110 / 0.128, 8x64x112x112 1.68-2.70 / 1.06-1.19 (Intel: 1.78-1.84 / 2.70-2.72, kept there).
+set(POOLGEN_AVX512_IN_CACHE "max_unpool2d_backward_k2s2p0_cl" CACHE STRING
+    "Families whose calls out of cache run the AVX2 variant where masked loads miss slowly")
 set(POOLGEN_AVX512_FEATURE "avx512_skylake" CACHE STRING
     "Halide feature (and processor tuning) of the AVX-512 variant: avx512_skylake, avx512_zen4, ...")
 set(POOLGEN_AVX512_TARGET "")
@@ -144,7 +152,7 @@ if (POOLGEN_AVX512_FAMILIES AND poolgen_best MATCHES "^x86-64-" AND
 endif ()
 set(POOLGEN_AVX512_KERNELS "")  # their names, for the kernel table
 set(POOLGEN_AVX512_ONLY_KERNELS "")  # of those, POOLGEN_AVX512_ONLY_FAMILIES' (no AVX2 variant)
-set(POOLGEN_NARROW_VARIANTS "")  # POOLGEN_NARROW_VARIANT(name, symbol, lanes) rows (above)
+set(POOLGEN_NARROW_VARIANTS "")  # POOLGEN_NARROW_VARIANT(name, symbol, lanes, in_cache) rows
 list(GET POOLGEN_CPU_TARGETS 0 POOLGEN_NARROW_TARGET)
 poolgen_target_features(POOLGEN_NARROW_FEATURES ${POOLGEN_NARROW_TARGET})
 
@@ -273,24 +281,32 @@ function(poolgen_kernel name op nd k s p layout value index)
     if (wide)
       list(PREPEND targets ${POOLGEN_AVX512_TARGET})
       set(POOLGEN_AVX512_KERNELS ${POOLGEN_AVX512_KERNELS} ${name} PARENT_SCOPE)
-      # The next variant's argv entry, as Halide's multitarget library names it.
+      # The next variant's argv entry, as Halide's multitarget library names it, for the narrow
+      # calls and those out of cache.
+      set(lanes 0)
       foreach (entry IN LISTS POOLGEN_AVX512_NARROW)
         string(REPLACE ":" ";" entry "${entry}")
         list(GET entry 0 family)
-        list(GET entry 1 lanes)
-        if (family STREQUAL ARG_KNOBS AND POOLGEN_NARROW_TARGET MATCHES "-avx2")
-          string(REPLACE ";" "-" suffix "${features};no_runtime")
-          string(APPEND POOLGEN_NARROW_VARIANTS " POOLGEN_NARROW_VARIANT(${name}, "
-                 "\"${name}-${POOLGEN_NARROW_TARGET}-${suffix}_argv\", ${lanes})")
-          set(POOLGEN_NARROW_VARIANTS "${POOLGEN_NARROW_VARIANTS}" PARENT_SCOPE)
-          # Calls that narrow never reach the AVX-512 variant (runtime/dispatch/kernel_table.cpp:
-          # where weak symbols find the AVX2 entry; elsewhere they run its scalar loop), so it
-          # carries no vectors for them (CpuPoolSchedule::handed_off_below).
-          if (NOT MSVC)
-            list(APPEND wide_knobs "handed_off_below:${lanes}")
-          endif ()
+        if (family STREQUAL ARG_KNOBS)
+          list(GET entry 1 lanes)
         endif ()
       endforeach ()
+      set(in_cache false)
+      if (ARG_KNOBS IN_LIST POOLGEN_AVX512_IN_CACHE)
+        set(in_cache true)
+      endif ()
+      if ((lanes GREATER 0 OR in_cache) AND POOLGEN_NARROW_TARGET MATCHES "-avx2")
+        string(REPLACE ";" "-" suffix "${features};no_runtime")
+        string(APPEND POOLGEN_NARROW_VARIANTS " POOLGEN_NARROW_VARIANT(${name}, "
+               "\"${name}-${POOLGEN_NARROW_TARGET}-${suffix}_argv\", ${lanes}, ${in_cache})")
+        set(POOLGEN_NARROW_VARIANTS "${POOLGEN_NARROW_VARIANTS}" PARENT_SCOPE)
+        # Calls that narrow never reach the AVX-512 variant (runtime/dispatch/kernel_table.cpp:
+        # where weak symbols find the AVX2 entry; elsewhere they run its scalar loop), so it
+        # carries no vectors for them (CpuPoolSchedule::handed_off_below).
+        if (lanes GREATER 0 AND NOT MSVC)
+          list(APPEND wide_knobs "handed_off_below:${lanes}")
+        endif ()
+      endif ()
     endif ()
   endif ()
   # A value type's own hand knobs (POOLGEN_KNOBS_<family>_<value>) come after the family's and

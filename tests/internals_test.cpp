@@ -518,13 +518,50 @@ TEST(Gather, PaysByLayoutWindowSizeAndRow) {
   set_streaming_bytes(-1);
 }
 
+// The AVX-512-only channels-last gather with overlapping windows (POOLGEN_AVX512_ONLY_FAMILIES)
+// on CPUs whose masked loads miss slowly: only calls shared by threads and below the cache,
+// where the scatter would keep to one thread; elsewhere from 1 MiB shared (4 MiB on one).
+TEST(Gather, AvxOnlyGatherFollowsTheMaskedLoads) {
+  Kernel k{Op::pool_backward_window_gather, 2, 3, 2, 1, Layout::channels_last, DType::f32,
+           DType::i64, Device::cpu, 0, false, nullptr, ""};
+  k.avx512_only = true;
+#if defined(__x86_64__)
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                      __builtin_cpu_supports("avx512cd");
+#else
+  const bool avx512 = false;
+#endif
+  const int64_t mib = int64_t{1} << 20, cache = 64 * mib, in_cache = 8 * mib;
+  set_streaming_bytes(cache);
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    SCOPED_TRACE(threads);
+    const bool shared = sharing_threads(in_cache) > 1;
+    if (!avx512) {
+      EXPECT_FALSE(gather_pays(k, in_cache, 1));
+    } else if (masked_loads_miss_slowly()) {
+      EXPECT_EQ(gather_pays(k, in_cache, 1), shared);
+      EXPECT_FALSE(gather_pays(k, cache, 1));
+    } else {
+      EXPECT_TRUE(gather_pays(k, in_cache, 1));
+      EXPECT_TRUE(gather_pays(k, cache, 1));
+    }
+  }
+  set_num_threads(0);
+  set_streaming_bytes(-1);
+}
+
 // The AVX-512 variants that lose on narrow vectors (POOLGEN_AVX512_NARROW) hand calls of fewer
 // lanes to the next variant's own entry, found under the name Halide gives it (a weak symbol: a
 // wrong name would leave the wrapper serving them, unseen but for this test), where the CPU
-// runs that variant; calls of more lanes keep the multitarget wrapper.
+// runs that variant; calls of more lanes keep the multitarget wrapper. Those that pay in cache
+// only (POOLGEN_AVX512_IN_CACHE) hand it the calls out of cache where masked loads miss slowly.
 TEST(Variants, NarrowCallsRunTheNextVariant) {
-  std::vector<std::string> listed;
-#define POOLGEN_NARROW_VARIANT(name, symbol, lanes) listed.push_back(#name);
+  std::vector<std::string> listed, in_cache;
+#define POOLGEN_NARROW_VARIANT(name, symbol, lanes, cached) \
+  listed.push_back(#name);                                  \
+  if (cached) in_cache.push_back(#name);
   POOLGEN_NARROW_VARIANTS
 #undef POOLGEN_NARROW_VARIANT
 #if defined(__x86_64__)
@@ -540,15 +577,26 @@ TEST(Variants, NarrowCallsRunTheNextVariant) {
     const bool is_listed = std::find(listed.begin(), listed.end(), k.name) != listed.end();
     SCOPED_TRACE(k.name);
     EXPECT_EQ(k.narrow_entry != nullptr, is_listed);
+    const int64_t out_of_cache = out_of_cache_bytes();
     if (!is_listed) {
-      EXPECT_EQ(variant_for(k, 1), k.entry);
+      EXPECT_EQ(variant_for(k, 1, out_of_cache), k.entry);
       continue;
     }
     ++found;
-    EXPECT_GT(k.narrow_lanes, 1);
     EXPECT_NE(k.narrow_entry, k.entry);
-    EXPECT_EQ(variant_for(k, k.narrow_lanes), k.entry);
-    EXPECT_EQ(variant_for(k, k.narrow_lanes - 1), runs_avx2 ? k.narrow_entry : k.entry);
+    const bool cached = std::find(in_cache.begin(), in_cache.end(), k.name) != in_cache.end();
+    EXPECT_EQ(k.in_cache_only, cached);
+    if (k.narrow_lanes > 0) {
+      EXPECT_GT(k.narrow_lanes, 1);
+      EXPECT_EQ(variant_for(k, k.narrow_lanes, 0), k.entry);
+      EXPECT_EQ(variant_for(k, k.narrow_lanes - 1, 0), runs_avx2 ? k.narrow_entry : k.entry);
+    } else {
+      EXPECT_TRUE(cached);  // listed for one reason or the other
+    }
+    const int64_t wide = std::max(k.narrow_lanes, 1);
+    EXPECT_EQ(variant_for(k, wide, out_of_cache - 1), k.entry);
+    EXPECT_EQ(variant_for(k, wide, out_of_cache),
+              cached && runs_avx2 && masked_loads_miss_slowly() ? k.narrow_entry : k.entry);
   }
   EXPECT_EQ(found, listed.size());
 #if defined(__x86_64__)

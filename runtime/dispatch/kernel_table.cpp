@@ -19,7 +19,7 @@ extern "C" {
 // (weak: a build whose variants Halide names otherwise runs the wrapper; tests check the
 // default build's). Their names hold '-', which the assembler takes quoted.
 #if defined(__GNUC__)
-#define POOLGEN_NARROW_VARIANT(name, symbol, lanes) \
+#define POOLGEN_NARROW_VARIANT(name, symbol, lanes, in_cache) \
   __attribute__((weak)) int name##_narrow_argv(void** args) __asm__("\"" symbol "\"");
 POOLGEN_NARROW_VARIANTS
 #undef POOLGEN_NARROW_VARIANT
@@ -51,19 +51,22 @@ std::vector<Kernel> with_variants(std::vector<Kernel> kernels) {
     const char* name;
     KernelEntry entry;
     int lanes;
+    bool in_cache;
   };
 #if defined(__GNUC__)
-#define POOLGEN_NARROW_VARIANT(name, symbol, lanes) {#name, name##_narrow_argv, lanes},
+#define POOLGEN_NARROW_VARIANT(name, symbol, lanes, in_cache) \
+  {#name, name##_narrow_argv, lanes, in_cache},
 #else  // no weak symbols: the wrappers serve every call
-#define POOLGEN_NARROW_VARIANT(name, symbol, lanes)
+#define POOLGEN_NARROW_VARIANT(name, symbol, lanes, in_cache)
 #endif
-  static const Narrow narrow[] = {POOLGEN_NARROW_VARIANTS{nullptr, nullptr, 0}};
+  static const Narrow narrow[] = {POOLGEN_NARROW_VARIANTS{nullptr, nullptr, 0, false}};
 #undef POOLGEN_NARROW_VARIANT
   for (Kernel& k : kernels) {
     for (const Narrow* n = narrow; n->name; ++n) {
       if (n->entry && std::strcmp(n->name, k.name) == 0) {
         k.narrow_entry = n->entry;
         k.narrow_lanes = n->lanes;
+        k.in_cache_only = n->in_cache;
       }
     }
     for (const char* name : {POOLGEN_AVX512_ONLY_KERNEL_NAMES}) {
@@ -82,8 +85,10 @@ const KernelTable& forward_kernels() {
   return table;
 }
 
-KernelEntry variant_for(const Kernel& kernel, int64_t lanes) {
-  if (lanes >= kernel.narrow_lanes) return kernel.entry;  // narrow_lanes 0: no narrow variant
+KernelEntry variant_for(const Kernel& kernel, int64_t lanes, int64_t call_bytes) {
+  const bool out_of_cache = kernel.in_cache_only && call_bytes >= out_of_cache_bytes() &&
+                            masked_loads_miss_slowly();
+  if (lanes >= kernel.narrow_lanes && !out_of_cache) return kernel.entry;
   // Asked once, as the wrapper asks on its first call.
   static const bool runs = cpu_runs({POOLGEN_NARROW_FEATURES halide_target_feature_end});
   return runs ? kernel.narrow_entry : kernel.entry;
@@ -283,7 +288,14 @@ bool gather_pays(const Kernel& gather, int64_t bytes, int64_t row) {
     // Asked once, as the multitarget wrapper asks on its first call.
     static const bool avx512 = cpu_runs({POOLGEN_AVX512_FEATURES halide_target_feature_end});
     if (!avx512 && gather.avx512_only) return false;
-    return bytes >= (sharing_threads(bytes) > 1 ? kOverlapMinBytes : kMinBytes);
+    const bool shared = sharing_threads(bytes) > 1;
+    // Where masked loads miss slowly (Zen 5), the AVX-512-only gather (its taps' masked loads)
+    // lost to the scatter on one thread and out of cache, and won only where one image's
+    // scatter kept to one thread (docs/kernels.md, "Rows outside the plane").
+    if (gather.avx512_only && masked_loads_miss_slowly()) {
+      return shared && bytes >= kOverlapMinBytes && bytes < out_of_cache_bytes();
+    }
+    return bytes >= (shared ? kOverlapMinBytes : kMinBytes);
   }
   // The contiguous gradient of unpooling by windows: 2-3.5x slower than the gather by index on
   // the Intel Xeon VM at 45-400 MB (docs/kernels.md); faster on the AMD EPYC one past its L3.

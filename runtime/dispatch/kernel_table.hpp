@@ -47,21 +47,26 @@ struct Kernel {
   bool cell_vectors;          // a gather scheduled by vectors of cells (its `cell_vectors` knob)
   int (*entry)(void** args);  // Halide's <name>_argv
   const char* name;
-  // Where the AVX-512 variant loses on narrow vectors (POOLGEN_AVX512_NARROW): the next
-  // variant's own entry, for calls of fewer than narrow_lanes lanes (variant_for).
+  // Where the AVX-512 variant loses on narrow vectors (POOLGEN_AVX512_NARROW) or out of cache
+  // (POOLGEN_AVX512_IN_CACHE): the next variant's own entry, for calls of fewer than
+  // narrow_lanes lanes, and where in_cache_only, for calls out of cache on CPUs whose masked
+  // loads miss slowly (variant_for).
   int (*narrow_entry)(void** args) = nullptr;
   int narrow_lanes = 0;
+  bool in_cache_only = false;
   // Of POOLGEN_AVX512_ONLY_FAMILIES: its variants are AVX-512 and the floor's, and it pays only
   // where the CPU runs the first (gather_pays).
   bool avx512_only = false;
 };
 
 // The entry that runs a CPU kernel on a call whose vectors run along `lanes` elements
-// (contiguous: the output rows; channels-last: the channels): the kernel's narrow variant
-// below its lanes where this CPU runs it (the multitarget wrapper would otherwise pick the
-// AVX-512 variant), else the wrapper, which picks the richest variant the CPU runs.
+// (contiguous: the output rows; channels-last: the channels) and which moves `call_bytes`: the
+// kernel's next variant below its narrow lanes, or where it pays in cache only on a call out
+// of cache and the CPU's masked loads miss slowly (masked_loads_miss_slowly), where this CPU
+// runs that variant (the multitarget wrapper would otherwise pick the AVX-512 one); else the
+// wrapper, which picks the richest variant the CPU runs.
 using KernelEntry = int (*)(void** args);
-KernelEntry variant_for(const Kernel& kernel, int64_t lanes);
+KernelEntry variant_for(const Kernel& kernel, int64_t lanes, int64_t call_bytes);
 // `kernels` with the narrow variants of those the build gives one (POOLGEN_AVX512_NARROW), each
 // found where its archive is linked (a weak symbol), and avx512_only set, for either table.
 std::vector<Kernel> with_variants(std::vector<Kernel> kernels);

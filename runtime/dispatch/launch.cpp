@@ -40,6 +40,7 @@ void Launch::add_flag(bool value) {
 }
 
 Status Launch::run(int64_t call_bytes, bool* declined) {
+  if (lanes_ >= 0 && kernel_.in_cache_only) entry_ = variant_for(kernel_, lanes_, call_bytes);
   std::string error;
   const int result = kernel_.device == Device::cuda
                          ? run_on_cuda(&error)

@@ -51,11 +51,11 @@ class Launch {
   }
 
   // A CPU call runs the variant that pays for the extent its vectors run along (variant_for):
-  // the channels of channels-last `output`, else its rows.
+  // the channels of channels-last `output`, else its rows; and for the bytes it moves (run).
   void fit_variant(const View& output) {
-    const int64_t lanes = kernel_.layout == Layout::channels_last ? output.shape[1]
-                                                                   : output.shape[output.rank - 1];
-    entry_ = variant_for(kernel_, lanes);
+    lanes_ = kernel_.layout == Layout::channels_last ? output.shape[1]
+                                                      : output.shape[output.rank - 1];
+    entry_ = variant_for(kernel_, lanes_, 0);
   }
 
   // View k's buffer (in the order added), to move its data or its coordinates.
@@ -91,6 +91,7 @@ class Launch {
 
   const Kernel& kernel_;
   KernelEntry entry_;  // CPU: the wrapper, or the variant fit_variant chose
+  int64_t lanes_ = -1;  // fit_variant's lanes (-1: the wrapper serves every call)
   bool flat_;
   // Made by add_view: constructed up front, unused ones too, they cost a small call more than
   // 100 instructions.

@@ -99,6 +99,15 @@ namespace {
 }
 }  // namespace
 
+bool masked_loads_miss_slowly() {
+  static const bool amd = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+    return b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;  // "AuthenticAMD"
+  }();
+  return amd;
+}
+
 int64_t listed_cache_bytes() {
   static const int64_t bytes = [] {
     const int64_t intel = largest_cache(4), cache = intel > 0 ? intel : largest_cache(0x8000001D);
@@ -115,9 +124,11 @@ int64_t default_streaming_bytes() {
   return std::min(listed_cache_bytes(), kMaxCache);
 }
 #elif defined(POOLGEN_SSE2)
+bool masked_loads_miss_slowly() { return false; }
 int64_t listed_cache_bytes() { return int64_t{8} << 20; }
 int64_t default_streaming_bytes() { return listed_cache_bytes(); }
 #else
+bool masked_loads_miss_slowly() { return false; }
 int64_t listed_cache_bytes() { return std::numeric_limits<int64_t>::max(); }
 int64_t default_streaming_bytes() { return listed_cache_bytes(); }
 #endif

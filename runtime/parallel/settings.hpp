@@ -43,6 +43,12 @@ void note_settings_change();
 // unpooling by windows, gather_pays) start from it.
 int64_t out_of_cache_bytes();
 
+// Whether the processor's masked vector loads (AVX-512's, under a mask register) run at memory
+// latency when they miss the caches: AMD's (cpuid's vendor; measured on a Zen 5, where the
+// AVX-512 variants that load under masks lost 1.3-2.3x out of cache: docs/kernels.md, "Rows
+// outside the plane"). Read from the processor once; false off x86-64.
+bool masked_loads_miss_slowly();
+
 // The size of the largest data cache a core reaches, as the processor lists it (x86-64: cpuid's
 // cache parameters, 8 MiB if it lists none; elsewhere unbounded). Read from the processor once.
 int64_t listed_cache_bytes();
