@@ -487,7 +487,7 @@ TEST(HandWrittenKernels, ScatterLargeStoresAndAdds) {
 // When a fixed-window CPU gather is tried before the scatter (gather_pays): channels-last ones
 // always; contiguous ones scheduled by vectors of cells (their table row says so) from 4 MiB
 // with output rows of 64 slots; the other contiguous ones, and unpooling's gradient by windows,
-// from streaming_bytes(); every one when streaming_bytes() is 0.
+// from streaming_bytes() on rows of fewer than 512 slots; every one when streaming_bytes() is 0.
 TEST(Gather, PaysByLayoutWindowSizeAndRow) {
   const auto kernel = [](Op op, int nd, int k, int s, int p, Layout layout, bool cells) {
     return Kernel{op, nd, k, s, p, layout, DType::f32, DType::i64, Device::cpu, 0, cells, nullptr,
@@ -507,8 +507,10 @@ TEST(Gather, PaysByLayoutWindowSizeAndRow) {
     EXPECT_FALSE(gather_pays(*k, streaming, 63));
   }
   for (const Kernel* k : {&overlapping, &one_d, &windows}) {
-    EXPECT_FALSE(gather_pays(*k, streaming - 1, 1 << 20));
+    EXPECT_FALSE(gather_pays(*k, streaming - 1, 1));
     EXPECT_TRUE(gather_pays(*k, streaming, 1));
+    EXPECT_TRUE(gather_pays(*k, streaming, 511));
+    EXPECT_FALSE(gather_pays(*k, streaming, 512));
   }
   EXPECT_TRUE(gather_pays(cl, 1, 1));
   set_streaming_bytes(0);
