@@ -59,9 +59,9 @@ class MaxPool : public Generator<MaxPool> {
     if (cpu && cpu->stages(bounded, l)) {
       // The boundary condition's values (below), built as a copy for the rows the schedule
       // stages: the lowest value in the columns the windows reach before and past the row, the
-      // row between them, and the lowest value across rows outside the plane. A boundary condition's
-      // vectors at the row's ends load through clamped indices, which are gathers; the copy's
-      // load dense (1x64x28x28 k3s2p1 f32 on AVX2: 43 -> 40 us; docs/kernels.md).
+      // row between them, and the lowest value across rows outside the plane. A boundary
+      // condition's vectors at the row's ends load through clamped indices, which are gathers;
+      // the copy's load dense (1x64x28x28 k3s2p1 f32 on AVX2: 43 -> 40 us; docs/kernels.md).
       std::vector<Var> args(rank + 2);
       padded(args) = undef(value_type);
       // Every window starts inside the row or its padding before it (pool_output_shape's rule,
@@ -70,8 +70,8 @@ class MaxPool : public Generator<MaxPool> {
       const Expr before = -window[0].start(0), past = (window[0].kernel - 1) * window[0].dilation;
       std::vector<Expr> at(args.begin(), args.end());
       RDom left(row.min - before, before, "left_padding"),
-          right(row.min + row.extent, past, "right_padding"), columns(row.min, row.extent, "column"),
-          outside(row.min, row.extent, "column_outside");
+          right(row.min + row.extent, past, "right_padding"),
+          columns(row.min, row.extent, "column"), outside(row.min, row.extent, "column_outside");
       padded_columns = {left, columns, right, outside};
       at[0] = left;
       padded(at) = lowest(value_type);
