@@ -436,11 +436,11 @@ set(POOLGEN_UNPOOL_GATHER_FAMILIES "max_unpool2d_k2s2p0_cl" CACHE STRING
 # thread, ms, gather / scatter 1.22-1.37 / 2.2-2.5 (i64 indices), for 26 KB an index type; and
 # the 3-D channels-last one, 3-D NDHWC's (2x16x32x64x64, ms, one / two threads: 1.10-1.13 /
 # 0.52-0.54 -> 0.73-0.75 / 0.36-0.37; 1x16x16x32x32 54 -> 44 us), for 31 KB an index type.
-# The contiguous 3-D one, NCDHW's (Intel Xeon, 2x16x32x64x64, ms, one / two threads, gather /
-# scatter: 0.79-0.81 / 0.40 against 1.03-1.04 / 0.52, i32 indices 0.72 / 0.38 against 0.98 /
-# 0.50), for 31 KB an index type.
-set(POOLGEN_DEFAULT_UNPOOL_GATHERS b32:max_unpool2d_k2s2p0 b32:max_unpool3d_k2s2p0_cl
-    b32:max_unpool3d_k2s2p0)
+# The contiguous 3-D one, NCDHW's, is no longer built by default: it had led the scatter (Intel
+# Xeon, 2x16x32x64x64, ms, one / two threads, gather / scatter: 0.79-0.81 / 0.40 against
+# 1.03-1.04 / 0.52), and the scatter prefetching its reads now leads it (Zen 5 VM, i64: 0.59-0.61
+# / 0.28-0.29 against 0.40 / 0.20), which saves 31 KB an index type.
+set(POOLGEN_DEFAULT_UNPOOL_GATHERS b32:max_unpool2d_k2s2p0 b32:max_unpool3d_k2s2p0_cl)
 
 # The value types with fixed-window kernels: those inference pools (f32, bf16, i8, u8; on ARM
 # also f16, which it computes natively). x86 has no 16-bit float arithmetic, and its f16 window
@@ -566,13 +566,13 @@ endforeach ()
 # unpooling gather measured 0.8-1.0x its scatter (which stores rather than adds) and is not built.
 # And, with AVX-512, the 2-D channels-last k3s2p1 one for i64 indices (POOLGEN_AVX512_ONLY_FAMILIES
 # has its figures); with i32 indices, whose scatter is faster, it measured 0.77-0.97x the
-# scatter on one thread (Intel Xeon, 1x64x56x56 to 8x64x112x112). And the contiguous 3-D one
-# for i64 indices, NCDHW's (Intel Xeon, 2x16x32x64x64, ms, one / two threads, gather / scatter:
-# 0.81-0.83 / 0.42 against 1.04 / 0.53; i32 0.73 / 0.39 against 1.00-1.01 / 0.51, left out for
-# the 3 MB f32 share: 31 KB). Entries are <value>:<family>[:<index>].
+# scatter on one thread (Intel Xeon, 1x64x56x56 to 8x64x112x112). The contiguous 3-D one,
+# NCDHW's, had led the scatter (Intel Xeon, 2x16x32x64x64, ms, one / two threads, gather /
+# scatter: 0.81-0.83 / 0.42 against 1.04 / 0.53) until the scatter prefetched its reads (Zen 5
+# VM, i64: 0.58-0.61 / 0.28-0.29 against 0.47 / 0.23-0.24), and is built on request only.
+# Entries are <value>:<family>[:<index>].
 set(POOLGEN_DEFAULT_BACKWARD_WINDOWS f32:max_pool2d_backward_k2s2p0_cl f32:max_pool3d_backward_k2s2p0_cl
-    f32:max_pool1d_backward_k2s2p0 f32:max_pool2d_backward_k2s2p0 f32:max_pool2d_backward_k3s2p1_cl:i64
-    f32:max_pool3d_backward_k2s2p0:i64)
+    f32:max_pool1d_backward_k2s2p0 f32:max_pool2d_backward_k2s2p0 f32:max_pool2d_backward_k3s2p1_cl:i64)
 # Unpooling's gradient for SegNet indices (every index in its own cell's k2s2p0 window): each
 # cell reads its window densely (generators/max_unpool_backward_window_generator.cpp) rather than
 # gathering by index; a call whose indices leave their windows takes the gather by index. f32,

@@ -86,53 +86,69 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
         l == Layout::contiguous || (cpu && cpu->scalar_index_bits == Type(index_type).bits());
     const bool skips = accumulate && !zeroes && scalar;
     const Expr elements = values_->dim(plane_dim).extent();
-    RDom r(0, elements, "element");
-    // Unrolled (the schedule's knob), the loop's tail is guarded, but bounds inference would
-    // size the indices by whole unrolled steps (the where-clause reads them ahead of the guard):
-    // the position, and channels-last's channel (whose loop is the one unrolled there), are
-    // promised inside their extents, which the guard ensures.
-    const Expr position = skips ? unsafe_promise_clamped(r, 0, elements - 1) : Expr(r);
-    const int channel_dim = l == Layout::channels_last ? 0 : 1;
-    const Expr channel_min = values_->dim(channel_dim).min();
-    const Expr channel =
-        skips ? unsafe_promise_clamped(c_, channel_min,
-                                       channel_min + values_->dim(channel_dim).extent() - 1)
-              : Expr(c_);
-    const std::vector<Expr> element = tensor_args<Expr>({position}, channel, n_, l);
-    Expr index = (*indices_)(element);
-    if (!accumulate) {
-      Expr plane_number = cast<int64_t>(n_) * values_->dim(channel_dim).extent() + c_;
-      index = cast<int64_t>(index) - (*plane_origin_ + plane_number) * *plane_stride_;
-    }
-    Expr first = cast(index.type(), output_->dim(plane_dim).min());
-    Expr plane = cast(index.type(), output_->dim(plane_dim).extent());
-    Expr valid = in_range(index, first, plane);
-    if (zeroes) r.where(runs);
-    if (skips) r.where(valid);
-    // Nothing outside the output is written: the accumulating vectors clamp their slots (an
-    // invalid one adds -0.0); elsewhere a slot is stored only once the where-clause or the
-    // require (which returns before the store) found it valid, so it is promised inside.
-    const bool clamps = accumulate && !skips;
-    Expr slot = cast<int32_t>(clamps ? clamp(index, first, first + plane - 1)
-                                     : unsafe_promise_clamped(index, first, first + plane - 1));
-    const std::vector<Expr> at = tensor_args<Expr>({slot}, c_, n_, l);
-    Expr value = (*values_)(element);
-    if (skips) {
-      out(at) = add_in_type(out(at), value);
-    } else if (accumulate) {
-      // A dropped element adds -0.0 to the slot it was clamped to, which leaves every value as
-      // it is (-0.0 too); a where-clause would keep channels-last's vectors from forming.
-      out(at) = add_in_type(out(at), select(valid, value, -cast(value_type, 0)));
+    // Prefetching (contiguous), whole steps of `unroll` elements are a 2-D domain (the step's
+    // elements inside) and the rest an update of its own: the prefetched addresses are then a
+    // step ahead's, with none of a guarded tail's bounds to compute every step.
+    const int steps =
+        cpu && cpu->prefetch_elements > 0 && l == Layout::contiguous ? cpu->unroll : 1;
+    RDom r = steps > 1 ? RDom(0, steps, 0, elements / steps, "step") : RDom(0, elements, "element");
+    const auto scatter = [&](RDom r, Expr position) {
+      // Unrolled (the schedule's knob), the loop's tail is guarded, but bounds inference would
+      // size the indices by whole unrolled steps (the where-clause reads them ahead of the
+      // guard): the position, and channels-last's channel (whose loop is the one unrolled
+      // there), are promised inside their extents, which the guard ensures.
+      if (skips) position = unsafe_promise_clamped(position, 0, elements - 1);
+      const int channel_dim = l == Layout::channels_last ? 0 : 1;
+      const Expr channel_min = values_->dim(channel_dim).min();
+      const Expr channel =
+          skips ? unsafe_promise_clamped(c_, channel_min,
+                                         channel_min + values_->dim(channel_dim).extent() - 1)
+                : Expr(c_);
+      const std::vector<Expr> element = tensor_args<Expr>({position}, channel, n_, l);
+      Expr index = (*indices_)(element);
+      if (!accumulate) {
+        Expr plane_number = cast<int64_t>(n_) * values_->dim(channel_dim).extent() + c_;
+        index = cast<int64_t>(index) - (*plane_origin_ + plane_number) * *plane_stride_;
+      }
+      Expr first = cast(index.type(), output_->dim(plane_dim).min());
+      Expr plane = cast(index.type(), output_->dim(plane_dim).extent());
+      Expr valid = in_range(index, first, plane);
+      if (zeroes) r.where(runs);
+      if (skips) r.where(valid);
+      // Nothing outside the output is written: the accumulating vectors clamp their slots (an
+      // invalid one adds -0.0); elsewhere a slot is stored only once the where-clause or the
+      // require (which returns before the store) found it valid, so it is promised inside.
+      const bool clamps = accumulate && !skips;
+      Expr slot = cast<int32_t>(clamps ? clamp(index, first, first + plane - 1)
+                                       : unsafe_promise_clamped(index, first, first + plane - 1));
+      const std::vector<Expr> at = tensor_args<Expr>({slot}, c_, n_, l);
+      Expr value = (*values_)(element);
+      if (skips) {
+        out(at) = add_in_type(out(at), value);
+      } else if (accumulate) {
+        // A dropped element adds -0.0 to the slot it was clamped to, which leaves every value as
+        // it is (-0.0 too); a where-clause would keep channels-last's vectors from forming.
+        out(at) = add_in_type(out(at), select(valid, value, -cast(value_type, 0)));
+      } else {
+        // An invalid index stops the kernel with an error.
+        out(at) = require(valid, value, "max_unpool: index", index, "outside plane of", plane);
+      }
+    };
+    if (steps > 1) {
+      scatter(r, r.y * steps + r.x);
+      const Expr stepped = elements / steps * steps;
+      RDom rest(stepped, elements - stepped, "rest");
+      scatter(rest, rest);
     } else {
-      // An invalid index stops the kernel with an error.
-      out(at) = require(valid, value, "max_unpool: index", index, "outside plane of", plane);
+      scatter(r, r);
     }
 
     // Estimates for the autoschedulers: the 2-D benchmark shape's planes.
     values_->set_estimates(representative_region(2, l, 2, true));
     indices_->set_estimates(representative_region(2, l, 2, true));
     output_->set_estimates(representative_region(2, l, 1, true));
-    const ScatterStages stages{out, p_, c_, n_, r, every_slot, l, skips};
+    const ScatterStages stages{out,        p_, c_, n_, r, every_slot, l, skips,
+                               ImageParam(*values_).parameter(), ImageParam(*indices_).parameter()};
     if (get_target().has_gpu_feature()) {
       gpu_knobs.apply(stages, get_target());
     } else {

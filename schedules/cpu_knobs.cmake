@@ -16,11 +16,20 @@ set(POOLGEN_KNOBS_max_pool1d stage_rows:false,narrow_vectors:false)
 # 18.4 -> 5.0 (docs/kernels.md). Wider rows keep their own vectors: across rows measured slower
 # from 16 outputs (64x64x32 k2s2p0 34 -> 71).
 set(POOLGEN_KNOBS_max_pool1d_f32 channel_vectors:4)
-# The contiguous unpooling scatter steps 4 elements a loop trip (its count and branch shared):
-# f32 i64 on one thread, time against 1, medians of three interleaved runs: 1x64x28x28 0.92,
-# 1x64x56x56 0.90 (8: 0.91, 0.89; 2: 0.94, 0.95); 7x7, 14x14 and 8x64x112x112 within noise.
-# The gradient's scatter measured 5% slower unrolled by 4 (1x64x56x56) and keeps 1.
-set(POOLGEN_KNOBS_max_unpool_scatter unroll:4)
+# The contiguous unpooling scatter steps 8 elements a loop trip (its count and branch shared) and
+# prefetches the values and indices 512 elements ahead: its stores to scattered slots stalled it
+# on index loads the hardware prefetchers issued too late. Zen 5 VM, f32 i64, one thread, ms,
+# medians of 4 interleaved runs: 8x64x112x112 k3s2p1 1.93-2.0 -> 1.28-1.36 (256 ahead: 1.37,
+# 1024: 1.55; prefetching every plane a plane ahead: 2.4), 1x64x56x56 0.027 -> 0.025;
+# prefetching inside a guarded unrolled loop cost 1x64x56x56 25% (its bounds every step), hence
+# the generator's whole steps. Before (unroll 4 alone, against 1): 1x64x28x28 0.92, 1x64x56x56
+# 0.90. Pooling's gradient scatter (adding, skipping dropped elements) likewise: f32 i64, ms,
+# one / two threads, 3 interleaved runs, NCHW 8x64x112x112 k3s2p1 1.93-2.04 / 1.01-1.07 ->
+# 1.38-1.48 / 0.76-0.80, k2s2p0 1.82-2.08 / 0.98-1.02 -> 1.32-1.35 / 0.72-0.76, NCDHW
+# 2x16x32x64x64 k2s2p0 0.51-0.55 / 0.25-0.26 -> 0.41-0.45 / 0.21-0.22, 1x64x56x56 k3s2p1 0.032-
+# 0.037 -> 0.030-0.031 (unrolled by 4 without prefetching it had measured 5% slower).
+set(POOLGEN_KNOBS_max_unpool_scatter unroll:8,prefetch_elements:512)
+set(POOLGEN_KNOBS_max_pool_backward_scatter ${POOLGEN_KNOBS_max_unpool_scatter})
 # The channels-last pooling gradient's scatter, f32 with i64 indices, as a scalar loop that skips
 # dropped elements: its vectors of channels went lane by lane through their slots anyway, and
 # spent AVX2's shuffle port on them and on 64-bit clamps (f32 i64, one thread, us, Intel:

@@ -283,6 +283,7 @@ void CpuScatterSchedule::read(Knobs& knobs) {
   knobs.take("vector_width", &vector_width);
   knobs.take("unroll", &unroll);
   knobs.take("scalar_index_bits", &scalar_index_bits);
+  knobs.take("prefetch_elements", &prefetch_elements);
 }
 
 void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) const {
@@ -297,7 +298,14 @@ void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) con
     }
   } else if (s.layout == Layout::contiguous) {
     // One element after another, by design; unrolled, the loop's count and branch are shared.
-    if (unroll > 1) {
+    if (s.r.dimensions() == 2) {  // whole steps, then the rest (prefetch_elements)
+      out.update(0).unroll(s.r.x);
+      for (const Parameter& read : {s.values, s.indices}) {
+        out.update(0).prefetch(read, s.r.y, s.r.y, prefetch_elements / unroll,
+                               PrefetchBoundStrategy::NonFaulting);
+      }
+      out.update(1).unscheduled();
+    } else if (unroll > 1) {
       RVar outer("element_o"), inner("element_i");
       out.update().split(s.r, outer, inner, unroll, TailStrategy::GuardWithIf).unroll(inner);
     } else {

@@ -115,6 +115,8 @@ struct ScatterStages {
   Halide::RDom slots;  // GPUs: the zeroing update's domain (every slot); undefined on the CPU
   Layout layout;
   bool skips = false;  // dropped elements skipped by a where-clause, in scalar loops only
+  // The buffers the scatter reads, for prefetches (CpuScatterSchedule::prefetch_elements).
+  Halide::Parameter values = {}, indices = {};
 };
 
 // The scatter runs on one group of planes per call, in one thread (the runtime spreads groups
@@ -127,6 +129,12 @@ struct CpuScatterSchedule {
   // channels innermost, that skips dropped elements rather than vectors of channels that clamp
   // their slots (whose loads, adds and stores go lane by lane anyway); 0: vectors.
   int scalar_index_bits = 0;
+  // Contiguous: the values and indices this many elements ahead are prefetched, a step
+  // of `unroll` elements at a time (0: none). The loop's stores to scattered slots keep its
+  // window too short for the hardware prefetchers to issue the loads it waits on early enough.
+  // The generator then steps whole steps in one update (ScatterStages::r 2-D) and the rest in
+  // another.
+  int prefetch_elements = 0;
 
   void read(Knobs& knobs);
   void apply(const ScatterStages& s, const Halide::Target& target) const;

@@ -611,11 +611,10 @@ TEST(BackwardKernelChoice, PoolNamesFollowLayoutDTypesAndPath) {
             const std::string window_kernel = family + (cl ? "_cl" : "") + suffix;
             const bool has_window = w > 0 && find_kernel(kernels, window_kernel) != nullptr;
             // f32's channels-last k2s2p0 gathers (2-D, 3-D) and its contiguous 1-D and 2-D ones
-            // are built by default, its contiguous 3-D one for i64, and with AVX-512 its 2-D
-            // channels-last k3s2p1 one for i64.
+            // are built by default, and with AVX-512 its 2-D channels-last k3s2p1 one for i64.
             const bool by_default =
                 value == DType::f32 &&
-                ((w == 1 && (cl ? nd >= 2 : (nd <= 2 || index == DType::i64))) ||
+                ((w == 1 && (cl ? nd >= 2 : nd <= 2)) ||
                  (w == 2 && cl && nd == 2 && avx512_built && index == DType::i64));
             if (w == 1 || w == 2) {
               EXPECT_EQ(has_window, (windows_built && !skipped) || by_default)
