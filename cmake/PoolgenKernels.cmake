@@ -92,11 +92,14 @@ poolgen_target_features(POOLGEN_CPU_FLOOR_FEATURES ${POOLGEN_CPU_FLOOR_TARGET})
 # 1.59-1.61; in cache 1x16x16x32x32 0.023 against 0.032, 2x32x32x32x32 0.152 against 0.22.
 # Like its 2-D sibling it runs whole vectors only: 24 channels leave the call to the scatter
 # (2x24x32x64x64 1.45 against 1.09), 8 go to it anyway (0.25 against the AVX2 gather's 0.34).
-# The channels-last unpooling scatter gained too (NHWC k3s2p1 8x64x112x112 1.71-2.00 /
-# 0.60-0.66 against 2.42-2.56 / 1.10-1.14) but lost below 32 channels (8x8x224x224 0.84-0.88
-# against 0.71-0.73), and the scatters have no narrow rule yet; unpooling's gradients by index
-# and the channels-last pooling gradient's scatter measured even or slower.
-set(POOLGEN_AVX512_FAMILIES "max_pool1d;max_pool2d;max_pool3d;max_pool1d_cl;max_pool2d_cl;max_pool3d_cl;max_pool2d_k2s2p0;max_pool3d_k2s2p0;max_pool2d_k3s2p1;max_pool2d_k3s2p1_cl;max_pool3d_k3s2p1_cl;max_pool2d_k2s2p0_cl;max_unpool2d_k2s2p0_cl;max_unpool3d_k2s2p0_cl;max_pool2d_backward_k2s2p0_cl;max_unpool2d_backward_k2s2p0_cl;max_pool2d_k2s2p0_flat;max_pool1d_backward_k2s2p0;max_pool3d_backward_k2s2p0_cl"
+# The channels-last unpooling scatter (vectors of channels), from 32 channels (POOLGEN_AVX512_
+# NARROW): NHWC k3s2p1, one / two threads, two interleaved runs, 8x64x112x112 1.71-2.00 /
+# 0.60-0.91 against 2.42-2.61 / 1.10-1.26, 8x32x112x112 0.61-0.63 / 0.29 against 1.00-1.08 /
+# 0.50-0.53; 8x48x112x112 even (1.17-1.21 against 1.18-1.19), 1x64x56x56 even; fewer channels
+# lose (8x8x224x224 0.78-0.89 against 0.65-0.68, 8x16x224x224 1.83-1.98 against 1.77-1.84).
+# Unpooling's gradients by index and the channels-last pooling gradient's scatter measured even
+# or slower.
+set(POOLGEN_AVX512_FAMILIES "max_pool1d;max_pool2d;max_pool3d;max_pool1d_cl;max_pool2d_cl;max_pool3d_cl;max_pool2d_k2s2p0;max_pool3d_k2s2p0;max_pool2d_k3s2p1;max_pool2d_k3s2p1_cl;max_pool3d_k3s2p1_cl;max_pool2d_k2s2p0_cl;max_unpool2d_k2s2p0_cl;max_unpool3d_k2s2p0_cl;max_pool2d_backward_k2s2p0_cl;max_unpool2d_backward_k2s2p0_cl;max_pool2d_k2s2p0_flat;max_pool1d_backward_k2s2p0;max_pool3d_backward_k2s2p0_cl;max_unpool_scatter_cl"
     CACHE STRING
     "Kernel families (names without types) with an AVX-512 variant besides POOLGEN_CPU_TARGETS")
 set(POOLGEN_AVX512_TYPES "f32" CACHE STRING
@@ -139,7 +142,7 @@ set(POOLGEN_AVX512_ONLY_FAMILIES "max_pool2d_backward_k3s2p1_cl" CACHE STRING
 # on a Zen 4. 2-D k3s2p1 NCHW likewise from rows of 12 (schedules/cpu_knobs.cmake): 1x64x28x28
 # 39-49 / 30 us. The 1-D pooling gradient's gather runs whole vectors of cells, two slots each:
 # on rows of fewer than 32 slots its AVX-512 variant would leave the call to the scatter.
-set(POOLGEN_AVX512_NARROW "max_pool2d_k2s2p0:8;max_pool3d_k2s2p0:8;max_pool1d_cl:16;max_pool2d_cl:16;max_pool3d_cl:16;max_pool2d_k3s2p1:12;max_unpool2d_k2s2p0_cl:16;max_unpool3d_k2s2p0_cl:16;max_pool2d_backward_k2s2p0_cl:16;max_pool1d_backward_k2s2p0:32;max_pool3d_backward_k2s2p0_cl:16" CACHE STRING
+set(POOLGEN_AVX512_NARROW "max_pool2d_k2s2p0:8;max_pool3d_k2s2p0:8;max_pool1d_cl:16;max_pool2d_cl:16;max_pool3d_cl:16;max_pool2d_k3s2p1:12;max_unpool2d_k2s2p0_cl:16;max_unpool3d_k2s2p0_cl:16;max_pool2d_backward_k2s2p0_cl:16;max_pool1d_backward_k2s2p0:32;max_pool3d_backward_k2s2p0_cl:16;max_unpool_scatter_cl:32" CACHE STRING
     "family:lanes entries: calls of fewer lanes run the AVX2 variant of that family's kernels")
 # Families whose AVX-512 variant loads under masks (a gather's taps, selected lane by lane) and
 # pays in cache only where masked loads that miss the caches run at memory latency (AMD's:

@@ -416,6 +416,7 @@ ScatterLaunch::ScatterLaunch(const Kernel& kernel, const View& v, const View& i,
     add_scalar(stride);
   }
   add_view(o, kernel.value, Access::write);
+  fit_variant(o);
 }
 
 std::unique_ptr<DirectScatter> DirectScatter::make(const Kernel& kernel, ScatterMode mode,
