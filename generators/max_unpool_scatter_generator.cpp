@@ -92,7 +92,7 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
     const int steps =
         cpu && cpu->prefetch_elements > 0 && l == Layout::contiguous ? cpu->unroll : 1;
     RDom r = steps > 1 ? RDom(0, steps, 0, elements / steps, "step") : RDom(0, elements, "element");
-    const auto scatter = [&](RDom r, Expr position) {
+    const auto scatter = [&](RDom domain, Expr position) {
       // Unrolled (the schedule's knob), the loop's tail is guarded, but bounds inference would
       // size the indices by whole unrolled steps (the where-clause reads them ahead of the
       // guard): the position, and channels-last's channel (whose loop is the one unrolled
@@ -113,8 +113,8 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
       Expr first = cast(index.type(), output_->dim(plane_dim).min());
       Expr plane = cast(index.type(), output_->dim(plane_dim).extent());
       Expr valid = in_range(index, first, plane);
-      if (zeroes) r.where(runs);
-      if (skips) r.where(valid);
+      if (zeroes) domain.where(runs);
+      if (skips) domain.where(valid);
       // Nothing outside the output is written: the accumulating vectors clamp their slots (an
       // invalid one adds -0.0); elsewhere a slot is stored only once the where-clause or the
       // require (which returns before the store) found it valid, so it is promised inside.
@@ -147,8 +147,9 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
     values_->set_estimates(representative_region(2, l, 2, true));
     indices_->set_estimates(representative_region(2, l, 2, true));
     output_->set_estimates(representative_region(2, l, 1, true));
-    const ScatterStages stages{out,        p_, c_, n_, r, every_slot, l, skips,
-                               ImageParam(*values_).parameter(), ImageParam(*indices_).parameter()};
+    const ScatterStages stages{out, p_, c_, n_, r, every_slot, l, skips,
+                               ImageParam(*values_).parameter(),
+                               ImageParam(*indices_).parameter()};
     if (get_target().has_gpu_feature()) {
       gpu_knobs.apply(stages, get_target());
     } else {

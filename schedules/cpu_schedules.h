@@ -107,7 +107,8 @@ struct CpuFlatPoolSchedule {
 };
 
 // Stages of max_unpool_scatter: out(p, c, n) zeroed, then one update scattering the elements r
-// into each plane (channels-last: out(c, p, n)).
+// into each plane (channels-last: out(c, p, n)); where the CPU schedule prefetches, r is 2-D
+// (an element of a step, the step) and a second update scatters the rest of each plane.
 struct ScatterStages {
   Halide::Func out;
   Halide::Var p, c, n;
