@@ -92,18 +92,18 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
     const int steps =
         cpu && cpu->prefetch_elements > 0 && l == Layout::contiguous ? cpu->unroll : 1;
     RDom r = steps > 1 ? RDom(0, steps, 0, elements / steps, "step") : RDom(0, elements, "element");
+    // Unrolled (the schedule's knob), the loop's tail is guarded, but bounds inference would size
+    // the indices by whole unrolled steps (the where-clause reads them ahead of the guard): the
+    // position, and channels-last's channel (whose loop is the one unrolled there), are promised
+    // inside their extents, which the guard ensures.
+    const int channel_dim = l == Layout::channels_last ? 0 : 1;
+    const Expr channel_min = values_->dim(channel_dim).min();
+    const Expr channel =
+        skips ? unsafe_promise_clamped(c_, channel_min,
+                                       channel_min + values_->dim(channel_dim).extent() - 1)
+              : Expr(c_);
     const auto scatter = [&](RDom domain, Expr position) {
-      // Unrolled (the schedule's knob), the loop's tail is guarded, but bounds inference would
-      // size the indices by whole unrolled steps (the where-clause reads them ahead of the
-      // guard): the position, and channels-last's channel (whose loop is the one unrolled
-      // there), are promised inside their extents, which the guard ensures.
       if (skips) position = unsafe_promise_clamped(position, 0, elements - 1);
-      const int channel_dim = l == Layout::channels_last ? 0 : 1;
-      const Expr channel_min = values_->dim(channel_dim).min();
-      const Expr channel =
-          skips ? unsafe_promise_clamped(c_, channel_min,
-                                         channel_min + values_->dim(channel_dim).extent() - 1)
-                : Expr(c_);
       const std::vector<Expr> element = tensor_args<Expr>({position}, channel, n_, l);
       Expr index = (*indices_)(element);
       if (!accumulate) {

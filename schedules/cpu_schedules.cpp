@@ -284,7 +284,6 @@ void CpuScatterSchedule::read(Knobs& knobs) {
   knobs.take("unroll", &unroll);
   knobs.take("scalar_index_bits", &scalar_index_bits);
   knobs.take("prefetch_elements", &prefetch_elements);
-  knobs.take("handed_off_below", &handed_off_below);
 }
 
 void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) const {

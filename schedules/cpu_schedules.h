@@ -136,9 +136,6 @@ struct CpuScatterSchedule {
   // The generator then steps whole steps in one update (ScatterStages::r 2-D) and the rest in
   // another.
   int prefetch_elements = 0;
-  // As pooling's: calls of fewer channels (channels-last) run another variant. The vectors of
-  // channels keep their masked tail, which the calls handed over would have needed.
-  int handed_off_below = 0;
 
   void read(Knobs& knobs);
   void apply(const ScatterStages& s, const Halide::Target& target) const;

@@ -120,6 +120,10 @@ std::string Knobs::autoscheduler() const {
 
 void Knobs::check_all_taken() const {
   for (const auto& [name, value] : values_) {
+    // The build gives every family of POOLGEN_AVX512_NARROW the lanes below which its calls run
+    // another variant: a fact about the calls, which a schedule that lays out no code by width
+    // (the channels-last scatter's) has no use for.
+    if (name == "handed_off_below") continue;
     _halide_user_assert(taken_.count(name)) << "cpu_schedule: this schedule has no knob " << name
                                     << " (entry \"" << entry_ << "\")";
   }
