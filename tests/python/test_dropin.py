@@ -335,10 +335,12 @@ def test_windows_alternating_on_one_thread():
 def test_repeated_calls_run_prepared():
     """A call repeating the thread's latest arguments but its data reruns their prepared call,
     on outputs allocated as PyTorch allocates them: repeats on new data in each layout (a
-    channels-last input, a batch-less one, a strided one, an expanded one, 1-D), with a call
-    whose outputs are given between repeats, all give stock's results, strides included."""
+    channels-last input, one whose outputs' strides are contiguous but for unit extents, a
+    batch-less one, a strided one, an expanded one, 1-D), with a call whose outputs are given
+    between repeats, all give stock's results, strides included."""
     base = torch.randn(2, 3, 8, 8)
     layouts = [lambda t: t, lambda t: t.contiguous(memory_format=torch.channels_last),
+               lambda t: t[:1, :, :2, :2].contiguous(memory_format=torch.channels_last),
                lambda t: t[0], lambda t: t[:, :, :, :7],
                lambda t: t[:1, :1, :1, :1].expand(2, 3, 8, 8), lambda t: t.flatten(-2)]
     for k, layout in enumerate(layouts):

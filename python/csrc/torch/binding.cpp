@@ -264,7 +264,11 @@ Outcome check_pytorch_padding(int nd, const int64_t* kernel, const int64_t* padd
 // makes no key (the options refuse it anyway).
 class WindowKey {
  public:
-  WindowKey(int nd, int64_t flag) : values_{nd, flag}, size_(2) {}
+  // The lists' slots are written as they are added (zeroing them all cost a tiny call 1%).
+  WindowKey(int nd, int64_t flag) : size_(2) {
+    values_[0] = nd;
+    values_[1] = flag;
+  }
   void add(at::IntArrayRef list) {
     if (list.size() > kMaxRank) {
       keyed_ = false;
@@ -419,12 +423,17 @@ class LatestPrepared {
   LatestPrepared& operator=(const LatestPrepared&) = delete;
   ~LatestPrepared() { poolgen_prepared_free(prepared_); }
 
-  // Runs the call of `views` and `o`, prepared by `prepare` unless it is the latest's.
+  // Runs the call of `views` and `o`, prepared by `prepare` unless it is the latest's. With
+  // `stamp`: in, the stamp of a preparation the caller knows `views` and `o` match but for
+  // their data (0: none), which skips the comparison while it is still the latest; out, the
+  // stamp of the preparation this call ran (never 0).
   template <typename Prepare>
-  Outcome run(Prepare prepare, int nd, const poolgen_tensor (&views)[3], const Options& o) {
-    if (!(prepared_ && nd == nd_ && same_but_data(views[0], views_[0]) &&
-          same_but_data(views[1], views_[1]) && same_but_data(views[2], views_[2]) &&
-          std::memcmp(&o, &options_, sizeof o) == 0)) {
+  Outcome run(Prepare prepare, int nd, const poolgen_tensor (&views)[3], const Options& o,
+              uint64_t* stamp) {
+    const bool known = stamp && prepared_ && *stamp == stamp_;
+    if (!known && !(prepared_ && nd == nd_ && same_but_data(views[0], views_[0]) &&
+                    same_but_data(views[1], views_[1]) && same_but_data(views[2], views_[2]) &&
+                    std::memcmp(&o, &options_, sizeof o) == 0)) {
       poolgen_prepared_free(prepared_);
       prepared_ = nullptr;
       const Outcome r = call([&](char* m, size_t n) {
@@ -434,7 +443,9 @@ class LatestPrepared {
       nd_ = nd;
       std::copy(views, views + 3, views_);
       std::memcpy(&options_, &o, sizeof o);
+      ++stamp_;
     }
+    if (stamp) *stamp = stamp_;
     return call([&](char* m, size_t n) {
       return poolgen_prepared_run(prepared_, views[0].data, views[1].data, views[2].data, m, n);
     });
@@ -442,21 +453,24 @@ class LatestPrepared {
 
  private:
   poolgen_prepared* prepared_ = nullptr;
+  uint64_t stamp_ = 0;  // preparations made
   int nd_ = 0;
   poolgen_tensor views_[3];
   Options options_;
 };
 
-// The op's call (`whole`, its C entry point) on `views`, prepared (`prepare`) on the CPU.
+// The op's call (`whole`, its C entry point) on `views`, prepared (`prepare`) on the CPU
+// (`stamp`: LatestPrepared::run's).
 template <auto whole, auto prepare, typename Options>
-Outcome run_op(int nd, const poolgen_tensor (&views)[3], const Options& o) {
+Outcome run_op(int nd, const poolgen_tensor (&views)[3], const Options& o,
+               uint64_t* stamp = nullptr) {
   if (views[0].device != POOLGEN_CPU) {
     return call([&](char* m, size_t n) {
       return whole(nd, &views[0], &views[1], &views[2], &o, m, n);
     });
   }
   thread_local LatestPrepared<Options> latest;
-  return latest.run(prepare, nd, views, o);
+  return latest.run(prepare, nd, views, o, stamp);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -618,6 +632,9 @@ struct LatestPool {
   bool valid = false;
   poolgen_pool_options options;
   std::vector<int64_t> sizes, strides;  // the values' and the indices'
+  bool contiguous = false;              // those strides are the sizes' contiguous ones
+  uint64_t prepared = 0;                // the stamp of the call prepared for these views
+                                        // (LatestPrepared::run)
   poolgen_tensor views[3];
 
   static WindowKey key_of(const at::Tensor& self, const PoolWindow& w) {
@@ -639,16 +656,22 @@ Outcome max_pool(const at::Tensor& self, const PoolWindow& w, at::Tensor* values
   const WindowKey key = keyed ? LatestPool::key_of(self, w) : WindowKey(0, 0);
   LatestPool& latest = latest_pool;
   if (keyed && latest.valid && key.keyed() && latest.key == key) {
-    const at::TensorOptions options = self.options();
-    *values = at::detail::empty_strided_cpu(latest.sizes, latest.strides, options);
-    *indices = at::detail::empty_strided_cpu(latest.sizes, latest.strides,
-                                             options.dtype(at::kLong));
+    // Contiguous outputs allocated as aten's own kernels allocate theirs, not from strides
+    // (set_sizes_and_strides, the storage's extent from them: 5% of a tiny call).
+    const at::ScalarType dtype = self.scalar_type();
+    *values = latest.contiguous
+                  ? at::detail::empty_cpu(latest.sizes, dtype)
+                  : at::detail::empty_strided_cpu(latest.sizes, latest.strides, dtype);
+    *indices = latest.contiguous
+                   ? at::detail::empty_cpu(latest.sizes, at::kLong)
+                   : at::detail::empty_strided_cpu(latest.sizes, latest.strides, at::kLong);
     poolgen_tensor views[3] = {latest.views[0], latest.views[1], latest.views[2]};
     views[0].data = self.data_ptr();
     views[1].data = values->data_ptr();
     views[2].data = indices->data_ptr();
     follow_torch_threads();
-    return run_op<poolgen_max_pool, poolgen_prepare_max_pool>(w.nd, views, latest.options);
+    return run_op<poolgen_max_pool, poolgen_prepare_max_pool>(w.nd, views, latest.options,
+                                                              &latest.prepared);
   }
   poolgen_pool_options o;
   Outcome r;
@@ -672,7 +695,8 @@ Outcome max_pool(const at::Tensor& self, const PoolWindow& w, at::Tensor* values
   const poolgen_tensor views[3] = {view_of(self, &keep[0]), view_of(*values, &keep[1]),
                                    view_of(*indices, &keep[2])};
   follow_torch_threads();
-  r = run_op<poolgen_max_pool, poolgen_prepare_max_pool>(w.nd, views, o);
+  latest.prepared = 0;  // views not known to match the latest preparation's
+  r = run_op<poolgen_max_pool, poolgen_prepare_max_pool>(w.nd, views, o, &latest.prepared);
   // Kept for the next call: outputs allocated here, strides that are the strides (no copy of an
   // expanded input), the same strides for both outputs.
   latest.valid = keyed && r.ok() && key.keyed() && !keep[0].defined() &&
@@ -683,6 +707,13 @@ Outcome max_pool(const at::Tensor& self, const PoolWindow& w, at::Tensor* values
     latest.options = o;
     latest.sizes.assign(values->sizes().begin(), values->sizes().end());
     latest.strides.assign(values->strides().begin(), values->strides().end());
+    // Exactly empty_cpu's strides (is_contiguous() also holds for other strides of unit dims).
+    int64_t expected = 1;
+    latest.contiguous = true;
+    for (size_t d = latest.sizes.size(); d-- > 0;) {
+      latest.contiguous = latest.contiguous && latest.strides[d] == expected;
+      expected *= std::max<int64_t>(latest.sizes[d], 1);
+    }
     std::copy(views, views + 3, latest.views);
   }
   return r;

@@ -131,7 +131,7 @@ std::tuple<Tensor, Tensor> aten_max_pool(const Tensor& self, IntArrayRef kernel_
         return max_pool(self, {ND, kernel_size, stride, padding, dilation, ceil_mode},
                                        &values, &indices);
       })) {
-    return {values, indices};
+    return {std::move(values), std::move(indices)};  // no reference counting
   }
   return ND == 2 ? POOLGEN_STOCK(self.device().type(), max_pool2d_with_indices, self, kernel_size, stride, padding, dilation,
                                                     ceil_mode)

@@ -34,7 +34,7 @@ std::tuple<Tensor, Tensor> max_pool_kernel(const Tensor& self, IntArrayRef kerne
                                         IntArrayRef dilation, bool ceil_mode) {
   Tensor values, indices;
   check(max_pool(self, {ND, kernel_size, stride, padding, dilation, ceil_mode}, &values, &indices));
-  return {values, indices};
+  return {std::move(values), std::move(indices)};
 }
 
 template <int ND>
