@@ -333,22 +333,39 @@ def test_windows_alternating_on_one_thread():
 
 
 def test_repeated_calls_run_prepared():
-    """A call repeating the thread's latest arguments but its data reruns their prepared call,
-    on outputs allocated as PyTorch allocates them: repeats on new data in each layout (a
-    channels-last input, one whose outputs' strides are contiguous but for unit extents, a
-    batch-less one, a strided one, an expanded one, 1-D), with a call whose outputs are given
-    between repeats, all give stock's results, strides included."""
+    """A call repeating the thread's latest arguments of its op but their data (pooling, its
+    gradient, unpooling) reruns their prepared call, on outputs allocated as PyTorch allocates
+    them: repeats on new data in each layout (a channels-last input, one whose outputs' strides
+    are contiguous but for unit extents, a batch-less one, a strided one, an expanded one, 1-D),
+    with a call whose outputs are given between repeats and a repeat whose index is out of range,
+    all give stock's results (strides included) or raise as stock does."""
     base = torch.randn(2, 3, 8, 8)
     layouts = [lambda t: t, lambda t: t.contiguous(memory_format=torch.channels_last),
                lambda t: t[:1, :, :2, :2].contiguous(memory_format=torch.channels_last),
                lambda t: t[0], lambda t: t[:, :, :, :7],
                lambda t: t[:1, :1, :1, :1].expand(2, 3, 8, 8), lambda t: t.flatten(-2)]
     for k, layout in enumerate(layouts):
-        pool = F.max_pool1d if k == len(layouts) - 1 else F.max_pool2d
-        for round in range(3):
+        nd = 1 if k == len(layouts) - 1 else 2
+        pool, unpool = (F.max_pool1d, F.max_unpool1d) if nd == 1 else (F.max_pool2d,
+                                                                       F.max_unpool2d)
+        for round in range(4):
             data = layout(base * (round + 1) - round)
             f = lambda: pool(data, 2, return_indices=True)  # noqa: E731
             assert_same_outcome(dropin(f), stock(f), f"layout {k} round {round}")
+            values, indices = stock(f)
+            if round == 3:  # a slot past the plane: raised by the repeated call's kernel
+                indices = indices.clone()
+                indices[..., -1] = data.shape[-1] * (data.shape[-2] if nd == 2 else 1)
+            grad = values * 2 + 1
+            # aten's 1-D gradient is the 2-D one's with a unit height.
+            two_d = (lambda t: t.unsqueeze(-2)) if nd == 1 else (lambda t: t)
+            window = [1, 2] if nd == 1 else [2, 2]
+            g = lambda: torch.ops.aten.max_pool2d_with_indices_backward(  # noqa: E731
+                two_d(grad), two_d(data), window, window, [0, 0], [1, 1], False, two_d(indices))
+            if round < 3:  # PyTorch's gradient reads out of bounds at an invalid index
+                assert_same_outcome(dropin(g), stock(g), f"gradient, layout {k} round {round}")
+            u = lambda: unpool(values, indices, 2, output_size=list(data.shape[-nd:]))  # noqa
+            assert_same_outcome(dropin(u), stock(u), f"unpooling, layout {k} round {round}")
             if round == 1:
                 with pt.enabled():
                     got = torch.empty(0), torch.empty(0, dtype=torch.long)

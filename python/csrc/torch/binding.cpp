@@ -16,6 +16,7 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <initializer_list>
 #include <mutex>
 #include <vector>
 #include <sstream>
@@ -259,9 +260,9 @@ Outcome check_pytorch_padding(int nd, const int64_t* kernel, const int64_t* padd
   return {};
 }
 
-// A window's arguments as one key: nd, a flag, then each list's length and entries (at most six
-// lists: a pooling window's four, its input's sizes and strides). A list longer than kMaxRank
-// makes no key (the options refuse it anyway).
+// A call's arguments as one key: nd, a flag, then each list's length and entries (at most ten
+// lists: a pooling window's four, and its gradient's three tensors' sizes and strides). A list
+// longer than kMaxRank makes no key (the options refuse it anyway).
 class WindowKey {
  public:
   // The lists' slots are written as they are added (zeroing them all cost a tiny call 1%).
@@ -270,13 +271,14 @@ class WindowKey {
     values_[1] = flag;
   }
   void add(at::IntArrayRef list) {
-    if (list.size() > kMaxRank) {
+    if (list.size() > kMaxRank || size_ + 1 + list.size() > kCapacity) {
       keyed_ = false;
       return;
     }
     values_[size_++] = static_cast<int64_t>(list.size());
     for (int64_t v : list) values_[size_++] = v;
   }
+  void refuse() { keyed_ = false; }
   bool keyed() const { return keyed_; }
   bool operator==(const WindowKey& other) const {
     return size_ == other.size_ &&
@@ -284,8 +286,9 @@ class WindowKey {
   }
 
  private:
-  int64_t values_[2 + 6 * (kMaxRank + 1)];
-  int size_;
+  static constexpr size_t kCapacity = 2 + 10 * (kMaxRank + 1);
+  int64_t values_[kCapacity];
+  size_t size_;
   bool keyed_ = true;
 };
 
@@ -621,57 +624,100 @@ bool pytorch_takes(StockOp op, at::ScalarType dtype, at::DeviceType device) {
 
 namespace {
 
-// This thread's latest pooling call on the CPU that allocated its outputs, below 4 MiB (larger
-// ones are given huge pages, cpu_output): its arguments as PyTorch gave them, and what they
-// made of them, the C options, the outputs' sizes and strides, and the views but their data. A
-// call of the same arguments allocates the same outputs and runs its prepared call on them,
-// skipping the conversions (1x1x2x2 F.max_pool2d under PyTorch 1.13: 12,890 instructions a
-// call before, 7,985 now, stock 7,089; docs/pytorch.md).
-struct LatestPool {
+// This thread's latest call of an op on the CPU that allocated its outputs, below 4 MiB (larger
+// ones are given huge pages, cpu_output): its arguments as PyTorch gave them (the key: window,
+// dtypes, the tensors' sizes and strides), and what they made of them: the C options, the
+// outputs' sizes and strides (pooling's two outputs share them), and the views but their data.
+// A call of the same arguments allocates the same outputs and runs the call prepared for those
+// views on them, skipping the conversions (1x1x2x2 F.max_pool2d under PyTorch 1.13: 12,890
+// instructions a call before, 7,229 now, stock 7,067; docs/pytorch.md).
+template <typename Options>
+struct LatestCall {
   WindowKey key{0, 0};
   bool valid = false;
-  poolgen_pool_options options;
-  std::vector<int64_t> sizes, strides;  // the values' and the indices'
-  bool contiguous = false;              // those strides are the sizes' contiguous ones
-  uint64_t prepared = 0;                // the stamp of the call prepared for these views
-                                        // (LatestPrepared::run)
+  Options options;
+  std::vector<int64_t> sizes, strides;
+  bool contiguous = false;  // those strides are the sizes' contiguous ones
+  uint64_t prepared = 0;    // the stamp of the call prepared for these views (LatestPrepared::run)
   poolgen_tensor views[3];
 
-  static WindowKey key_of(const at::Tensor& self, const PoolWindow& w) {
-    WindowKey key(w.nd, w.ceil_mode + 2 * static_cast<int64_t>(self.scalar_type()));
-    for (at::IntArrayRef list :
-         {w.kernel_size, w.stride, w.padding, w.dilation, self.sizes(), self.strides()}) {
-      key.add(list);
+  bool repeats(const WindowKey& k) const { return valid && k.keyed() && key == k; }
+
+  // An output of the remembered shape: contiguous ones allocated as aten's own kernels allocate
+  // theirs, not from strides (set_sizes_and_strides, the storage's extent from them: 5% of a
+  // tiny call).
+  at::Tensor output(at::ScalarType dtype) const {
+    return contiguous ? at::detail::empty_cpu(sizes, dtype)
+                      : at::detail::empty_strided_cpu(sizes, strides, dtype);
+  }
+
+  // Runs the remembered call on these tensors' data (views' order: inputs, then outputs).
+  template <auto whole, auto prepare>
+  Outcome rerun(int nd, const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+    poolgen_tensor v[3] = {views[0], views[1], views[2]};
+    v[0].data = a.data_ptr();
+    v[1].data = b.data_ptr();
+    v[2].data = c.data_ptr();
+    follow_torch_threads();
+    return run_op<whole, prepare>(nd, v, options, &prepared);
+  }
+
+  // The call of `v` and `o`, run here on those views, remembered where `keep` (the outcome
+  // allowed it: keyed, succeeded, no copy of an expanded tensor) holds and its output `out`, of
+  // every output's strides, is small.
+  template <auto whole, auto prepare>
+  Outcome run(int nd, const poolgen_tensor (&v)[3], const Options& o, const WindowKey& k,
+              const at::Tensor& out, bool keep) {
+    prepared = 0;  // views not known to match the latest preparation's
+    const Outcome r = run_op<whole, prepare>(nd, v, o, &prepared);
+    valid = keep && r.ok() && k.keyed() && out.nbytes() < (size_t{4} << 20);
+    if (valid) {
+      key = k;
+      options = o;
+      sizes.assign(out.sizes().begin(), out.sizes().end());
+      strides.assign(out.strides().begin(), out.strides().end());
+      // Exactly empty_cpu's strides (is_contiguous() also holds for other strides of unit dims).
+      int64_t expected = 1;
+      contiguous = true;
+      for (size_t d = sizes.size(); d-- > 0;) {
+        contiguous = contiguous && strides[d] == expected;
+        expected *= std::max<int64_t>(sizes[d], 1);
+      }
+      std::copy(v, v + 3, views);
     }
-    return key;
+    return r;
   }
 };
-thread_local LatestPool latest_pool;
+
+// The key of a call (LatestCall): the window's lists, the tensors' dtypes in the flag, their
+// sizes and strides; none where a tensor is off the CPU.
+WindowKey key_of(int nd, int64_t flag, std::initializer_list<at::IntArrayRef> lists,
+                 std::initializer_list<const at::Tensor*> tensors) {
+  for (const at::Tensor* t : tensors) flag = flag * 64 + static_cast<int64_t>(t->scalar_type());
+  WindowKey key(nd, flag);
+  for (at::IntArrayRef list : lists) key.add(list);
+  for (const at::Tensor* t : tensors) {
+    if (!t->device().is_cpu()) key.refuse();
+    key.add(t->sizes());
+    key.add(t->strides());
+  }
+  return key;
+}
 
 }  // namespace
 
 Outcome max_pool(const at::Tensor& self, const PoolWindow& w, at::Tensor* values,
                  at::Tensor* indices) {
+  thread_local LatestCall<poolgen_pool_options> latest;
   const bool keyed = !values->defined() && self.device().is_cpu();
-  const WindowKey key = keyed ? LatestPool::key_of(self, w) : WindowKey(0, 0);
-  LatestPool& latest = latest_pool;
-  if (keyed && latest.valid && key.keyed() && latest.key == key) {
-    // Contiguous outputs allocated as aten's own kernels allocate theirs, not from strides
-    // (set_sizes_and_strides, the storage's extent from them: 5% of a tiny call).
-    const at::ScalarType dtype = self.scalar_type();
-    *values = latest.contiguous
-                  ? at::detail::empty_cpu(latest.sizes, dtype)
-                  : at::detail::empty_strided_cpu(latest.sizes, latest.strides, dtype);
-    *indices = latest.contiguous
-                   ? at::detail::empty_cpu(latest.sizes, at::kLong)
-                   : at::detail::empty_strided_cpu(latest.sizes, latest.strides, at::kLong);
-    poolgen_tensor views[3] = {latest.views[0], latest.views[1], latest.views[2]};
-    views[0].data = self.data_ptr();
-    views[1].data = values->data_ptr();
-    views[2].data = indices->data_ptr();
-    follow_torch_threads();
-    return run_op<poolgen_max_pool, poolgen_prepare_max_pool>(w.nd, views, latest.options,
-                                                              &latest.prepared);
+  const WindowKey key =
+      keyed ? key_of(w.nd, w.ceil_mode, {w.kernel_size, w.stride, w.padding, w.dilation}, {&self})
+            : WindowKey(0, 0);
+  if (keyed && latest.repeats(key)) {
+    *values = latest.output(self.scalar_type());
+    *indices = latest.output(at::kLong);
+    return latest.rerun<poolgen_max_pool, poolgen_prepare_max_pool>(w.nd, self, *values,
+                                                                     *indices);
   }
   poolgen_pool_options o;
   Outcome r;
@@ -695,32 +741,26 @@ Outcome max_pool(const at::Tensor& self, const PoolWindow& w, at::Tensor* values
   const poolgen_tensor views[3] = {view_of(self, &keep[0]), view_of(*values, &keep[1]),
                                    view_of(*indices, &keep[2])};
   follow_torch_threads();
-  latest.prepared = 0;  // views not known to match the latest preparation's
-  r = run_op<poolgen_max_pool, poolgen_prepare_max_pool>(w.nd, views, o, &latest.prepared);
-  // Kept for the next call: outputs allocated here, strides that are the strides (no copy of an
-  // expanded input), the same strides for both outputs.
-  latest.valid = keyed && r.ok() && key.keyed() && !keep[0].defined() &&
-                 std::max(values->nbytes(), indices->nbytes()) < (size_t{4} << 20) &&
-                 indices->strides() == values->strides();
-  if (latest.valid) {
-    latest.key = key;
-    latest.options = o;
-    latest.sizes.assign(values->sizes().begin(), values->sizes().end());
-    latest.strides.assign(values->strides().begin(), values->strides().end());
-    // Exactly empty_cpu's strides (is_contiguous() also holds for other strides of unit dims).
-    int64_t expected = 1;
-    latest.contiguous = true;
-    for (size_t d = latest.sizes.size(); d-- > 0;) {
-      latest.contiguous = latest.contiguous && latest.strides[d] == expected;
-      expected *= std::max<int64_t>(latest.sizes[d], 1);
-    }
-    std::copy(views, views + 3, latest.views);
-  }
-  return r;
+  // Kept for the next call: outputs allocated here (of the same strides), no copy of an
+  // expanded input.
+  return latest.run<poolgen_max_pool, poolgen_prepare_max_pool>(
+      w.nd, views, o, key, *indices,
+      keyed && !keep[0].defined() && indices->strides() == values->strides());
 }
 
 Outcome max_pool_backward(const at::Tensor& grad_output, const at::Tensor& self,
                           const PoolWindow& w, const at::Tensor& indices, at::Tensor* grad_input) {
+  thread_local LatestCall<poolgen_pool_options> latest;
+  const bool keyed = !grad_input->defined() && self.device().is_cpu();
+  const WindowKey key = keyed ? key_of(w.nd, w.ceil_mode,
+                                       {w.kernel_size, w.stride, w.padding, w.dilation},
+                                       {&grad_output, &self, &indices})
+                              : WindowKey(0, 0);
+  if (keyed && latest.repeats(key)) {
+    *grad_input = latest.output(self.scalar_type());
+    return latest.rerun<poolgen_max_pool_backward, poolgen_prepare_max_pool_backward>(
+        w.nd, grad_output, indices, *grad_input);
+  }
   poolgen_pool_options o;
   Outcome r;
   if (!(r = pool_options(w, &o)).ok() || !(r = check_tensor("grad_output", grad_output)).ok() ||
@@ -743,11 +783,25 @@ Outcome max_pool_backward(const at::Tensor& grad_output, const at::Tensor& self,
   const poolgen_tensor views[3] = {view_of(grad_output, &keep[0]), view_of(indices, &keep[1]),
                                    view_of(*grad_input, &keep[2])};
   follow_torch_threads();
-  return run_op<poolgen_max_pool_backward, poolgen_prepare_max_pool_backward>(w.nd, views, o);
+  return latest.run<poolgen_max_pool_backward, poolgen_prepare_max_pool_backward>(
+      w.nd, views, o, key, *grad_input, keyed && !keep[0].defined() && !keep[1].defined());
 }
 
 Outcome max_unpool(const at::Tensor& self, const at::Tensor& indices, const UnpoolWindow& w,
                    at::Tensor* output) {
+  thread_local LatestCall<poolgen_unpool_options> latest;
+  const bool keyed = !output->defined() && self.device().is_cpu();
+  const WindowKey key =
+      keyed ? key_of(w.nd, w.output_size.has_value(),
+                     {w.kernel_size, w.stride, w.padding,
+                      w.output_size.has_value() ? *w.output_size : at::IntArrayRef()},
+                     {&self, &indices})
+            : WindowKey(0, 0);
+  if (keyed && latest.repeats(key)) {
+    *output = latest.output(self.scalar_type());
+    return latest.rerun<poolgen_max_unpool, poolgen_prepare_max_unpool>(w.nd, self, indices,
+                                                                        *output);
+  }
   poolgen_unpool_options o;
   Outcome r;
   if (!(r = unpool_options(w, &o)).ok() || !(r = check_tensor("values", self)).ok() ||
@@ -768,7 +822,8 @@ Outcome max_unpool(const at::Tensor& self, const at::Tensor& indices, const Unpo
   const poolgen_tensor views[3] = {view_of(self, &keep[0]), view_of(indices, &keep[1]),
                                    view_of(*output, &keep[2])};
   follow_torch_threads();
-  return run_op<poolgen_max_unpool, poolgen_prepare_max_unpool>(w.nd, views, o);
+  return latest.run<poolgen_max_unpool, poolgen_prepare_max_unpool>(
+      w.nd, views, o, key, *output, keyed && !keep[0].defined() && !keep[1].defined());
 }
 
 Outcome max_unpool_backward(const at::Tensor& grad_output, const at::Tensor& indices,
