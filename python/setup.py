@@ -110,6 +110,10 @@ if torch is not None:
     # and the caching allocator through c10's device-generic interfaces (no CUDA headers), and
     # falls back to PyTorch's CUDA kernels (libtorch_cuda).
     serves_cuda = torch_major >= 2 and torch.version.cuda is not None
+    # poolgen's shared calls run on PyTorch's intra-op threads (at::parallel_for, whose OpenMP
+    # form is a pragma compiled into the binding): built with OpenMP where PyTorch's backend is
+    # OpenMP, linked to the libgomp.so.1 that PyTorch has loaded (a wheel's own, by its soname).
+    openmp = ["-fopenmp"] if "parallel backend: OpenMP" in torch.__config__.parallel_info() else []
     extensions.append(CppExtension(
         "poolgen.torch._C",
         sources=[f"csrc/torch/{name}.cpp" for name in ("binding", "ops", "dropin")],
@@ -117,10 +121,10 @@ if torch is not None:
         depends=["csrc/torch/binding.hpp", "csrc/bridge/bridge.hpp"] + archives,
         include_dirs=list(includes),  # (CppExtension extends the list it is given)
         # PyTorch 1.x builds extensions as C++14 by default; poolgen's binding is C++17.
-        extra_compile_args=["-O2"] + (["-std=c++17"] if torch_major < 2 else []),
+        extra_compile_args=["-O2", *openmp] + (["-std=c++17"] if torch_major < 2 else []),
         define_macros=[("POOLGEN_TORCH_CUDA", "1" if serves_cuda else "0")],
         libraries=["torch_cuda"] if serves_cuda else [],
-        extra_link_args=private_link,
+        extra_link_args=[*openmp, *private_link],
     ))
     packages.append("poolgen.torch")
     labels.append(label("torch", torch.__version__))

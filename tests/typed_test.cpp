@@ -12,6 +12,7 @@
 //
 // Seeds are fixed; each parameterized test draws its own sequence.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -1005,6 +1006,79 @@ TEST_F(PoolWorkers, SmallCallsStayOnTheCallingThread) {
   poolgen_set_min_parallel_bytes(0);  // the C API's setter, the same process-wide threshold
   ASSERT_TRUE(round_trip().ok());
   EXPECT_GT(settled_process_threads(), idle_) << "a shared call started no worker";
+}
+
+// A host's parallel loop (set_parallel_for, through the C API) runs every shared call's tasks
+// in place of the workers, which never start: the same results as the workers give, each task
+// once, the threads the call asked for as its hint; an invalid index found by a task comes back
+// as the call's error; a null loop gives the calls back to the workers.
+struct CountingHost {
+  std::atomic<int> calls{0}, tasks{0}, least_threads{1 << 30};
+  // Runs the tasks on two threads of its own: the even ones here, the odd ones on another.
+  static void run(int32_t count, int32_t threads, void (*task)(int32_t, void*), void* task_context,
+                  void* context) {
+    auto* host = static_cast<CountingHost*>(context);
+    host->calls.fetch_add(1);
+    host->tasks.fetch_add(count);
+    for (int seen = host->least_threads; threads < seen;) {
+      if (host->least_threads.compare_exchange_weak(seen, threads)) break;
+    }
+    std::thread other([&] {
+      for (int32_t t = 1; t < count; t += 2) task(t, task_context);
+    });
+    for (int32_t t = 0; t < count; t += 2) task(t, task_context);
+    other.join();
+  }
+};
+
+TEST_F(PoolWorkers, HostParallelForRunsSharedCalls) {
+  const Ints shape{2, 8, 64, 64}, pooled{2, 8, 32, 32};
+  const std::vector<float> input = patterned_input(shape);
+  PoolOptions po;
+  po.kernel_size = {2};
+  UnpoolOptions uo;
+  uo.kernel_size = {2};
+  struct Outputs {
+    std::vector<float> values, unpooled;
+    std::vector<int64_t> indices;
+  };
+  // Pools and unpools back (the last index moved past the plane when `stray`).
+  auto round_trip = [&](bool stray, Outputs* out, Status* unpooled) {
+    out->values.assign(test::numel(pooled), 0.0f);
+    out->indices.assign(out->values.size(), 0);
+    out->unpooled.assign(input.size(), 0.0f);
+    ASSERT_TRUE(max_pool(2, contiguous(input.data(), shape), contiguous(out->values.data(), pooled),
+                         contiguous(out->indices.data(), pooled), po)
+                    .ok());
+    if (stray) out->indices.back() = 64 * 64;
+    *unpooled = max_unpool(2, contiguous(out->values.data(), pooled),
+                           contiguous(out->indices.data(), pooled),
+                           contiguous(out->unpooled.data(), shape), uo);
+  };
+  poolgen_set_min_parallel_bytes(0);
+  Outputs by_host, by_workers;
+  Status host_status, worker_status;
+  CountingHost host;
+  poolgen_set_parallel_for(CountingHost::run, &host);
+  round_trip(false, &by_host, &host_status);
+  ASSERT_TRUE(host_status.ok()) << host_status.message();
+  EXPECT_GT(host.calls.load(), 0) << "no shared call reached the host";
+  EXPECT_GE(host.tasks.load(), 2 * host.calls.load());
+  EXPECT_EQ(host.least_threads.load(), 2) << "the threads hint: set_num_threads(2)";
+  EXPECT_EQ(settled_process_threads(), idle_) << "a worker started beside the host's loop";
+  Outputs stray_out;
+  round_trip(true, &stray_out, &host_status);
+  EXPECT_EQ(host_status.code(), Code::index_out_of_range) << host_status.message();
+  poolgen_set_parallel_for(nullptr, nullptr);
+  const int host_calls = host.calls.load();
+  round_trip(false, &by_workers, &worker_status);
+  ASSERT_TRUE(worker_status.ok()) << worker_status.message();
+  EXPECT_EQ(host.calls.load(), host_calls) << "a call reached the host after it was removed";
+  EXPECT_EQ(by_host.values, by_workers.values);
+  EXPECT_EQ(by_host.indices, by_workers.indices);
+  EXPECT_EQ(by_host.unpooled, by_workers.unpooled);
+  round_trip(true, &stray_out, &worker_status);
+  EXPECT_EQ(worker_status.code(), Code::index_out_of_range);
 }
 
 // One channels-last image scattered on two threads (unpooled, or pooling's gradient) is shared

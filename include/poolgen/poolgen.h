@@ -205,6 +205,11 @@ void poolgen_set_num_threads(int32_t threads);
 void poolgen_set_min_parallel_bytes(int64_t bytes);
 /* See poolgen::set_streaming_bytes. */
 void poolgen_set_streaming_bytes(int64_t bytes);
+/* poolgen::set_parallel_for: run NULL restores poolgen's worker threads. */
+void poolgen_set_parallel_for(void (*run)(int32_t count, int32_t threads,
+                                          void (*task)(int32_t t, void* task_context),
+                                          void* task_context, void* context),
+                              void* context);
 
 /* 1 when this build has CUDA kernels and a CUDA device is present, else 0. */
 int32_t poolgen_cuda_available(void);

@@ -445,6 +445,23 @@ void set_min_parallel_bytes(int64_t bytes);
 // Process-wide, like set_min_parallel_bytes.
 void set_streaming_bytes(int64_t bytes);
 
+// A host's threads for the calls poolgen shares (a framework's own pool: PyTorch's
+// at::parallel_for, OpenVINO's, TensorFlow's), run in place of poolgen's workers so that two
+// pools do not contend for the same cores: a pool whose idle threads spin, as OpenMP's do,
+// held the cores poolgen's workers were woken on (docs/kernels.md, "Threads"). `run` must call
+// task(t, task_context) once for every t in [0, count), in any order, on any of its threads
+// (the calling one included), and return when all have; a task after a failed one returns at
+// once. `threads` is how many threads poolgen would share the call with (at least 2:
+// set_num_threads, set_min_parallel_bytes), `context` set_parallel_for's. Calls that poolgen
+// does not share still run on their calling thread. Process-wide; a ParallelFor whose `run` is
+// null restores poolgen's workers.
+struct ParallelFor {
+  void (*run)(int32_t count, int32_t threads, void (*task)(int32_t t, void* task_context),
+              void* task_context, void* context) = nullptr;
+  void* context = nullptr;
+};
+void set_parallel_for(const ParallelFor& host);
+
 // Device memory for a CUDA call's scratch (the winner unpooling's slots, the counts that gate a
 // fallback kernel on the device), as a framework's caching allocator hands it out: allocate
 // returns `bytes` for work on `stream` (a CUstream; null: the legacy default stream) and sets

@@ -247,6 +247,10 @@ void poolgen_prepared_free(poolgen_prepared* prepared) { delete prepared; }
 
 void poolgen_set_num_threads(int32_t threads) { set_num_threads(threads); }
 void poolgen_set_min_parallel_bytes(int64_t bytes) { set_min_parallel_bytes(bytes); }
+void poolgen_set_parallel_for(void (*run)(int32_t, int32_t, void (*)(int32_t, void*), void*, void*),
+                              void* context) {
+  set_parallel_for({run, context});
+}
 void poolgen_set_streaming_bytes(int64_t bytes) { set_streaming_bytes(bytes); }
 
 int32_t poolgen_cuda_available(void) { return cuda_available() ? 1 : 0; }

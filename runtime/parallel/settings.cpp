@@ -3,10 +3,12 @@
 #include "parallel/workers.hpp"
 
 #include <HalideRuntime.h>
+#include <poolgen/poolgen.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <limits>
+#include <mutex>
 
 #if defined(__x86_64__) || defined(_M_X64)
 #define POOLGEN_SSE2 1
@@ -24,6 +26,31 @@ std::atomic<int> known_threads{0};
 std::atomic<int64_t> min_parallel{kDefaultMinParallelBytes};
 std::atomic<int64_t> streaming{-1};  // -1: default_streaming_bytes()
 std::atomic<int64_t> settings_changed{0};
+
+// set_parallel_for's: read by every shared call, changed rarely.
+std::mutex host_mutex;
+ParallelFor host;
+
+ParallelFor current_host() {
+  std::lock_guard<std::mutex> lock(host_mutex);
+  return host;
+}
+
+// A loop handed to the host's parallel_for: the first failure is kept, and the tasks that start
+// after it return at once.
+struct HostLoop {
+  const std::function<int(int)>* body;
+  std::atomic<int> result{0};
+};
+
+void run_host_task(int32_t task, void* context) {
+  auto* loop = static_cast<HostLoop*>(context);
+  if (loop->result.load(std::memory_order_relaxed) != 0) return;
+  if (const int r = (*loop->body)(task)) {
+    int none = 0;
+    loop->result.compare_exchange_strong(none, r);
+  }
+}
 
 }  // namespace
 
@@ -70,6 +97,11 @@ bool worth_sharing(int64_t bytes) { return sharing_threads(bytes) > 1; }
 int parallel_for(int count, const std::function<int(int)>& body, int64_t call_bytes) {
   const int threads = sharing_threads(call_bytes);
   if (count <= 1 || threads <= 1) return run_in_order(count, body);
+  if (const ParallelFor h = current_host(); h.run) {
+    HostLoop loop{&body};
+    h.run(count, threads, run_host_task, &loop, h.context);
+    return loop.result.load();
+  }
   // Waking a sleeping worker repays itself from about 2 MiB (docs/kernels.md, "Threads").
   constexpr int64_t kWakeBytes = 2 << 20;
   return run_on_workers(count, threads, thread_count(), call_bytes >= kWakeBytes, body);
@@ -145,6 +177,12 @@ void set_min_parallel_bytes(int64_t bytes) {
 void set_streaming_bytes(int64_t bytes) {
   detail::streaming = bytes < 0 ? -1 : bytes;
   detail::note_settings_change();
+}
+
+void set_parallel_for(const ParallelFor& host) {
+  if (host.run) detail::stop_workers();  // idle from now on: their cores are the host's
+  std::lock_guard<std::mutex> lock(detail::host_mutex);
+  detail::host = host.run ? host : ParallelFor{};
 }
 
 }  // namespace poolgen
