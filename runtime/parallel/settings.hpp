@@ -60,7 +60,8 @@ int64_t default_streaming_bytes();
 
 // Runs body(task) for every task in [0, count) for a call moving `call_bytes`: on
 // sharing_threads(call_bytes) threads, each a contiguous range of the tasks (run_on_workers,
-// which wakes sleeping workers for calls of 2 MiB or more). Returns the first non-zero result.
+// which wakes sleeping workers for calls of 2 MiB or more), or on the host's loop where one is
+// set (set_parallel_for). Returns the first non-zero result.
 int parallel_for(int count, const std::function<int(int)>& body, int64_t call_bytes);
 
 
