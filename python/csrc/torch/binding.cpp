@@ -7,6 +7,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/strides.h>
 #if POOLGEN_TORCH_CUDA
 #include <c10/core/Allocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -689,13 +690,14 @@ struct LatestCall {
     return run_op<whole, prepare>(nd, v, options, &prepared);
   }
 
-  // The call of `v` and `o`, run here on those views, remembered where `keep` (the outcome
-  // allowed it: keyed, succeeded, no copy of an expanded tensor) holds and its output `out`, of
-  // every output's strides, is small.
+  // The call of `v` and `o`, run here on those views (on PyTorch's thread count), remembered
+  // where `keep` (the outcome allowed it: keyed, succeeded, no copy of an expanded tensor)
+  // holds and its output `out`, of every output's strides, is small.
   template <auto whole, auto prepare>
   Outcome run(int nd, const poolgen_tensor (&v)[3], const Options& o, const WindowKey& k,
               const at::Tensor& out, bool keep) {
     prepared = 0;  // views not known to match the latest preparation's
+    follow_torch_threads();
     const Outcome r = run_op<whole, prepare>(nd, v, o, &prepared);
     valid = keep && r.ok() && k.keyed() && out.nbytes() < (size_t{4} << 20);
     if (valid) {
@@ -704,12 +706,7 @@ struct LatestCall {
       sizes.assign(out.sizes().begin(), out.sizes().end());
       strides.assign(out.strides().begin(), out.strides().end());
       // Exactly empty_cpu's strides (is_contiguous() also holds for other strides of unit dims).
-      int64_t expected = 1;
-      contiguous = true;
-      for (size_t d = sizes.size(); d-- > 0;) {
-        contiguous = contiguous && strides[d] == expected;
-        expected *= std::max<int64_t>(sizes[d], 1);
-      }
+      contiguous = out.strides().equals(c10::contiguous_strides(out.sizes()));
       std::copy(v, v + 3, views);
     }
     return r;
@@ -767,7 +764,6 @@ Outcome max_pool(const at::Tensor& self, const PoolWindow& w, at::Tensor* values
   at::Tensor keep[3];
   const poolgen_tensor views[3] = {view_of(self, &keep[0]), view_of(*values, &keep[1]),
                                    view_of(*indices, &keep[2])};
-  follow_torch_threads();
   // Kept for the next call: outputs allocated here (of the same strides), no copy of an
   // expanded input.
   return latest.run<poolgen_max_pool, poolgen_prepare_max_pool>(
@@ -809,7 +805,6 @@ Outcome max_pool_backward(const at::Tensor& grad_output, const at::Tensor& self,
   at::Tensor keep[3];
   const poolgen_tensor views[3] = {view_of(grad_output, &keep[0]), view_of(indices, &keep[1]),
                                    view_of(*grad_input, &keep[2])};
-  follow_torch_threads();
   return latest.run<poolgen_max_pool_backward, poolgen_prepare_max_pool_backward>(
       w.nd, views, o, key, *grad_input, keyed && !keep[0].defined() && !keep[1].defined());
 }
@@ -848,7 +843,6 @@ Outcome max_unpool(const at::Tensor& self, const at::Tensor& indices, const Unpo
   at::Tensor keep[3];
   const poolgen_tensor views[3] = {view_of(self, &keep[0]), view_of(indices, &keep[1]),
                                    view_of(*output, &keep[2])};
-  follow_torch_threads();
   return latest.run<poolgen_max_unpool, poolgen_prepare_max_unpool>(
       w.nd, views, o, key, *output, keyed && !keep[0].defined() && !keep[1].defined());
 }
