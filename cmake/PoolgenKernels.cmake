@@ -512,20 +512,33 @@ foreach (value IN LISTS POOLGEN_VALUE_TYPES)
 endforeach ()
 # Small NCHW planes pooled over every plane at once (generators/max_pool_flat_generator.cpp):
 # square input planes of these sides, 2-D k2s2p0, f32, whose outputs are packed; the runtime
-# runs it for those calls instead of max_pool2d_k2s2p0 (runtime/ops/max_pool.cpp). Its vectors
-# run across rows and planes, where that kernel's run across 8 planes (rows of 3 outputs) or
-# along a row. f32 i64, one thread, Intel Xeon, us, 1x64x7x7: 0.86 -> 0.59 (NHWC 0.18), for
-# 27 KB an index type. Sides 14 and 28 measured 2.16 -> 2.0 and 6.66 -> 6.33 (and slower on
-# channel counts that leave a last task short: it computes a whole task's rows), for 90 KB
-# more: left out (docs/kernels.md).
-set(POOLGEN_FLAT_PLANES "7" CACHE STRING
-    "Sides of the square NCHW planes 2-D k2s2p0 f32 pooling runs over flat planes (empty: none)")
+# runs it for those calls instead of max_pool2d_k2s2p0 (runtime/ops/max_pool.cpp; an even
+# side's calls when their outputs are whole runs: 1x64, 1x16 planes and the like). f32 i64, one
+# thread, Zen 5 VM, us, NCHW against NHWC (docs/kernels.md, "Small NCHW planes over flat
+# planes"): 1x64x7x7 0.49 -> 0.30 (NHWC 0.15), 1x64x14x14 1.44 -> 0.92-0.96 (0.63-0.68),
+# 1x64x28x28 3.6 -> 2.75-2.89 (2.2-2.36). Sides 14 and 28 cost 41 KB an index type: i64 indices
+# (PyTorch's and ONNX's) have them, i32 indices side 7 alone (within issue 62's 3 MB).
+set(POOLGEN_FLAT_PLANES "7;14;28" CACHE STRING
+    "Sides of the square NCHW planes 2-D k2s2p0 f32 pooling with i64 indices runs over flat planes (empty: none)")
+set(POOLGEN_FLAT_PLANES_I32 "7" CACHE STRING
+    "The same with i32 indices (empty: none)")
 set(POOLGEN_FLAT_PLANES_LIST "")  # the sides built, for the runtime (kernel_table.inc)
-if (POOLGEN_FLAT_PLANES AND "f32" IN_LIST POOLGEN_VALUE_TYPES AND
-    "f32" IN_LIST POOLGEN_FIXED_WINDOW_TYPES)
-  list(JOIN POOLGEN_FLAT_PLANES "," poolgen_flat_sides)
-  set(POOLGEN_FLAT_PLANES_LIST "${poolgen_flat_sides},")
+set(POOLGEN_FLAT_PLANES_I32_LIST "")
+if ("f32" IN_LIST POOLGEN_VALUE_TYPES AND "f32" IN_LIST POOLGEN_FIXED_WINDOW_TYPES)
   foreach (index IN LISTS POOLGEN_INDEX_TYPES)
+    set(sides "${POOLGEN_FLAT_PLANES}")
+    if (index STREQUAL "i32")
+      set(sides "${POOLGEN_FLAT_PLANES_I32}")
+    endif ()
+    if (NOT sides)
+      continue()
+    endif ()
+    list(JOIN sides "," poolgen_flat_sides)
+    if (index STREQUAL "i32")
+      set(POOLGEN_FLAT_PLANES_I32_LIST "${poolgen_flat_sides},")
+    else ()
+      set(POOLGEN_FLAT_PLANES_LIST "${poolgen_flat_sides},")
+    endif ()
     poolgen_kernel(max_pool2d_k2s2p0_flat_f32_${index} pool_flat 2 2 2 0 contiguous f32 ${index}
                    GENERATOR max_pool_flat KNOBS max_pool2d_k2s2p0_flat
                    PARAMS planes=${poolgen_flat_sides})
@@ -683,6 +696,7 @@ file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/kernel_table.inc
 #define POOLGEN_NARROW_FEATURES ${POOLGEN_NARROW_FEATURES}\n\
 #define POOLGEN_CPU_FLOOR_TARGET \"${POOLGEN_CPU_FLOOR_TARGET}\"\n\
 #define POOLGEN_FLAT_PLANES ${POOLGEN_FLAT_PLANES_LIST}\n\
+#define POOLGEN_FLAT_PLANES_I32 ${POOLGEN_FLAT_PLANES_I32_LIST}\n\
 #define POOLGEN_CPU_FLOOR_FEATURES ${POOLGEN_CPU_FLOOR_FEATURES}\n\
 #define POOLGEN_CUDA_TARGET_PREFIX \"${POOLGEN_CUDA_TARGET_PREFIX}\"\n${POOLGEN_KERNEL_TABLE}")
 file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/backward_kernel_table.inc

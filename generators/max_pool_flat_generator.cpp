@@ -1,18 +1,27 @@
 // 2-D k2s2p0 max pooling with indices of small NCHW planes, over every plane at once: the same
 // results as max_pool's (docs/semantics.md), computed in an order whose vectors run across rows
-// and planes. The runtime hands over the input's planes as one dimension (n*C + c, batch 1) and
-// the outputs flat (one dimension over every element in memory order); the schedule lives in
-// schedules/.
+// and planes. The runtime hands over the input and both outputs flat (one dimension over every
+// element in memory order, every plane's) with the planes' side; each served side is a
+// specialization with constant extents. The schedule lives in schedules/.
 //
-// Each output row's two input rows are first combined column by column (`rows`, a row of
-// 2 * out_width columns: an odd input's last column belongs to no window), then each output is
-// the pair of neighbouring columns: element k reads rows(2k) and rows(2k + 1), a stride-2 load
-// over whole vectors whatever the planes' width.
+// Planes of an even side are one tall plane of the same width (an output row's two input rows
+// never straddle two planes), so output k reads the window at 2k + side * (k / out_side) on its
+// row. A run of `lanes` consecutive outputs (a vector) starts in output row k0 / out_side and
+// spans the next few rows; each of those rows gives every lane a window with one stride-2 load,
+// and each lane takes its own row's. The four taps then meet in the scan's order.
+//
+// Planes of an odd side drop their last row and column, so output rows no longer tile the
+// input: each output row's two input rows are first combined column by column (`rows`, a row of
+// 2 * out_width columns), then each output is the pair of neighbouring columns: element k reads
+// rows(2k) and rows(2k + 1), a stride-2 load over whole vectors whatever the planes' width.
 #include "Halide.h"
 #include "cpu_schedules.h"
 #include "knobs.h"
 #include "window.h"
 
+#include <algorithm>
+#include <functional>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -27,8 +36,8 @@ class MaxPoolFlat : public Generator<MaxPoolFlat> {
   GeneratorParam<Type> value_type{"value_type", Float(32)};
   GeneratorParam<Type> index_type{"index_type", Int(64)};
   GeneratorParam<Layout> layout{"layout", Layout::contiguous, kLayoutNames};  // contiguous only
-  // The square input planes served, by side ("7" or "7,14"): a specialization each, with
-  // constant extents. The runtime calls it for those alone (POOLGEN_FLAT_PLANES); other shapes
+  // The square input planes served, by side ("7" or "7,14,28"): a specialization each, with
+  // constant extents. The runtime calls it for those alone (POOLGEN_FLAT_PLANES); other sides
   // are the schedule's specialize_fail.
   GeneratorParam<std::string> planes{"planes", "7"};
   GeneratorParam<std::string> cpu_schedule{"cpu_schedule", ""};  // knobs.h
@@ -37,27 +46,105 @@ class MaxPoolFlat : public Generator<MaxPoolFlat> {
     if (value_type != Float(32) || layout != Layout::contiguous) {
       throw std::invalid_argument("max_pool_flat serves contiguous f32 tensors");
     }
-    input_ = add_input<Buffer<>>("input", value_type, 4);  // (x, y, plane, 0)
+    for (const std::string& side : split(planes.value(), ',')) sides_.push_back(std::stoi(side));
+    input_ = add_input<Buffer<>>("input", value_type, 3);  // (element, 0, 0)
+    side_ = add_input<int32_t>("side");
     result_ = add_output<Func>("result", {value_type, index_type}, 3);  // (element, 0, 0)
   }
 
   void generate() {
     const Input<Buffer<>>& input = *input_;
     Output<Func>& result = *result_;
-    const Expr width = input.dim(0).extent(), height = input.dim(1).extent();
-    const Expr out_width = width / 2, out_height = height / 2, row = 2 * out_width;
+    // The side is a constant in each specialization.
+    const Expr side = *side_;
+    lanes_ = get_target().natural_vector_size<float>();
+    // Each specialization keeps its side's branch alone.
+    const bool odd = std::any_of(sides_.begin(), sides_.end(), [](int s) { return s % 2; });
+    const bool even = std::any_of(sides_.begin(), sides_.end(), [](int s) { return s % 2 == 0; });
+    Tap best = odd ? paired_rows(input, side) : tall_plane(input, side);
+    if (odd && even) {
+      const Tap tall = tall_plane(input, side);
+      best = {select(side % 2 == 0, tall.value, best.value), select(side % 2 == 0, tall.at, best.at)};
+    }
+    result(k, c1, n1) = Tuple(best.value, cast(index_type, best.at));
+    Func(result).output_buffers()[0].dim(0).set_min(0);  // k counts from a vector's first lane
 
-    // rows(j): column j % row of output row j / row (rows of every plane, in memory order):
-    // the later of its two taps where it is greater or NaN (the scan's rule), with its offset
-    // in the plane.
+    const FlatPoolStages stages{result, rows, k, j, *side_, sides_, lanes_};
+    apply_cpu_schedule<CpuFlatPoolSchedule>(cpu_schedule, stages, {result}, get_target());
+  }
+
+ private:
+  struct Tap {
+    Expr value, at;  // at: the position in its plane
+  };
+
+  // f(row) for the output row each output k lies in, among the rows its vector of lanes_ meets.
+  // The schedule runs whole runs of whole rows (the runtime calls it for whole runs alone),
+  // unrolling their vectors: each vector's rows and the lanes of each are then constants, the
+  // simplifier drops the rows no lane of a vector lies in, and every row left is one of the
+  // output's. That is what unsafe_promise_clamped states (for bounds inference; no clamp is
+  // computed): a clamp cost a third of the kernel's time.
+  Expr by_row(const Expr& width, const Expr& last_row,
+              const std::function<Expr(const Expr&)>& f) const {
+    int spans = 1;  // the most rows a vector meets, at any even side served
+    for (int s : sides_) {
+      if (s % 2) continue;
+      const int w = s / 2;
+      for (int v = 0; v < std::lcm(lanes_, w) / lanes_; v++) {
+        spans = std::max(spans, (v * lanes_ % w + lanes_ - 1) / w + 1);
+      }
+    }
+    const Expr first_row = (k / lanes_) * lanes_ / width;  // the row of the vector's first lane
+    const auto row = [&](int r) { return unsafe_promise_clamped(first_row + r, 0, last_row); };
+    Expr chosen = f(row(spans - 1));
+    for (int r = spans - 2; r >= 0; r--) {
+      chosen = select(k < width * (first_row + r + 1), f(row(r)), chosen);
+    }
+    return chosen;
+  }
+
+  // Even sides: output k's four taps, in the scan's order, the later where greater or NaN. The
+  // window of output k, on output row `row`, starts at 2k + side * row in the input and at
+  // 2k + side * (2 * (row % out_side) - row) in its plane.
+  Tap tall_plane(const Input<Buffer<>>& input, const Expr& side) {
+    const Expr out_side = side / 2;
+    const Expr last_row = max(input.dim(0).extent() / (2 * side) - 1, 0);
+    const Expr start = by_row(out_side, last_row, [&](const Expr& row) {
+      return side * (2 * (row % out_side) - row);
+    });
+    Tap best;
+    for (int dy = 0; dy < 2; dy++) {
+      for (int dx = 0; dx < 2; dx++) {
+        const Expr tap = dy * side + dx;
+        const Tap here{by_row(out_side, last_row,
+                              [&](const Expr& row) { return input(2 * k + side * row + tap, 0, 0); }),
+                       2 * k + start + tap};
+        if (!best.value.defined()) {
+          best = here;
+        } else {
+          const Expr wins = later_wins(best.value, here.value);
+          best = {select(wins, here.value, best.value), select(wins, here.at, best.at)};
+        }
+      }
+    }
+    return best;
+  }
+
+  // Odd sides: rows(j), column j % row of output row j / row (rows of every plane, in memory
+  // order): the later of its two taps where it is greater or NaN (the scan's rule), with its
+  // offset in the plane; then the pair of neighbouring columns.
+  Tap paired_rows(const Input<Buffer<>>& input, const Expr& side) {
+    const Expr out_width = side / 2, row = 2 * out_width;
     const Expr out_row = j / row, column = j % row;
     // A last task of fewer planes computes the rows of whole tasks (its guard bounds the outputs
-    // it writes, not the rows they read): rows past the last plane read the last plane.
-    const Expr plane = min(out_row / out_height, input.dim(2).extent() - 1);
-    const Expr y = 2 * (out_row % out_height);
-    const Expr top = input(column, y, plane, 0), bottom = input(column, y + 1, plane, 0);
+    // it writes, not the rows they read): rows past the last plane read the last plane. likely:
+    // the loops are partitioned where no row needs the clamp.
+    const Expr plane = min(likely(out_row / out_width), input.dim(0).extent() / (side * side) - 1);
+    const Expr at_top = 2 * (out_row % out_width) * side + column;
+    const Expr top = input(plane * side * side + at_top, 0, 0);
+    const Expr bottom = input(plane * side * side + at_top + side, 0, 0);
     const Expr bottom_wins = later_wins(top, bottom);
-    rows(j) = Tuple(select(bottom_wins, bottom, top), y * width + column + select(bottom_wins, width, 0));
+    rows(j) = Tuple(select(bottom_wins, bottom, top), at_top + select(bottom_wins, side, 0));
 
     // The scan's winner over the four taps in row-major order is the greatest under one total
     // order: NaNs above numbers, the later of two NaNs, the larger number, the earlier of two
@@ -68,18 +155,14 @@ class MaxPoolFlat : public Generator<MaxPoolFlat> {
     const Expr left_nan = is_nan(left), right_nan = is_nan(right);
     const Expr right_wins = (right_nan && (!left_nan || right_at > left_at)) ||
                             (!left_nan && (right > left || (right == left && right_at < left_at)));
-    result(k, c1, n1) = Tuple(select(right_wins, right, left),
-                              cast(index_type, select(right_wins, right_at, left_at)));
-
-    std::vector<int> sides;
-    for (const std::string& side : split(planes.value(), ',')) sides.push_back(std::stoi(side));
-    const FlatPoolStages stages{result, rows, k, j, width, height, sides};
-    apply_cpu_schedule<CpuFlatPoolSchedule>(cpu_schedule, stages, {result}, get_target());
+    return {select(right_wins, right, left), select(right_wins, right_at, left_at)};
   }
 
- private:
   Input<Buffer<>>* input_ = nullptr;
+  Input<int32_t>* side_ = nullptr;
   Output<Func>* result_ = nullptr;
+  std::vector<int> sides_;
+  int lanes_ = 0;  // a vector's f32 lanes on the target
   Var j{"j"}, k{"k"}, c1{"c1"}, n1{"n1"};
   Func rows{"rows"};
 };

@@ -238,44 +238,60 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
   }
 }
 
-void CpuFlatPoolSchedule::read(Knobs& knobs) {
-  knobs.take("vector_width", &vector_width);
-  knobs.take("outputs_per_task", &outputs_per_task);
-}
+void CpuFlatPoolSchedule::read(Knobs& knobs) { knobs.take("outputs_per_task", &outputs_per_task); }
 
-void CpuFlatPoolSchedule::apply(const FlatPoolStages& s, const Target& target) const {
+void CpuFlatPoolSchedule::apply(const FlatPoolStages& s, const Target& /*target*/) const {
   Func result = s.result, rows = s.rows;
-  const int lanes = vector_lanes(vector_width, result, target, Layout::contiguous);
-  Var task("task"), lane("lane"), row("row"), plane("plane"), column("column");
+  const int lanes = s.lanes;
+  Var task("task"), run("run"), vector("vector"), lane("lane");
   int largest = 0;  // the most elements of `rows` a task computes
   for (int side : s.sides) {
-    const Expr served = s.width == side && s.height == side;
+    const Expr served = s.side == side;  // on the parameter itself: its value then replaces it
     const int out_width = side / 2, row_width = 2 * out_width;
-    // Whole planes and whole vectors: a row's place in its plane is then a loop of its own, not
-    // a division, and no task ends in a guarded vector (whose stride-2 loads go lane by lane).
+    // Whole planes and whole vectors: no task ends in a guarded vector (whose stride-2 loads go
+    // lane by lane).
     const int step = std::lcm(out_width * (side / 2), lanes);
     const int per_task = std::max(outputs_per_task / step, 1) * step;
+    if (side % 2 == 0) {
+      // Whole runs of whole rows and whole vectors (the runtime calls it for such outputs alone:
+      // flat_planes_served), whose vectors are unrolled: each vector's rows begin at constant
+      // lanes. Tasks take whole runs, guarded by run: one copy of a run's code, not partitioned.
+      const int whole = std::lcm(out_width, lanes);
+      result.specialize(served)
+          .split(s.k, run, vector, whole, TailStrategy::RoundUp)
+          .split(vector, vector, lane, lanes)
+          .vectorize(lane)
+          .unroll(vector)
+          .split(run, task, run, per_task / whole, TailStrategy::GuardWithIf)
+          .partition(run, Partition::Never)
+          .parallel(task);
+      continue;
+    }
     largest = std::max(largest, 2 * per_task);
     result.specialize(served)
         .split(s.k, task, lane, per_task, TailStrategy::GuardWithIf)
         .vectorize(lane, lanes, TailStrategy::ShiftInwards)
         .parallel(task);
     // A row of up to 8 columns is one vector (LLVM widens 6 to 8); a longer one, vectors of
-    // half the lanes where it fits in one (14 columns: 1x64x14x14 on AVX-512, 1.50 against 1.71
-    // us with one of 16), else whole ones, the last shifted back.
+    // half the lanes where it fits in one, else whole ones, the last shifted back. The rows of
+    // a plane unrolled: a row's place in its plane is then a constant, not a division.
     const int row_lanes = row_width <= std::max(8, lanes / 2) ? row_width
                           : row_width <= lanes                ? lanes / 2
                                                               : lanes;
+    Var row("row"), plane("plane"), column("column");
     rows.specialize(served)
         .split(s.j, row, column, row_width, TailStrategy::RoundUp)
         .split(row, plane, row, side / 2, TailStrategy::RoundUp)
-        .vectorize(column, row_lanes, TailStrategy::ShiftInwards);
+        .vectorize(column, row_lanes, TailStrategy::ShiftInwards)
+        .unroll(row);
   }
   result.specialize_fail("max_pool_flat: planes of a side it was not built for");
-  // Aligned to whole planes, so that a row's place divides out of the flat position; the
-  // task's buffer sized at compile time, so that it lives on the stack.
+  if (largest == 0) return;  // even sides alone: no rows
+  // Aligned to whole planes (a task's first element begins a vector); the task's buffer sized
+  // at compile time, so that it lives on the stack.
+  const Expr out_side = s.side / 2;
   rows.compute_at(result, task)
-      .align_bounds(s.j, 2 * (s.width / 2) * (s.height / 2))
+      .align_bounds(s.j, 2 * out_side * out_side)
       .bound_storage(s.j, largest);
 }
 

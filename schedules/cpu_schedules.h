@@ -86,21 +86,26 @@ struct CpuPoolSchedule {
   }
 };
 
-// Stages of max_pool_flat: result(k, 0, 0), every output element in memory order, pairs
-// rows(2k) and rows(2k + 1), the column-wise winners of each output row's two input rows.
+// Stages of max_pool_flat: result(k, 0, 0), every output element in memory order. Odd sides
+// pair rows(2k) and rows(2k + 1), the column-wise winners of each output row's two input rows;
+// even sides read the input directly. Both the outputs of even sides and `rows` take their
+// input rows by vectors of `lanes`, the generator's own (a vector's first lane names the rows
+// its lanes lie in), which every stage vectorizes by.
 struct FlatPoolStages {
   Halide::Func result, rows;
   Halide::Var k, j;
-  Halide::Expr width, height;  // the input planes'
-  std::vector<int> sides;      // the square input planes served, by side
+  Halide::Expr side;       // the input planes' (the parameter), a constant in each specialization
+  std::vector<int> sides;  // the square input planes served, by side
+  int lanes;               // f32 lanes of the target's vectors
 };
 
 // Each served side is a specialization whose extents are constants, so that the flat positions
 // divide by constants. A task is a block of whole planes and whole vectors (outputs_per_task
-// outputs rounded down to such blocks, at least one), which computes its `rows` first.
+// outputs rounded down to such blocks, at least one); with odd sides it computes its `rows`
+// first. Vectors that pick their rows (both stages of FlatPoolStages::lanes) are unrolled over
+// a run of whole rows, whose row breaks then fall at constant lanes.
 struct CpuFlatPoolSchedule {
-  int vector_width = 0;  // outputs per vector; 0: the target's natural width
-  int outputs_per_task = 1;
+  int outputs_per_task = 1;  // vectors: FlatPoolStages::lanes
 
   void read(Knobs& knobs);
   void apply(const FlatPoolStages& s, const Halide::Target& target) const;

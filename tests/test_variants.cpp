@@ -163,6 +163,10 @@ const std::pair<int, Ints> kShapes[] = {
     // task of fewer; one plane, fewer outputs than a vector.
     {2, {2, 9, 7, 7}},
     {2, {1, 1, 7, 7}},
+    // Planes of even sides, whole runs of rows and vectors (i64 indices): vectors whose lanes
+    // take 2 to 4 rows of 7 outputs, or 2 rows of 14.
+    {2, {1, 16, 14, 14}},
+    {2, {1, 4, 28, 28}},
     {3, {1, 3, 7, 9, 11}},
     {3, {1, 2, 3, 4, 14}},  // rows of 7, and of 15: exact rows in 3-D
     {3, {1, 2, 2, 4, 30}},

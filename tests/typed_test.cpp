@@ -34,6 +34,7 @@
 
 #include "built_kernels.hpp"
 #include "dtypes.hpp"
+#include "guarded_buffer.hpp"
 #include "lib_util.hpp"
 #include "poolgen/poolgen.h"
 #include "poolgen/poolgen.hpp"
@@ -651,8 +652,13 @@ TEST(TypedKernelChoice, SmallSquarePlanesRunOverFlatPlanes) {
       Ints shape;
       bool flat;
     };
-    const Case cases[] = {{{1, 64, 7, 7}, true},   {{2, 3, 7, 7}, true},     {{64, 7, 7}, true},
-                          {{1, 64, 7, 8}, false},  {{1, 64, 14, 14}, false}, {{1, 64, 6, 6}, false}};
+    // Even sides (i64 indices) whose outputs are whole runs of lcm(side / 2, 16): 1x16 and 1x64
+    // planes of 14, 1x4 of 28; not 1x3x14x14 nor 1x2x28x28.
+    const bool even = index == DType::i64;
+    const Case cases[] = {{{1, 64, 7, 7}, true},    {{2, 3, 7, 7}, true},      {{64, 7, 7}, true},
+                          {{1, 64, 7, 8}, false},   {{1, 64, 6, 6}, false},    {{1, 64, 14, 14}, even},
+                          {{1, 16, 14, 14}, even},  {{1, 3, 14, 14}, false},   {{1, 4, 28, 28}, even},
+                          {{2, 32, 28, 28}, even},  {{1, 2, 28, 28}, false},   {{1, 16, 14, 15}, false}};
     for (const Case& c : cases) {
       PoolOptions o;
       o.kernel_size = {2};
@@ -682,6 +688,66 @@ TEST(TypedKernelChoice, SmallSquarePlanesRunOverFlatPlanes) {
     EXPECT_EQ(name, "max_pool2d" + suffix);
   }
   if (checked == 0) GTEST_SKIP() << "no kernel over flat planes in this build";
+}
+
+// The kernel over flat planes picks each vector's input rows by lane (its unused rows never
+// loaded): its calls read and write nothing outside their buffers, each flush against a
+// PROT_NONE page at either end, and give the reference's results on ties and NaNs.
+TEST(FlatPlanes, StayInsideTheirBuffers) {
+  const std::vector<KernelInfo> kernels = compiled_kernels();
+  int flat_calls = 0;
+  for (DType index : {DType::i64, DType::i32}) {
+    const std::string flat = std::string("max_pool2d_k2s2p0_flat_f32_") + dtype_name(index);
+    for (const Ints& shape : std::vector<Ints>{{1, 64, 7, 7},
+                                               {2, 9, 7, 7},
+                                               {1, 16, 14, 14},
+                                               {2, 32, 14, 14},
+                                               {1, 4, 28, 28},
+                                               {1, 64, 28, 28}}) {
+      for (const auto align : {test::GuardedBuffer::catch_overrun, test::GuardedBuffer::catch_underrun}) {
+        const Ints pooled{shape[0], shape[1], shape[2] / 2, shape[3] / 2};
+        const int64_t n = test::numel(shape), m = test::numel(pooled);
+        std::vector<float> input(n);
+        for (int64_t i = 0; i < n; ++i) input[i] = static_cast<float>((i * 37) % 11);  // ties
+        for (int64_t i = 5; i < n; i += 97) input[i] = NAN;
+        PoolOptions o;
+        o.kernel_size = {2};
+        Ints ref_shape;
+        std::vector<float> ref_values;
+        std::vector<int64_t> ref_indices;
+        ASSERT_TRUE(ref::max_pool(2, shape, input, o, &ref_shape, &ref_values, &ref_indices).ok());
+
+        const size_t index_bytes = index == DType::i32 ? 4 : 8;
+        test::GuardedBuffer in(n * sizeof(float), align), values(m * sizeof(float), align),
+            indices(m * index_bytes, align);
+        std::memcpy(in.data(), input.data(), n * sizeof(float));
+        in.protect();
+        const TensorView in_view = contiguous(in.data(), DType::f32, shape);
+        std::string name;
+        ASSERT_TRUE(max_pool_kernel_name(2, in_view, index, o, &name).ok());
+        flat_calls += name == flat;
+        ASSERT_TRUE(max_pool(2, in_view, contiguous(values.data(), DType::f32, pooled),
+                             contiguous(indices.data(), index, pooled), o)
+                        .ok())
+            << str(shape);
+        EXPECT_TRUE(values.check() && indices.check()) << str(shape);
+        for (int64_t i = 0; i < m; ++i) {
+          float v;
+          std::memcpy(&v, values.data() + i * sizeof(float), sizeof(float));
+          const int64_t at = index == DType::i32
+                                 ? reinterpret_cast<const int32_t*>(indices.data())[i]
+                                 : reinterpret_cast<const int64_t*>(indices.data())[i];
+          ASSERT_TRUE(v == ref_values[i] || (std::isnan(v) && std::isnan(ref_values[i])))
+              << str(shape) << " " << name << " element " << i;
+          ASSERT_EQ(at, ref_indices[i]) << str(shape) << " " << name << " element " << i;
+        }
+      }
+    }
+  }
+  if (find_kernel(kernels, "max_pool2d_k2s2p0_flat_f32_i64") == nullptr) {
+    GTEST_SKIP() << "no kernel over flat planes in this build";
+  }
+  EXPECT_GT(flat_calls, 0);
 }
 
 TEST(TypedKernelChoice, UnpoolNamesFollowWidthLayoutAndIndexDType) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <set>
 #include <string>
 #include <utility>
@@ -123,11 +124,18 @@ const char* op_name(Op op) {
   return kNames[static_cast<int>(op)];
 }
 
-bool flat_plane_served(int64_t side) {
-  for (int served : {POOLGEN_FLAT_PLANES 0}) {
-    if (side > 0 && served == side) return true;
+bool flat_planes_served(int64_t side, int64_t planes, DType index) {
+  // An even side's outputs go by whole runs of whole rows and vectors: lcm(side / 2, lanes)
+  // outputs, whose multiples lcm(side / 2, 16) are for any target's lanes (16, 8, 4).
+  constexpr int64_t kWidestLanes = 16;
+  const int64_t out_side = side / 2;
+  if (side % 2 == 0 && planes * out_side * out_side % std::lcm(out_side, kWidestLanes) != 0) {
+    return false;
   }
-  return false;
+  const auto listed = [side](std::initializer_list<int> sides) {
+    return side > 0 && std::find(sides.begin(), sides.end(), side) != sides.end();
+  };
+  return index == DType::i32 ? listed({POOLGEN_FLAT_PLANES_I32 0}) : listed({POOLGEN_FLAT_PLANES 0});
 }
 
 const char* layout_name(Layout layout) {

@@ -30,7 +30,7 @@ enum class Op {
   // last covering output's value (the winner runs instead when one does not).
   unpool_window_gather,
   // CPU max pooling of small NCHW planes over every plane at once (the planes' sides it serves:
-  // flat_plane_served), its outputs flat: one dimension over every element.
+  // flat_planes_served), its outputs flat: one dimension over every element.
   pool_flat,
 };
 const char* op_name(Op op);   // "pool", "pool_backward_scatter", ... (KernelInfo::op)
@@ -118,9 +118,10 @@ struct KernelQuery {
   int capability;  // CUDA: the device's compute capability (86: sm_86); CPU: 0
 };
 
-// Whether the build's Op::pool_flat kernels serve square input planes of `side`
-// (POOLGEN_FLAT_PLANES).
-bool flat_plane_served(int64_t side);
+// Whether the build's Op::pool_flat kernel for `index` serves `planes` square input planes of
+// `side`: a side listed in POOLGEN_FLAT_PLANES (POOLGEN_FLAT_PLANES_I32 for i32 indices) whose
+// outputs, for an even side, are whole runs (generators/max_pool_flat_generator.cpp).
+bool flat_planes_served(int64_t side, int64_t planes, DType index);
 
 // The fastest kernel of `table` serving `query`: one whose fixed window matches, else the
 // general one; on CUDA, of the largest capability the device meets. Null if the build has none.

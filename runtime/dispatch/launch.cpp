@@ -24,6 +24,12 @@ void Launch::add_scalar(int64_t value) {
   args_.push_back(&s.value);
 }
 
+void Launch::add_int32(int32_t value) {
+  Scalar& s = scalars_[scalar_count_++];
+  s.int32 = value;
+  args_.push_back(&s.int32);
+}
+
 void Launch::add_flag(bool value) {
   Scalar& s = scalars_[scalar_count_++];
   s.flag = value;

@@ -40,9 +40,10 @@ class Launch {
   void add_magic(const int64_t* divisors, int count) {
     if (kernel_.device == Device::cuda) magic_.append(divisors, count, &args_);
   }
-  // Appends a 64-bit scalar or a flag (at most kScalars in all).
+  // Appends a 64-bit scalar, a 32-bit one or a flag (at most kScalars in all).
   static constexpr int kScalars = 2;
   void add_scalar(int64_t value);
+  void add_int32(int32_t value);
   void add_flag(bool value);
   // Appends a buffer of the call's own (a count, a gate, a report), as CUDA takes it.
   void add_buffer(const CudaBuffer& buffer) {
@@ -108,6 +109,7 @@ class Launch {
   MagicArgs magic_;
   union Scalar {
     int64_t value;
+    int32_t int32;
     bool flag;
   } scalars_[kScalars];
   int scalar_count_ = 0;

@@ -123,15 +123,15 @@ void drop_unit_dims(PoolPlan* plan) {
   const View& in = plan->views[0];
   if (plan->kernel->kernel != 0 && nd == 2 && !plan->passes && plan->device == Device::cpu &&
       plan->query.layout == Layout::contiguous && in.shape[2] == in.shape[3] &&
-      flat_plane_served(in.shape[3])) {
+      flat_planes_served(in.shape[3], in.shape[0] * in.shape[1], index_dtype)) {
     query.op = Op::pool_flat;
     plan->flat = find_kernel(forward_kernels(), query);
   }
   return {};
 }
 
-// A pooling call's outputs as one dimension over every element, (1, 1, elements), as a kernel
-// over flat planes takes them: they must be packed (flat_kernel).
+// A packed view as one dimension over every element, (1, 1, elements), as a kernel over flat
+// planes takes its input and outputs (flat_kernel).
 View flat_view(const View& v) {
   View flat = v;
   flat.rank = 3;
@@ -142,24 +142,13 @@ View flat_view(const View& v) {
   return flat;
 }
 
-// The input's planes as one dimension, (1, N * C, spatial...): its images must be as far apart
-// as its channels' planes (flat_kernel).
-View merged_planes(const View& v) {
-  View merged = v;
-  merged.shape[0] = 1;
-  merged.shape[1] = v.shape[0] * v.shape[1];
-  merged.strides[0] = merged.shape[1] * v.strides[1];
-  return merged;
-}
-
 // The kernel that runs on `views` (input, values, indices; in the kernel's layout): the plan's
-// kernel over flat planes where it has one, the outputs are packed (one run of memory each) and
-// the input's images are as far apart as its planes, else its kernel.
+// kernel over flat planes where it has one and every view is packed (one run of memory each),
+// else its kernel.
 const Kernel& flat_kernel(const PoolPlan& plan, const Views& views) {
-  const View& in = views[0];
-  const bool flat = plan.flat && is_packed(views[1], Layout::contiguous) &&
-                    is_packed(views[2], Layout::contiguous) &&
-                    (in.shape[0] == 1 || in.strides[0] == in.shape[1] * in.strides[1]);
+  const bool flat = plan.flat && is_packed(views[0], Layout::contiguous) &&
+                    is_packed(views[1], Layout::contiguous) &&
+                    is_packed(views[2], Layout::contiguous);
   return flat ? *plan.flat : *plan.kernel;
 }
 
@@ -172,12 +161,16 @@ int64_t sharing_bytes(const Kernel& kernel, const Views& views) {
 }
 
 // A pooling kernel's launch with `window` on views (input, values, indices) in its layout. A
-// kernel over flat planes (fixed window, no scalars) takes the outputs flat.
+// kernel over flat planes (fixed window) takes every view flat and the planes' side.
 struct PoolLaunch : Launch {
   PoolLaunch(const Kernel& kernel, const Window& window, const Views& views) : Launch(kernel) {
     const bool flat = kernel.op == Op::pool_flat;
-    add_view(flat ? merged_planes(views[0]) : views[0], kernel.value, Access::read);
-    if (!flat) add_window(window);
+    add_view(flat ? flat_view(views[0]) : views[0], kernel.value, Access::read);
+    if (flat) {
+      add_int32(static_cast<int32_t>(views[0].shape[3]));  // a served side
+    } else {
+      add_window(window);
+    }
     add_view(flat ? flat_view(views[1]) : views[1], kernel.value, Access::write);
     add_view(flat ? flat_view(views[2]) : views[2], kernel.index, Access::write);
     fit_variant(views[1]);
