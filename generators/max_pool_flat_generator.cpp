@@ -64,7 +64,8 @@ class MaxPoolFlat : public Generator<MaxPoolFlat> {
     Tap best = odd ? paired_rows(input, side) : tall_plane(input, side);
     if (odd && even) {
       const Tap tall = tall_plane(input, side);
-      best = {select(side % 2 == 0, tall.value, best.value), select(side % 2 == 0, tall.at, best.at)};
+      const Expr even_side = side % 2 == 0;
+      best = {select(even_side, tall.value, best.value), select(even_side, tall.at, best.at)};
     }
     result(k, c1, n1) = Tuple(best.value, cast(index_type, best.at));
     Func(result).output_buffers()[0].dim(0).set_min(0);  // k counts from a vector's first lane
@@ -116,9 +117,8 @@ class MaxPoolFlat : public Generator<MaxPoolFlat> {
     for (int dy = 0; dy < 2; dy++) {
       for (int dx = 0; dx < 2; dx++) {
         const Expr tap = dy * side + dx;
-        const Tap here{by_row(out_side, last_row,
-                              [&](const Expr& row) { return input(2 * k + side * row + tap, 0, 0); }),
-                       2 * k + start + tap};
+        const auto window = [&](const Expr& row) { return input(2 * k + side * row + tap, 0, 0); };
+        const Tap here{by_row(out_side, last_row, window), 2 * k + start + tap};
         if (!best.value.defined()) {
           best = here;
         } else {

@@ -655,10 +655,12 @@ TEST(TypedKernelChoice, SmallSquarePlanesRunOverFlatPlanes) {
     // Even sides (i64 indices) whose outputs are whole runs of lcm(side / 2, 16): 1x16 and 1x64
     // planes of 14, 1x4 of 28; not 1x3x14x14 nor 1x2x28x28.
     const bool even = index == DType::i64;
-    const Case cases[] = {{{1, 64, 7, 7}, true},    {{2, 3, 7, 7}, true},      {{64, 7, 7}, true},
-                          {{1, 64, 7, 8}, false},   {{1, 64, 6, 6}, false},    {{1, 64, 14, 14}, even},
-                          {{1, 16, 14, 14}, even},  {{1, 3, 14, 14}, false},   {{1, 4, 28, 28}, even},
-                          {{2, 32, 28, 28}, even},  {{1, 2, 28, 28}, false},   {{1, 16, 14, 15}, false}};
+    const Case cases[] = {{{1, 64, 7, 7}, true},     {{2, 3, 7, 7}, true},
+                          {{64, 7, 7}, true},        {{1, 64, 7, 8}, false},
+                          {{1, 64, 6, 6}, false},    {{1, 64, 14, 14}, even},
+                          {{1, 16, 14, 14}, even},   {{1, 3, 14, 14}, false},
+                          {{1, 4, 28, 28}, even},    {{2, 32, 28, 28}, even},
+                          {{1, 2, 28, 28}, false},   {{1, 16, 14, 15}, false}};
     for (const Case& c : cases) {
       PoolOptions o;
       o.kernel_size = {2};
@@ -704,7 +706,8 @@ TEST(FlatPlanes, StayInsideTheirBuffers) {
                                                {2, 32, 14, 14},
                                                {1, 4, 28, 28},
                                                {1, 64, 28, 28}}) {
-      for (const auto align : {test::GuardedBuffer::catch_overrun, test::GuardedBuffer::catch_underrun}) {
+      for (const auto align :
+           {test::GuardedBuffer::catch_overrun, test::GuardedBuffer::catch_underrun}) {
         const Ints pooled{shape[0], shape[1], shape[2] / 2, shape[3] / 2};
         const int64_t n = test::numel(shape), m = test::numel(pooled);
         std::vector<float> input(n);

@@ -135,7 +135,8 @@ bool flat_planes_served(int64_t side, int64_t planes, DType index) {
   const auto listed = [side](std::initializer_list<int> sides) {
     return side > 0 && std::find(sides.begin(), sides.end(), side) != sides.end();
   };
-  return index == DType::i32 ? listed({POOLGEN_FLAT_PLANES_I32 0}) : listed({POOLGEN_FLAT_PLANES 0});
+  return index == DType::i32 ? listed({POOLGEN_FLAT_PLANES_I32 0})
+                             : listed({POOLGEN_FLAT_PLANES 0});
 }
 
 const char* layout_name(Layout layout) {
