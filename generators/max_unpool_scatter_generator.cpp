@@ -106,21 +106,28 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
       if (skips) position = unsafe_promise_clamped(position, 0, elements - 1);
       const std::vector<Expr> element = tensor_args<Expr>({position}, channel, n_, l);
       Expr index = (*indices_)(element);
-      if (!accumulate) {
-        Expr plane_number = cast<int64_t>(n_) * values_->dim(channel_dim).extent() + c_;
-        index = cast<int64_t>(index) - (*plane_origin_ + plane_number) * *plane_stride_;
-      }
       Expr first = cast(index.type(), output_->dim(plane_dim).min());
-      Expr plane = cast(index.type(), output_->dim(plane_dim).extent());
-      Expr valid = in_range(index, first, plane);
+      // The slot counted from the output's first, in one subtraction of a plane's constant: the
+      // check and the address share it (the address's own subtraction of the min cancels).
+      Expr from_first;
+      if (accumulate) {
+        from_first = index - first;
+      } else {
+        Expr plane_number = cast<int64_t>(n_) * values_->dim(channel_dim).extent() + c_;
+        first = cast<int64_t>(first);
+        from_first = cast<int64_t>(index) - ((*plane_origin_ + plane_number) * *plane_stride_ + first);
+      }
+      Expr plane = cast(from_first.type(), output_->dim(plane_dim).extent());
+      Expr valid = in_range(from_first, 0, plane);
       if (zeroes) domain.where(runs);
       if (skips) domain.where(valid);
       // Nothing outside the output is written: the accumulating vectors clamp their slots (an
       // invalid one adds -0.0); elsewhere a slot is stored only once the where-clause or the
       // require (which returns before the store) found it valid, so it is promised inside.
       const bool clamps = accumulate && !skips;
-      Expr slot = cast<int32_t>(clamps ? clamp(index, first, first + plane - 1)
-                                       : unsafe_promise_clamped(index, first, first + plane - 1));
+      Expr slot = cast<int32_t>(clamps ? clamp(from_first, 0, plane - 1)
+                                       : unsafe_promise_clamped(from_first, 0, plane - 1)) +
+                  output_->dim(plane_dim).min();
       const std::vector<Expr> at = tensor_args<Expr>({slot}, c_, n_, l);
       Expr value = (*values_)(element);
       if (skips) {
@@ -130,8 +137,9 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
         // it is (-0.0 too); a where-clause would keep channels-last's vectors from forming.
         out(at) = add_in_type(out(at), select(valid, value, -cast(value_type, 0)));
       } else {
-        // An invalid index stops the kernel with an error.
-        out(at) = require(valid, value, "max_unpool: index", index, "outside plane of", plane);
+        // An invalid index stops the kernel with an error; the runtime then finds and names
+        // it (the message names no index: keeping one for it cost each element a register copy).
+        out(at) = require(valid, value, "max_unpool: an index outside its plane of", plane);
       }
     };
     if (steps > 1) {
