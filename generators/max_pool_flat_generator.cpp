@@ -12,8 +12,9 @@
 //
 // Planes of an odd side drop their last row and column, so output rows no longer tile the
 // input: each output row's two input rows are first combined column by column (`rows`, a row of
-// 2 * out_width columns), then each output is the pair of neighbouring columns: element k reads
-// rows(2k) and rows(2k + 1), a stride-2 load over whole vectors whatever the planes' width.
+// 2 * out_width columns, whose vectors pick their input rows by lane as the even sides' do),
+// then each output is the pair of neighbouring columns: element k reads rows(2k) and
+// rows(2k + 1), a stride-2 load over whole vectors whatever the planes' width.
 #include "Halide.h"
 #include "cpu_schedules.h"
 #include "knobs.h"
@@ -79,27 +80,28 @@ class MaxPoolFlat : public Generator<MaxPoolFlat> {
     Expr value, at;  // at: the position in its plane
   };
 
-  // f(row) for the output row each output k lies in, among the rows its vector of lanes_ meets.
-  // The schedule runs whole runs of whole rows (the runtime calls it for whole runs alone),
-  // unrolling their vectors: each vector's rows and the lanes of each are then constants, the
-  // simplifier drops the rows no lane of a vector lies in, and every row left is one of the
-  // output's. That is what unsafe_promise_clamped states (for bounds inference; no clamp is
-  // computed): a clamp cost a third of the kernel's time.
-  Expr by_row(const Expr& width, const Expr& last_row,
+  // f(row) for the row each element v lies in, among the rows its vector of lanes_ meets, for
+  // rows of `width` elements (`odd`: the rows stage's, 2 * (side / 2) wide, of odd sides; else
+  // the outputs', side / 2 wide, of even sides). The schedule runs whole runs of whole rows (the
+  // runtime calls it for whole runs alone), unrolling their vectors: each vector's rows and the
+  // lanes of each are then constants, the simplifier drops the rows no lane of a vector lies
+  // in, and every row left is a real one. That is what unsafe_promise_clamped states (for
+  // bounds inference; no clamp is computed): a clamp cost a third of the kernel's time.
+  Expr by_row(const Var& v, bool odd, const Expr& width, const Expr& last_row,
               const std::function<Expr(const Expr&)>& f) const {
-    int spans = 1;  // the most rows a vector meets, at any even side served
+    int spans = 1;  // the most rows a vector meets, at any side served of that parity
     for (int s : sides_) {
-      if (s % 2) continue;
-      const int w = s / 2;
-      for (int v = 0; v < std::lcm(lanes_, w) / lanes_; v++) {
-        spans = std::max(spans, (v * lanes_ % w + lanes_ - 1) / w + 1);
+      if (s % 2 != odd) continue;
+      const int w = odd ? 2 * (s / 2) : s / 2;
+      for (int i = 0; i < std::lcm(lanes_, w) / lanes_; i++) {
+        spans = std::max(spans, (i * lanes_ % w + lanes_ - 1) / w + 1);
       }
     }
-    const Expr first_row = (k / lanes_) * lanes_ / width;  // the row of the vector's first lane
+    const Expr first_row = (v / lanes_) * lanes_ / width;  // the row of the vector's first lane
     const auto row = [&](int r) { return unsafe_promise_clamped(first_row + r, 0, last_row); };
     Expr chosen = f(row(spans - 1));
     for (int r = spans - 2; r >= 0; r--) {
-      chosen = select(k < width * (first_row + r + 1), f(row(r)), chosen);
+      chosen = select(v < width * (first_row + r + 1), f(row(r)), chosen);
     }
     return chosen;
   }
@@ -110,7 +112,7 @@ class MaxPoolFlat : public Generator<MaxPoolFlat> {
   Tap tall_plane(const Input<Buffer<>>& input, const Expr& side) {
     const Expr out_side = side / 2;
     const Expr last_row = max(input.dim(0).extent() / (2 * side) - 1, 0);
-    const Expr start = by_row(out_side, last_row, [&](const Expr& row) {
+    const Expr start = by_row(k, false, out_side, last_row, [&](const Expr& row) {
       return side * (2 * (row % out_side) - row);
     });
     Tap best;
@@ -118,7 +120,7 @@ class MaxPoolFlat : public Generator<MaxPoolFlat> {
       for (int dx = 0; dx < 2; dx++) {
         const Expr tap = dy * side + dx;
         const auto window = [&](const Expr& row) { return input(2 * k + side * row + tap, 0, 0); };
-        const Tap here{by_row(out_side, last_row, window), 2 * k + start + tap};
+        const Tap here{by_row(k, false, out_side, last_row, window), 2 * k + start + tap};
         if (!best.value.defined()) {
           best = here;
         } else {
@@ -130,19 +132,27 @@ class MaxPoolFlat : public Generator<MaxPoolFlat> {
     return best;
   }
 
-  // Odd sides: rows(j), column j % row of output row j / row (rows of every plane, in memory
-  // order): the later of its two taps where it is greater or NaN (the scan's rule), with its
-  // offset in the plane; then the pair of neighbouring columns.
+  // Odd sides: rows(j), column j % row_width of the rows stage's row j / row_width (rows of
+  // every plane, in memory order, 2 * out_width columns each): the later of its two taps where
+  // it is greater or NaN (the scan's rule), with its offset in the plane; then the pair of
+  // neighbouring columns. Row R (plane R / out_width, row R % out_width of it) starts at
+  // row_width * R in the stage and at `shift(R)` past that in the input, which grows with R, so
+  // the vectors read by_row from j + shift(R): a dense load a row, none outside the input.
   Tap paired_rows(const Input<Buffer<>>& input, const Expr& side) {
-    const Expr out_width = side / 2, row = 2 * out_width;
-    const Expr out_row = j / row, column = j % row;
-    // A last task of fewer planes computes the rows of whole tasks (its guard bounds the outputs
-    // it writes, not the rows they read): rows past the last plane read the last plane. likely:
-    // the loops are partitioned where no row needs the clamp.
-    const Expr plane = min(likely(out_row / out_width), input.dim(0).extent() / (side * side) - 1);
-    const Expr at_top = 2 * (out_row % out_width) * side + column;
-    const Expr top = input(plane * side * side + at_top, 0, 0);
-    const Expr bottom = input(plane * side * side + at_top + side, 0, 0);
+    const Expr out_width = side / 2, row_width = 2 * out_width;
+    const Expr last_row = max(input.dim(0).extent() / (side * side) * out_width - 1, 0);
+    const auto shift = [&](const Expr& row) {
+      return row / out_width * (side * side - row_width * out_width) +
+             row % out_width * (2 * side - row_width);
+    };
+    const auto tap = [&](int dy) {
+      return by_row(j, true, row_width, last_row,
+                    [&](const Expr& row) { return input(j + shift(row) + dy * side, 0, 0); });
+    };
+    const Expr top = tap(0), bottom = tap(1);
+    const Expr at_top = by_row(j, true, row_width, last_row, [&](const Expr& row) {
+      return 2 * (row % out_width) * side + j - row_width * row;
+    });
     const Expr bottom_wins = later_wins(top, bottom);
     rows(j) = Tuple(select(bottom_wins, bottom, top), at_top + select(bottom_wins, side, 0));
 

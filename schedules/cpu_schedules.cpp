@@ -245,6 +245,7 @@ void CpuFlatPoolSchedule::apply(const FlatPoolStages& s, const Target& /*target*
   const int lanes = s.lanes;
   Var task("task"), run("run"), vector("vector"), lane("lane");
   int largest = 0;  // the most elements of `rows` a task computes
+  int alignment = 1;  // of the rows stage's runs, at every odd side
   for (int side : s.sides) {
     const Expr served = s.side == side;  // on the parameter itself: its value then replaces it
     const int out_width = side / 2, row_width = 2 * out_width;
@@ -272,27 +273,22 @@ void CpuFlatPoolSchedule::apply(const FlatPoolStages& s, const Target& /*target*
         .split(s.k, task, lane, per_task, TailStrategy::GuardWithIf)
         .vectorize(lane, lanes, TailStrategy::ShiftInwards)
         .parallel(task);
-    // A row of up to 8 columns is one vector (LLVM widens 6 to 8); a longer one, vectors of
-    // half the lanes where it fits in one, else whole ones, the last shifted back. The rows of
-    // a plane unrolled: a row's place in its plane is then a constant, not a division.
-    const int row_lanes = row_width <= std::max(8, lanes / 2) ? row_width
-                          : row_width <= lanes                ? lanes / 2
-                                                              : lanes;
-    Var row("row"), plane("plane"), column("column");
+    // The rows stage's vectors pick their rows (FlatPoolStages), over runs of whole planes and
+    // whole vectors: unrolled, each vector's row breaks and rows' shifts are constants.
+    const int run_rows = std::lcm(row_width * out_width, lanes);
+    alignment = std::lcm(alignment, run_rows);
     rows.specialize(served)
-        .split(s.j, row, column, row_width, TailStrategy::RoundUp)
-        .split(row, plane, row, side / 2, TailStrategy::RoundUp)
-        .vectorize(column, row_lanes, TailStrategy::ShiftInwards)
-        .unroll(row);
+        .split(s.j, run, vector, run_rows, TailStrategy::RoundUp)
+        .split(vector, vector, lane, lanes)
+        .vectorize(lane)
+        .unroll(vector);
   }
   result.specialize_fail("max_pool_flat: planes of a side it was not built for");
   if (largest == 0) return;  // even sides alone: no rows
-  // Aligned to whole planes (a task's first element begins a vector); the task's buffer sized
-  // at compile time, so that it lives on the stack.
-  const Expr out_side = s.side / 2;
-  rows.compute_at(result, task)
-      .align_bounds(s.j, 2 * out_side * out_side)
-      .bound_storage(s.j, largest);
+  // Aligned to whole runs (a task's first element begins one: tasks are whole planes and
+  // vectors of outputs, and the runtime calls it for whole tasks' worth of planes alone); the
+  // task's buffer sized at compile time, so that it lives on the stack.
+  rows.compute_at(result, task).align_bounds(s.j, alignment).bound_storage(s.j, largest);
 }
 
 void CpuScatterSchedule::read(Knobs& knobs) {

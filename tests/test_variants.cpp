@@ -159,10 +159,12 @@ const std::pair<int, Ints> kShapes[] = {
     {2, {1, 2, 3, 24}},
     {2, {1, 2, 4, 28}},
     {2, {1, 2, 2, 31}},
-    // 7x7 planes, pooled over flat planes (k2s2p0 f32 NCHW): tasks of whole planes, then a last
-    // task of fewer; one plane, fewer outputs than a vector.
+    // 7x7 planes, pooled over flat planes (k2s2p0 f32 NCHW) in whole steps of 16 planes: one
+    // step, three (tasks of one or two steps by the variant's lanes); 18 planes keep the k2s2p0
+    // kernel.
+    {2, {2, 8, 7, 7}},
+    {2, {1, 48, 7, 7}},
     {2, {2, 9, 7, 7}},
-    {2, {1, 1, 7, 7}},
     // Planes of even sides, whole runs of rows and vectors (i64 indices): vectors whose lanes
     // take 2 to 4 rows of 7 outputs, or 2 rows of 14.
     {2, {1, 16, 14, 14}},

@@ -652,11 +652,13 @@ TEST(TypedKernelChoice, SmallSquarePlanesRunOverFlatPlanes) {
       Ints shape;
       bool flat;
     };
-    // Even sides (i64 indices) whose outputs are whole runs of lcm(side / 2, 16): 1x16 and 1x64
-    // planes of 14, 1x4 of 28; not 1x3x14x14 nor 1x2x28x28.
+    // Whole runs of outputs: of 7, whole steps of lcm(9, 16) outputs (16 planes: 1x64, 2x8,
+    // 48 unbatched; not 2x3 nor 1x8); of even sides (i64 indices), lcm(side / 2, 16): 1x16 and
+    // 1x64 planes of 14, 1x4 of 28; not 1x3x14x14 nor 1x2x28x28.
     const bool even = index == DType::i64;
-    const Case cases[] = {{{1, 64, 7, 7}, true},     {{2, 3, 7, 7}, true},
-                          {{64, 7, 7}, true},        {{1, 64, 7, 8}, false},
+    const Case cases[] = {{{1, 64, 7, 7}, true},     {{2, 8, 7, 7}, true},
+                          {{48, 7, 7}, true},        {{2, 3, 7, 7}, false},
+                          {{1, 8, 7, 7}, false},     {{1, 64, 7, 8}, false},
                           {{1, 64, 6, 6}, false},    {{1, 64, 14, 14}, even},
                           {{1, 16, 14, 14}, even},   {{1, 3, 14, 14}, false},
                           {{1, 4, 28, 28}, even},    {{2, 32, 28, 28}, even},
@@ -701,7 +703,7 @@ TEST(FlatPlanes, StayInsideTheirBuffers) {
   for (DType index : {DType::i64, DType::i32}) {
     const std::string flat = std::string("max_pool2d_k2s2p0_flat_f32_") + dtype_name(index);
     for (const Ints& shape : std::vector<Ints>{{1, 64, 7, 7},
-                                               {2, 9, 7, 7},
+                                               {2, 24, 7, 7},
                                                {1, 16, 14, 14},
                                                {2, 32, 14, 14},
                                                {1, 4, 28, 28},

@@ -125,18 +125,19 @@ const char* op_name(Op op) {
 }
 
 bool flat_planes_served(int64_t side, int64_t planes, DType index) {
-  // An even side's outputs go by whole runs of whole rows and vectors: lcm(side / 2, lanes)
-  // outputs, whose multiples lcm(side / 2, 16) are for any target's lanes (16, 8, 4).
+  // The outputs go by whole runs of the schedule's: an even side's of whole rows and vectors
+  // (lcm(side / 2, lanes) outputs), an odd side's of whole planes and vectors (lcm(plane,
+  // lanes)), whose multiples for 16 lanes are for any target's (16, 8, 4).
   constexpr int64_t kWidestLanes = 16;
-  const int64_t out_side = side / 2;
-  if (side % 2 == 0 && planes * out_side * out_side % std::lcm(out_side, kWidestLanes) != 0) {
-    return false;
-  }
   const auto listed = [side](std::initializer_list<int> sides) {
     return side > 0 && std::find(sides.begin(), sides.end(), side) != sides.end();
   };
-  return index == DType::i32 ? listed({POOLGEN_FLAT_PLANES_I32 0})
-                             : listed({POOLGEN_FLAT_PLANES 0});
+  if (!(index == DType::i32 ? listed({POOLGEN_FLAT_PLANES_I32 0})
+                            : listed({POOLGEN_FLAT_PLANES 0}))) {
+    return false;
+  }
+  const int64_t out_side = side / 2, plane = out_side * out_side;  // a side built is 2 or more
+  return planes * plane % std::lcm(side % 2 ? plane : out_side, kWidestLanes) == 0;
 }
 
 const char* layout_name(Layout layout) {
