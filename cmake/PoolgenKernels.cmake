@@ -512,10 +512,10 @@ foreach (value IN LISTS POOLGEN_VALUE_TYPES)
 endforeach ()
 # Small NCHW planes pooled over every plane at once (generators/max_pool_flat_generator.cpp):
 # square input planes of these sides, 2-D k2s2p0, f32, whose outputs are packed; the runtime
-# runs it for those calls instead of max_pool2d_k2s2p0 (runtime/ops/max_pool.cpp; an even
-# side's calls when their outputs are whole runs: 1x64, 1x16 planes and the like). f32 i64, one
-# thread, Zen 5 VM, us, NCHW against NHWC (docs/kernels.md, "Small NCHW planes over flat
-# planes"): 1x64x7x7 0.49 -> 0.30 (NHWC 0.15), 1x64x14x14 1.44 -> 0.92-0.96 (0.63-0.68),
+# runs it for those calls instead of max_pool2d_k2s2p0 (runtime/ops/max_pool.cpp; calls whose
+# outputs are whole runs: 1x64, 1x16 planes and the like, multiples of 16 planes of 7). f32 i64,
+# one thread, Zen 5 VM, us, NCHW against NHWC (docs/kernels.md, "Small NCHW planes over flat
+# planes"): 1x64x7x7 0.49 -> 0.26 (NHWC 0.15), 1x64x14x14 1.44 -> 0.92-0.96 (0.63-0.68),
 # 1x64x28x28 3.6 -> 2.75-2.89 (2.2-2.36). Sides 14 and 28 cost 41 KB an index type: i64 indices
 # (PyTorch's and ONNX's) have them, i32 indices side 7 alone (within issue 62's 3 MB).
 set(POOLGEN_FLAT_PLANES "7;14;28" CACHE STRING
