@@ -120,7 +120,7 @@ struct KernelQuery {
 
 // Whether the build's Op::pool_flat kernel for `index` serves `planes` square input planes of
 // `side`: a side listed in POOLGEN_FLAT_PLANES (POOLGEN_FLAT_PLANES_I32 for i32 indices) whose
-// outputs, for an even side, are whole runs (generators/max_pool_flat_generator.cpp).
+// outputs are whole runs of the schedule's (schedules/cpu_schedules.cpp, CpuFlatPoolSchedule).
 bool flat_planes_served(int64_t side, int64_t planes, DType index);
 
 // The fastest kernel of `table` serving `query`: one whose fixed window matches, else the
