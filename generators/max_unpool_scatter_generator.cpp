@@ -115,7 +115,8 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
       } else {
         Expr plane_number = cast<int64_t>(n_) * values_->dim(channel_dim).extent() + c_;
         first = cast<int64_t>(first);
-        from_first = cast<int64_t>(index) - ((*plane_origin_ + plane_number) * *plane_stride_ + first);
+        const Expr plane_first = (*plane_origin_ + plane_number) * *plane_stride_ + first;
+        from_first = cast<int64_t>(index) - plane_first;
       }
       Expr plane = cast(from_first.type(), output_->dim(plane_dim).extent());
       Expr valid = in_range(from_first, 0, plane);

@@ -160,8 +160,8 @@ const std::pair<int, Ints> kShapes[] = {
     {2, {1, 2, 4, 28}},
     {2, {1, 2, 2, 31}},
     // 7x7 planes, pooled over flat planes (k2s2p0 f32 NCHW) in whole steps of 16 planes: one
-    // step, three (tasks of one or two steps by the variant's lanes); 18 planes keep the k2s2p0
-    // kernel.
+    // step, three (AVX-512's tasks; AVX2's and SSE4.1's take 8 and 4 planes); 18 planes keep the
+    // k2s2p0 kernel.
     {2, {2, 8, 7, 7}},
     {2, {1, 48, 7, 7}},
     {2, {2, 9, 7, 7}},
