@@ -106,7 +106,7 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
       if (skips) position = unsafe_promise_clamped(position, 0, elements - 1);
       const std::vector<Expr> element = tensor_args<Expr>({position}, channel, n_, l);
       Expr index = (*indices_)(element);
-      Expr first = cast(index.type(), output_->dim(plane_dim).min());
+      const Expr first = cast(index.type(), output_->dim(plane_dim).min());
       // The slot counted from the output's first, in one subtraction of a plane's constant: the
       // check and the address share it (the address's own subtraction of the min cancels).
       Expr from_first;
@@ -114,8 +114,8 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
         from_first = index - first;
       } else {
         Expr plane_number = cast<int64_t>(n_) * values_->dim(channel_dim).extent() + c_;
-        first = cast<int64_t>(first);
-        const Expr plane_first = (*plane_origin_ + plane_number) * *plane_stride_ + first;
+        const Expr plane_first =
+            (*plane_origin_ + plane_number) * *plane_stride_ + cast<int64_t>(first);
         from_first = cast<int64_t>(index) - plane_first;
       }
       Expr plane = cast(from_first.type(), output_->dim(plane_dim).extent());

@@ -245,7 +245,7 @@ void CpuFlatPoolSchedule::apply(const FlatPoolStages& s, const Target& /*target*
   const int lanes = s.lanes;
   Var task("task"), run("run"), vector("vector"), lane("lane");
   int largest = 0;  // the most elements of `rows` a task computes
-  int alignment = 1;  // of the rows stage's runs, at every odd side
+  Expr alignment = 1;  // of the rows stage's runs: by odd side, a constant in its specialization
   for (int side : s.sides) {
     const Expr served = s.side == side;  // on the parameter itself: its value then replaces it
     const int out_width = side / 2, row_width = 2 * out_width;
@@ -276,7 +276,7 @@ void CpuFlatPoolSchedule::apply(const FlatPoolStages& s, const Target& /*target*
     // The rows stage's vectors pick their rows (FlatPoolStages), over runs of whole planes and
     // whole vectors: unrolled, each vector's row breaks and rows' shifts are constants.
     const int run_rows = std::lcm(row_width * out_width, lanes);
-    alignment = std::lcm(alignment, run_rows);
+    alignment = select(served, run_rows, alignment);
     rows.specialize(served)
         .split(s.j, run, vector, run_rows, TailStrategy::RoundUp)
         .split(vector, vector, lane, lanes)
