@@ -182,6 +182,14 @@ set(POOLGEN_KERNEL_FEATURES user_context strict_float)
 # still fails there.
 option(POOLGEN_KERNEL_CHECKS "Keep Halide's entry checks in every kernel" OFF)
 set(POOLGEN_UNCHECKED_GENERATORS max_pool max_pool_flat)
+# Every Halide pipeline also answers bounds queries (a null host asks for the regions it would
+# touch), and computes those regions on each call before it tests for one: a division or two per
+# split, per specialization. The runtime asks only the gathers (Launch::within_views), so the
+# CPU kernels of the other generators drop the query (Halide's no_bounds_query): 160 KB of an f32
+# program's share, 0.68 MB of the linked SegNet example, and 11-14 ns of each pooling call
+# (docs/footprint.md, "Halide's bounds query").
+set(POOLGEN_UNQUERIED_GENERATORS max_pool max_pool_flat max_unpool_scatter max_unpool_winner
+    max_unpool_backward)
 
 # Which element types get kernels. Each value type costs 14 pooling kernels per index type; the
 # unpooling kernels move bits, so they follow the value types' widths.
@@ -280,6 +288,9 @@ function(poolgen_kernel name op nd k s p layout value index)
   if (NOT POOLGEN_KERNEL_CHECKS AND NOT ARG_CUDA_CAPABILITY AND
       ARG_GENERATOR IN_LIST POOLGEN_UNCHECKED_GENERATORS)
     list(APPEND features no_asserts)
+  endif ()
+  if (NOT ARG_CUDA_CAPABILITY AND ARG_GENERATOR IN_LIST POOLGEN_UNQUERIED_GENERATORS)
+    list(APPEND features no_bounds_query)
   endif ()
   set(wide FALSE)  # whether it gets the AVX-512 variant
   set(avx512_only FALSE)  # and that one alone besides the floor's (POOLGEN_AVX512_ONLY_FAMILIES)

@@ -46,12 +46,18 @@ void Launch::add_flag(bool value) {
 }
 
 Status Launch::run(int64_t call_bytes, bool* declined) {
+  if (declined) *declined = false;
+  // Only a view without elements may come without data (check_data). To a kernel a null host
+  // asks for its bounds, or, built without that query (no_bounds_query), is an error: either
+  // way such a launch runs nothing.
+  for (int k = 0; k < view_count_; ++k) {
+    if (!views_[k].view.buffer.host && kernel_.device != Device::cuda) return {};
+  }
   if (lanes_ >= 0 && kernel_.in_cache_only) entry_ = variant_for(kernel_, lanes_, call_bytes);
   std::string error;
   const int result = kernel_.device == Device::cuda
                          ? run_on_cuda(&error)
                          : run_on_cpu(entry_, args_, &error, call_bytes);
-  if (declined) *declined = false;
   return result == 0 ? Status() : failed(result, error, declined);
 }
 

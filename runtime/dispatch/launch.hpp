@@ -83,7 +83,9 @@ class Launch {
   // since the query fills in the constrained extent rather than failing, and such a launch
   // declines on every run after Halide has formatted its message. Either way the kernel must
   // not be planned. A constrained input cannot be told from one read in part, so its callers
-  // check such constraints themselves. The views are left as they were.
+  // check such constraints themselves. The views are left as they were. Only the gathers'
+  // kernels answer the query: the others are built without it (no_bounds_query,
+  // cmake/PoolgenKernels.cmake).
   [[gnu::cold]] Status within_views(bool* within);
 
  private:
