@@ -560,6 +560,19 @@ TEST(Frameworks, PoolRuleGradients) {
                                 contiguous(grad_input.data(), {1, 1, 2, 3}), o)
                   .ok());
   EXPECT_EQ(grad_input, std::vector<float>(6, 0.0f));
+  // Prepared, and the forward op: the empty side without data reaches no kernel.
+  PreparedCall call;
+  ASSERT_TRUE(prepare_max_pool_backward(2, contiguous(none.data(), {1, 1, 0, 3}),
+                                        contiguous(no_indices.data(), {1, 1, 0, 3}),
+                                        contiguous(grad_input.data(), {1, 1, 2, 3}), o, &call)
+                  .ok());
+  grad_input.assign(6, 7.0f);
+  ASSERT_TRUE(call.run(nullptr, nullptr, grad_input.data()).ok());
+  EXPECT_EQ(grad_input, std::vector<float>(6, 0.0f));
+  EXPECT_TRUE(max_pool(2, contiguous(grad_input.data(), {1, 1, 2, 3}),
+                       contiguous(none.data(), {1, 1, 0, 3}),
+                       contiguous(no_indices.data(), {1, 1, 0, 3}), o)
+                  .ok());
 
   std::vector<float> in(16, 1.0f), values(1), grad(1, 2.5f), grad_in(16, 7.0f);
   in[5] = 3.0f;

@@ -107,5 +107,48 @@ TEST(MaxUnpoolBackwardTester, LayoutsRanksThreads) {
   EXPECT_TRUE(MaxUnpoolBackwardTester().input_shape({8, 64, 32, 32}).threads(2).Test());
 }
 
+::testing::AssertionResult ok(const Status& status) {
+  if (status.ok()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << status.message();
+}
+
+// Tensors without elements (an empty batch) may come without data. Each op then
+// runs no kernel: those built without Halide's bounds query would fail on a null host. Both
+// layouts, the call and its prepared run. (TensorFlow's empty VALID gradient, which still zeroes
+// its grad_input: frameworks_test.cpp.)
+TEST(EmptyTensors, WithoutDataEveryOpAndLayout) {
+  for (bool cl : {false, true}) {
+    for (const Ints& input_shape : {Ints{0, 3, 4, 4}, Ints{0, 3, 7, 7}}) {
+      Ints pooled = input_shape;
+      pooled[2] = input_shape[2] / 2;
+      pooled[3] = input_shape[3] / 2;
+      const auto view = [cl](DType dtype, const Ints& shape) {
+        return cl ? channels_last(nullptr, dtype, shape) : contiguous(nullptr, dtype, shape);
+      };
+      const TensorView input = view(DType::f32, input_shape), values = view(DType::f32, pooled),
+                       indices = view(DType::i64, pooled);
+      PoolOptions pool;
+      pool.kernel_size = {2};
+      UnpoolOptions unpool;
+      unpool.kernel_size = {2};
+      unpool.output_size = {input_shape[2], input_shape[3]};
+      SCOPED_TRACE(str(input_shape) + (cl ? " channels-last" : " contiguous"));
+      EXPECT_TRUE(ok(max_pool(2, input, values, indices, pool)));
+      EXPECT_TRUE(ok(max_unpool(2, values, indices, input, unpool)));
+      EXPECT_TRUE(ok(max_pool_backward(2, values, indices, input, pool)));
+      EXPECT_TRUE(ok(max_unpool_backward(2, input, indices, values, unpool)));
+      PreparedCall call;
+      ASSERT_TRUE(ok(prepare_max_pool(2, input, values, indices, pool, &call)));
+      EXPECT_TRUE(ok(call.run(nullptr, nullptr, nullptr)));
+      ASSERT_TRUE(ok(prepare_max_unpool(2, values, indices, input, unpool, &call)));
+      EXPECT_TRUE(ok(call.run(nullptr, nullptr, nullptr)));
+      ASSERT_TRUE(ok(prepare_max_pool_backward(2, values, indices, input, pool, &call)));
+      EXPECT_TRUE(ok(call.run(nullptr, nullptr, nullptr)));
+      ASSERT_TRUE(ok(prepare_max_unpool_backward(2, input, indices, values, unpool, &call)));
+      EXPECT_TRUE(ok(call.run(nullptr, nullptr, nullptr)));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace poolgen::test
