@@ -527,11 +527,11 @@ endforeach ()
 # outputs are whole runs: 1x64, 1x16 planes and the like, multiples of 16 planes of 7). f32 i64,
 # one thread, Zen 5 VM, us, NCHW against NHWC (docs/kernels.md, "Small NCHW planes over flat
 # planes"): 1x64x7x7 0.49 -> 0.26 (NHWC 0.15), 1x64x14x14 1.44 -> 0.92-0.96 (0.63-0.68),
-# 1x64x28x28 3.6 -> 2.75-2.89 (2.2-2.36). Sides 14 and 28 cost 41 KB an index type: i64 indices
-# (PyTorch's and ONNX's) have them, i32 indices side 7 alone (within issue 62's 3 MB).
+# 1x64x28x28 3.6 -> 2.75-2.89 (2.2-2.36); with i32 indices 1x64x14x14 1.31-1.36 -> 0.85-0.88,
+# 1x64x28x28 3.38-3.46 -> 2.60-2.65. Sides 14 and 28 cost 34-41 KB an index type.
 set(POOLGEN_FLAT_PLANES "7;14;28" CACHE STRING
     "Sides of the square NCHW planes 2-D k2s2p0 f32 pooling with i64 indices runs over flat planes (empty: none)")
-set(POOLGEN_FLAT_PLANES_I32 "7" CACHE STRING
+set(POOLGEN_FLAT_PLANES_I32 "7;14;28" CACHE STRING
     "The same with i32 indices (empty: none)")
 set(POOLGEN_FLAT_PLANES_LIST "")  # the sides built, for the runtime (kernel_table.inc)
 set(POOLGEN_FLAT_PLANES_I32_LIST "")

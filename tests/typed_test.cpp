@@ -633,7 +633,8 @@ TEST(TypedKernelChoice, OverhangingWindowsLeaveUnpaddedKernels) {
   }
 }
 
-// Small square NCHW planes the build pools over flat planes (POOLGEN_FLAT_PLANES: 7 by default)
+// Small square NCHW planes the build pools over flat planes (POOLGEN_FLAT_PLANES and
+// POOLGEN_FLAT_PLANES_I32: 7, 14 and 28 by default)
 // run that kernel under PyTorch's rules; other sides, other layouts, the general path,
 // overhanging windows and other frameworks' rules keep theirs.
 TEST(TypedKernelChoice, SmallSquarePlanesRunOverFlatPlanes) {
@@ -653,9 +654,9 @@ TEST(TypedKernelChoice, SmallSquarePlanesRunOverFlatPlanes) {
       bool flat;
     };
     // Whole runs of outputs: of 7, whole steps of lcm(9, 16) outputs (16 planes: 1x64, 2x8,
-    // 48 unbatched; not 2x3 nor 1x8); of even sides (i64 indices), lcm(side / 2, 16): 1x16 and
-    // 1x64 planes of 14, 1x4 of 28; not 1x3x14x14 nor 1x2x28x28.
-    const bool even = index == DType::i64;
+    // 48 unbatched; not 2x3 nor 1x8); of even sides (both index types' default lists),
+    // lcm(side / 2, 16): 1x16 and 1x64 planes of 14, 1x4 of 28; not 1x3x14x14 nor 1x2x28x28.
+    const bool even = true;
     const Case cases[] = {{{1, 64, 7, 7}, true},     {{2, 8, 7, 7}, true},
                           {{48, 7, 7}, true},        {{2, 3, 7, 7}, false},
                           {{1, 8, 7, 7}, false},     {{1, 64, 7, 8}, false},
