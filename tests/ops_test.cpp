@@ -112,10 +112,10 @@ TEST(MaxUnpoolBackwardTester, LayoutsRanksThreads) {
   return ::testing::AssertionFailure() << status.message();
 }
 
-// Tensors without elements (an empty batch) may come without data. Each op then
-// runs no kernel: those built without Halide's bounds query would fail on a null host. Both
-// layouts, the call and its prepared run. (TensorFlow's empty VALID gradient, which still zeroes
-// its grad_input: frameworks_test.cpp.)
+// Tensors without elements (an empty batch) may come without data. Each op then runs no
+// kernel: those built without Halide's bounds query would fail on a null host. Both layouts, the
+// call and its prepared run. (TensorFlow's empty VALID gradient, which still zeroes its
+// grad_input: frameworks_test.cpp.)
 TEST(EmptyTensors, WithoutDataEveryOpAndLayout) {
   for (bool cl : {false, true}) {
     for (const Ints& input_shape : {Ints{0, 3, 4, 4}, Ints{0, 3, 7, 7}}) {

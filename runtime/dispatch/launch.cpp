@@ -50,8 +50,10 @@ Status Launch::run(int64_t call_bytes, bool* declined) {
   // Only a view without elements may come without data (check_data). To a kernel a null host
   // asks for its bounds, or, built without that query (no_bounds_query), is an error: either
   // way such a launch runs nothing.
-  for (int k = 0; k < view_count_; ++k) {
-    if (!views_[k].view.buffer.host && kernel_.device != Device::cuda) return {};
+  if (kernel_.device != Device::cuda) {
+    for (int k = 0; k < view_count_; ++k) {
+      if (!views_[k].view.buffer.host) return {};
+    }
   }
   if (lanes_ >= 0 && kernel_.in_cache_only) entry_ = variant_for(kernel_, lanes_, call_bytes);
   std::string error;
