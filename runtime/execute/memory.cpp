@@ -229,7 +229,11 @@ void copy_elements_shared(const View& from, const View& to) {
 }
 
 void zero_elements(const View& view, Layout layout) {
-  if (is_packed(view, layout)) {
+  zero_elements(view, is_packed(view, layout));
+}
+
+void zero_elements(const View& view, bool packed) {
+  if (packed) {
     std::memset(view.data, 0, static_cast<size_t>(view.bytes()));
     return;
   }

@@ -24,6 +24,8 @@ void copy_elements_shared(const View& from, const View& to);
 
 // Sets every element of a host view to zero bits: one memset when it is packed in `layout`.
 void zero_elements(const View& view, Layout layout);
+// The same where the caller has asked is_packed once (a repeated call's output).
+void zero_elements(const View& view, bool packed);
 
 // Copies `bytes` from `from` to `to` with non-temporal stores where the target has them (x86-64:
 // SSE2's, 16 bytes at a time after an aligning head), ordered before the function returns; a

@@ -441,13 +441,14 @@ DirectScatter::DirectScatter(const Kernel& kernel, ScatterMode mode, const Views
       views_{views[0], views[1], views[2]},
       call_bytes_(call_bytes),
       slab_stride_(slab_stride),
+      output_packed_(is_packed(views[2], kernel.layout)),
       call_(kernel, views[0], views[1], views[2]) {}
 
 Status DirectScatter::run(void* const (&data)[3]) {
   for (int k = 0; k < 3; ++k) views_[k].data = data[k];
   if (sharing_threads(call_bytes_) <= 1 && !output_streams(views_[2])) {
     for (int k = 0; k < 3; ++k) call_.set_data(k, data[k]);
-    zero_elements(views_[2], kernel_.layout);
+    zero_elements(views_[2], output_packed_);
     bool declined = false;  // at an invalid index, which scatter() names
     POOLGEN_RETURN_IF_ERROR(call_.run(0, &declined));
     if (!declined) return {};

@@ -91,6 +91,7 @@ class DirectScatter : public DirectRun {
   ScatterMode mode_;
   View views_[3];
   int64_t call_bytes_, slab_stride_;
+  bool output_packed_;  // asked once: a tenth of a 1x1x2x2 unpooling's repeated call
   ScatterLaunch call_;  // plane offsets: origin and stride 0
 };
 
