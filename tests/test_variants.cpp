@@ -182,6 +182,13 @@ const std::pair<int, Ints> kShapes[] = {
     // Planes the windows tile, with whole vectors of channels: unpooling's gradient by windows in
     // channels-last (max_unpool2d_backward_k2s2p0_cl, whose vectors run across channels).
     {2, {1, 32, 4, 6}},
+    // Channel counts past the vectors of several registers that channels-last pooling's AVX-512
+    // variants run (schedules/x86-64-linux-avx512_skylake/tuned.txt: 64 lanes in 2-D k3s2p1 and
+    // the general 3-D kernel, 128 in the general 2-D one), whose last vector shifts back over
+    // the one before it: 100 = 64 + 36, 200 = 128 + 72, 3-D 80 = 64 + 16.
+    {2, {1, 100, 5, 6}},
+    {2, {1, 200, 4, 5}},
+    {3, {1, 80, 3, 4, 5}},
 };
 
 // A tensor of `shape` in `layout`, holding `logical` (row-major order) at the view's offsets.

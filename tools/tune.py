@@ -47,10 +47,13 @@ HOST_BUILD = Path(os.environ.get("POOLGEN_BUILD_DIR", ROOT / "build"))
 
 # The hand schedules' knobs and their defaults (schedules/cpu_schedules.h), and the values the
 # search tries for each. vector_width is in outputs per vector: the default 0 is the natural
-# width of each value type (the f32 lanes for f32), and the search tries half and twice the
-# target's f32 lanes (`lanes` below). Tuning runs on f32; an explicit width applies to every
-# value type of the family.
-POOL_KNOBS = {"rows_per_task": [8, 16, 32, 64, 128], "vector_width": ["lanes/2", "2*lanes"],
+# width of each value type (the f32 lanes for f32), and the search tries half to eight times the
+# target's f32 lanes (`lanes` below): a vector of several registers is as many independent chains
+# of compares, which a scan of dependent taps needs (channels-last k3s2p1 on AVX-512 ran 2x faster
+# at 8x; docs/kernels.md). Tuning runs on f32; an explicit width applies to every value type of
+# the family.
+POOL_KNOBS = {"rows_per_task": [8, 16, 32, 64, 128],
+              "vector_width": ["lanes/2", "2*lanes", "4*lanes", "8*lanes"],
               "stage_rows": [True, False]}
 POOL_DEFAULTS = {"rows_per_task": 64, "vector_width": 0, "stage_rows": True}
 GATHER_KNOBS = {"rows_per_task": [8, 16, 32, 64], "vector_width": ["lanes/2", "2*lanes"],
@@ -72,6 +75,10 @@ AUTOSCHEDULERS = [{"autoscheduler": "Mullapudi2016"},
 # than the widest vectors tried (a winner that ignored them ran 1x64x28x28 1.6x slower).
 SHAPES = {1: ["8x64x65536", "1x64x8192"], 2: ["8x64x112x112", "1x64x56x56", "1x64x28x28"],
           3: ["2x16x32x64x64", "1x16x16x32x32", "1x64x8x14x14"]}
+# Channels-last 2-D families also time a shape of 128 channels: the shapes above have 64, and a
+# vector width that suits 64 channels alone (two registers of them in a row, no loop) must not win
+# for every channel count (2-D k2s2p0 at 8x64 lanes: 64 channels 1.3x faster, 128 1.12x slower).
+CHANNELS_LAST_SHAPES = {1: [], 2: ["8x128x56x56"], 3: []}
 GENERAL_WINDOWS = {1: ["k2s2p0", "k3s2p1"], 2: ["k3s1p1", "k2s1p0"], 3: ["k3s1p1", "k2s1p0"]}
 
 
@@ -119,7 +126,7 @@ def all_families():
 def cases_of(family):
     kind, nd, windows, cl, op = family_spec(family)
     cases = []
-    for shape in SHAPES[nd]:
+    for shape in SHAPES[nd] + (CHANNELS_LAST_SHAPES[nd] if cl and kind == "pool" else []):
         for window in windows:
             case = f"{nd}d/{shape}/{window}" + ("/cl" if cl else "") + f"/{op}"
             cases.append(case)
@@ -154,7 +161,8 @@ def knob_space(family, target):
     if kind == "scatter":  # contiguous: a scalar loop, unrolled; channels-last: vectors, no unroll
         space.pop("unroll" if cl else "vector_width")
     lanes = lanes_of(target)
-    widths = {"lanes/2": lanes // 2, "2*lanes": 2 * lanes}
+    widths = {"lanes/2": lanes // 2, "2*lanes": 2 * lanes, "4*lanes": 4 * lanes,
+              "8*lanes": 8 * lanes}
     if "vector_width" in space:
         space["vector_width"] = [widths[w] for w in space["vector_width"]]
     return space
