@@ -779,6 +779,45 @@ TEST(BackwardKernelChoice, UnpoolWindowKernelOnlyWhereTheWindowsTile) {
   set_streaming_bytes(-1);
 }
 
+// PyTorch's gradient of channels-last indices is contiguous: the window's kernel (channels-last)
+// writes it through a packed copy rather than leaving the call to the gather by index, and a cell
+// whose index leaves its window still sends the call there, with the same result.
+TEST(BackwardUnpoolWindow, WritesAGradientOfTheOtherLayout) {
+  const std::vector<KernelInfo> kernels = compiled_kernels();
+  const std::string window = "max_unpool2d_backward_k2s2p0_cl_b32_i64";
+  if (find_kernel(kernels, window) == nullptr) GTEST_SKIP() << window << " is not built";
+  Rng rng(0x5e9);
+  const Ints shape{2, 64, 6, 8}, values_shape{2, 64, 3, 4};
+  PoolOptions pool;
+  pool.kernel_size = {2};
+  Ints pooled_shape;
+  std::vector<float> pooled;
+  std::vector<int64_t> indices;
+  ASSERT_TRUE(ref::max_pool<float>(2, shape, random_values<float>(rng, test::numel(shape)), pool,
+                                   &pooled_shape, &pooled, &indices)
+                  .ok());
+  ASSERT_EQ(pooled_shape, values_shape);
+  const std::vector<float> grad = random_values<float>(rng, test::numel(shape));
+  UnpoolOptions o;
+  o.kernel_size = {2};
+  set_streaming_bytes(0);  // as if out of cache: the window's kernel pays for any size
+  for (const bool leaves_window : {false, true}) {
+    SCOPED_TRACE(leaves_window ? "an index outside its window" : "indices in their windows");
+    if (leaves_window) indices[5] = (indices[5] + 4) % 48;  // two columns on: another window
+    std::vector<float> expected;
+    ASSERT_TRUE(ref::max_unpool_backward<float>(2, values_shape, grad, indices, o, &expected).ok());
+    const std::vector<float> g = to_channels_last(grad, shape, 2);
+    const std::vector<int64_t> ix = to_channels_last(indices, values_shape, 2);
+    std::vector<float> got(expected.size(), -1.0f);
+    const Status st =
+        max_unpool_backward(2, channels_last(g.data(), shape), channels_last(ix.data(), values_shape),
+                            contiguous(got.data(), values_shape), o);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(got, expected);
+  }
+  set_streaming_bytes(-1);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Thread-count independence: identical bytes on 1, 2, 3 and 8 threads, every call shared across
 // threads (ThreadsReset), on shapes of 24 planes, one image among them (channels-last images are

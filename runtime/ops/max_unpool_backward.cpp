@@ -81,7 +81,13 @@ Status choose(const TensorView& grad_output, DType index_dtype, const Ints& valu
                                   {Op::unpool_backward, plan->window.nd, layout_of(views[0]),
                                    grad_output.dtype, index_dtype, window, Device::cpu, 0});
     bool takes = k && k->kernel != 0 && gather_pays(*k, plan->bytes, views[0].row());
-    if (takes) POOLGEN_RETURN_IF_ERROR(gather_takes(*k, views, &takes));
+    // A grad_values of the other layout is written to a packed copy of the kernel's (run), as
+    // the gather by index stages it: PyTorch's gradient of channels-last indices is contiguous.
+    Views taken = views;
+    if (takes && !fits(views[2], k->layout)) {
+      taken[2] = packed(views[2], k->layout, views[2].data);
+    }
+    if (takes) POOLGEN_RETURN_IF_ERROR(gather_takes(*k, taken, &takes));
     if (takes) plan->window_kernel = k;
   }
   return choose_kernel(
@@ -191,10 +197,14 @@ struct MaxUnpoolBackward {
     if (o.elements() == 0) return {};
     const Kernel& kernel = *plan.kernel;
     if (plan.window_kernel) {
+      const Staged out(o, plan.window_kernel->layout, false, Staged::output);
       bool served = false;
       POOLGEN_RETURN_IF_ERROR(
-          gather_if_served(*plan.window_kernel, {g, i, o}, plan.bytes, &served));
-      if (served) return {};
+          gather_if_served(*plan.window_kernel, {g, i, out.view()}, plan.bytes, &served));
+      if (served) {
+        out.finish();
+        return {};
+      }
     }
     if (kernel.op == Op::unpool_backward) return gather(kernel, g, i, o);
     POOLGEN_RETURN_IF_ERROR(check_device_views(kNames, views, kernel.layout, true));
