@@ -50,8 +50,8 @@ HOST_BUILD = Path(os.environ.get("POOLGEN_BUILD_DIR", ROOT / "build"))
 # width of each value type (the f32 lanes for f32), and the search tries half to eight times the
 # target's f32 lanes (`lanes` below): a vector of several registers is as many independent chains
 # of compares, which a scan of dependent taps needs (channels-last k3s2p1 on AVX-512 ran 2x faster
-# at 8x; docs/kernels.md). Tuning runs on f32; an explicit width applies to every value type of
-# the family.
+# at 4x and 8x; docs/kernels.md). Tuning runs on f32; an explicit width applies to every value
+# type of the family.
 POOL_KNOBS = {"rows_per_task": [8, 16, 32, 64, 128],
               "vector_width": ["lanes/2", "2*lanes", "4*lanes", "8*lanes"],
               "stage_rows": [True, False]}
@@ -76,8 +76,9 @@ AUTOSCHEDULERS = [{"autoscheduler": "Mullapudi2016"},
 SHAPES = {1: ["8x64x65536", "1x64x8192"], 2: ["8x64x112x112", "1x64x56x56", "1x64x28x28"],
           3: ["2x16x32x64x64", "1x16x16x32x32", "1x64x8x14x14"]}
 # Channels-last 2-D families also time a shape of 128 channels: the shapes above have 64, and a
-# vector width that suits 64 channels alone (two registers of them in a row, no loop) must not win
-# for every channel count (2-D k2s2p0 at 8x64 lanes: 64 channels 1.3x faster, 128 1.12x slower).
+# vector width that suits 64 channels alone (one whole vector of them, no channel loop) must not
+# win for every channel count (2-D k2s2p0 at 8x64 lanes: 64 channels 1.3x faster, 128 1.12x
+# slower).
 CHANNELS_LAST_SHAPES = {1: [], 2: ["8x128x56x56"], 3: []}
 GENERAL_WINDOWS = {1: ["k2s2p0", "k3s2p1"], 2: ["k3s1p1", "k2s1p0"], 3: ["k3s1p1", "k2s1p0"]}
 

@@ -81,13 +81,13 @@ Status choose(const TensorView& grad_output, DType index_dtype, const Ints& valu
                                   {Op::unpool_backward, plan->window.nd, layout_of(views[0]),
                                    grad_output.dtype, index_dtype, window, Device::cpu, 0});
     bool takes = k && k->kernel != 0 && gather_pays(*k, plan->bytes, views[0].row());
-    // A grad_values of the other layout is written to a packed copy of the kernel's (run), as
-    // the gather by index stages it: PyTorch's gradient of channels-last indices is contiguous.
-    Views taken = views;
-    if (takes && !fits(views[2], k->layout)) {
-      taken[2] = packed(views[2], k->layout, views[2].data);
+    if (takes) {
+      // A grad_values of the other layout is written to a packed copy of the kernel's (run), as
+      // the gather by index stages it: PyTorch's gradient of channels-last indices is contiguous.
+      Views taken = views;
+      if (!fits(views[2], k->layout)) taken[2] = packed(views[2], k->layout, views[2].data);
+      POOLGEN_RETURN_IF_ERROR(gather_takes(*k, taken, &takes));
     }
-    if (takes) POOLGEN_RETURN_IF_ERROR(gather_takes(*k, taken, &takes));
     if (takes) plan->window_kernel = k;
   }
   return choose_kernel(
