@@ -533,24 +533,43 @@ set(POOLGEN_FLAT_PLANES "7;14;28" CACHE STRING
     "Sides of the square NCHW planes 2-D k2s2p0 f32 pooling with i64 indices runs over flat planes (empty: none)")
 set(POOLGEN_FLAT_PLANES_I32 "7;14;28" CACHE STRING
     "The same with i32 indices (empty: none)")
-set(POOLGEN_FLAT_PLANES_LIST "")  # the sides built, for the runtime (kernel_table.inc)
-set(POOLGEN_FLAT_PLANES_I32_LIST "")
-if ("f32" IN_LIST POOLGEN_VALUE_TYPES AND "f32" IN_LIST POOLGEN_FIXED_WINDOW_TYPES)
+# k3s2p1 likewise, through a stage of each output row's column winners over its three input rows
+# (docs/kernels.md, "Small NCHW planes over flat planes"): f32 i64, one thread, us, NCHW against
+# NHWC, across planes before -> over flat planes (AMD EPYC Zen 3, AVX2): 1x64x7x7 2.97-3.73 ->
+# 1.26-1.30 (NHWC 0.86-0.98), 1x64x14x14 8.9-9.6 -> 4.61-4.70 (2.75-3.0), 1x64x28x28 35.7-36.7 ->
+# 20.5-21.2 (10.9-11.7), for 36.7 KB; i32 would cost as much again, and keeps the vectors across
+# planes. No AVX-512 variant (none measured: out of POOLGEN_AVX512_FAMILIES).
+set(POOLGEN_FLAT_PLANES_K3S2P1 "7;14;28" CACHE STRING
+    "Sides of the square NCHW planes 2-D k3s2p1 f32 pooling with i64 indices runs over flat planes (empty: none)")
+set(POOLGEN_FLAT_PLANES_K3S2P1_I32 "" CACHE STRING
+    "The same with i32 indices (empty: none)")
+foreach (window k2s2p0 k3s2p1)
+  set(list_var POOLGEN_FLAT_PLANES)  # the cache variables of this window's sides
+  set(numbers 2 2 0)
+  if (window STREQUAL "k3s2p1")
+    set(list_var POOLGEN_FLAT_PLANES_K3S2P1)
+    set(numbers 3 2 1)
+  endif ()
+  set(${list_var}_LIST "")  # the sides built, for the runtime (kernel_table.inc)
+  set(${list_var}_I32_LIST "")
+  if (NOT "f32" IN_LIST POOLGEN_VALUE_TYPES OR NOT "f32" IN_LIST POOLGEN_FIXED_WINDOW_TYPES)
+    continue ()
+  endif ()
   foreach (index IN LISTS POOLGEN_INDEX_TYPES)
-    set(sides POOLGEN_FLAT_PLANES)  # the cache variable of this index type's sides
+    set(sides ${list_var})
     if (index STREQUAL "i32")
-      set(sides POOLGEN_FLAT_PLANES_I32)
+      set(sides ${list_var}_I32)
     endif ()
     if (NOT ${sides})
       continue()
     endif ()
     list(JOIN ${sides} "," poolgen_flat_sides)
     set(${sides}_LIST "${poolgen_flat_sides},")
-    poolgen_kernel(max_pool2d_k2s2p0_flat_f32_${index} pool_flat 2 2 2 0 contiguous f32 ${index}
-                   GENERATOR max_pool_flat KNOBS max_pool2d_k2s2p0_flat
-                   PARAMS planes=${poolgen_flat_sides})
+    poolgen_kernel(max_pool2d_${window}_flat_f32_${index} pool_flat 2 ${numbers} contiguous f32
+                   ${index} GENERATOR max_pool_flat KNOBS max_pool2d_${window}_flat
+                   PARAMS planes=${poolgen_flat_sides} window=${window})
   endforeach ()
-endif ()
+endforeach ()
 foreach (bits IN LISTS POOLGEN_VALUE_WIDTHS)
   foreach (index IN LISTS POOLGEN_INDEX_TYPES)
     foreach (layout contiguous channels_last)
@@ -704,6 +723,8 @@ file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/kernel_table.inc
 #define POOLGEN_CPU_FLOOR_TARGET \"${POOLGEN_CPU_FLOOR_TARGET}\"\n\
 #define POOLGEN_FLAT_PLANES ${POOLGEN_FLAT_PLANES_LIST}\n\
 #define POOLGEN_FLAT_PLANES_I32 ${POOLGEN_FLAT_PLANES_I32_LIST}\n\
+#define POOLGEN_FLAT_PLANES_K3S2P1 ${POOLGEN_FLAT_PLANES_K3S2P1_LIST}\n\
+#define POOLGEN_FLAT_PLANES_K3S2P1_I32 ${POOLGEN_FLAT_PLANES_K3S2P1_I32_LIST}\n\
 #define POOLGEN_CPU_FLOOR_FEATURES ${POOLGEN_CPU_FLOOR_FEATURES}\n\
 #define POOLGEN_CUDA_TARGET_PREFIX \"${POOLGEN_CUDA_TARGET_PREFIX}\"\n${POOLGEN_KERNEL_TABLE}")
 file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/backward_kernel_table.inc

@@ -1,4 +1,4 @@
-// 2-D k2s2p0 max pooling with indices of small NCHW planes, over every plane at once: the same
+// 2-D k2s2p0 and k3s2p1 max pooling with indices of small NCHW planes, over every plane at once: the same
 // results as max_pool's (docs/semantics.md), computed in an order whose vectors run across rows
 // and planes. The runtime hands over the input and both outputs flat (one dimension over every
 // element in memory order, every plane's) with the planes' side; each served side is a
@@ -15,6 +15,12 @@
 // 2 * out_width columns, whose vectors pick their input rows by lane as the even sides' do),
 // then each output is the pair of neighbouring columns: element k reads rows(2k) and
 // rows(2k + 1), a stride-2 load over whole vectors whatever the planes' width.
+//
+// k3s2p1 (`window`) does the same for both parities: `columns` holds each output row's column
+// winners over its three input rows, in rows of 2 * out_width slots (the side's columns, and on
+// odd sides a slot after them, which the padding column on either side of a plane's windows
+// reads), so that output k's three columns are columns(2k - 1 + {0, 1, 2}): three stride-2
+// loads over whole vectors.
 #include "Halide.h"
 #include "cpu_schedules.h"
 #include "knobs.h"
@@ -41,11 +47,16 @@ class MaxPoolFlat : public Generator<MaxPoolFlat> {
   // constant extents. The runtime calls it for those alone (POOLGEN_FLAT_PLANES); other sides
   // are the schedule's specialize_fail.
   GeneratorParam<std::string> planes{"planes", "7"};
+  // k2s2p0, or k3s2p1 (PyTorch's rules: padding on every side that its windows reach).
+  GeneratorParam<std::string> window{"window", "k2s2p0"};
   GeneratorParam<std::string> cpu_schedule{"cpu_schedule", ""};  // knobs.h
 
   void configure() {
     if (value_type != Float(32) || layout != Layout::contiguous) {
       throw std::invalid_argument("max_pool_flat serves contiguous f32 tensors");
+    }
+    if (window.value() != "k2s2p0" && window.value() != "k3s2p1") {
+      throw std::invalid_argument("max_pool_flat: window is k2s2p0 or k3s2p1");
     }
     for (const std::string& side : split(planes.value(), ',')) sides_.push_back(std::stoi(side));
     input_ = add_input<Buffer<>>("input", value_type, 3);  // (element, 0, 0)
@@ -62,8 +73,11 @@ class MaxPoolFlat : public Generator<MaxPoolFlat> {
     // Each specialization keeps its side's branch alone.
     const bool odd = std::any_of(sides_.begin(), sides_.end(), [](int s) { return s % 2; });
     const bool even = std::any_of(sides_.begin(), sides_.end(), [](int s) { return s % 2 == 0; });
-    Tap best = odd ? paired_rows(input, side) : tall_plane(input, side);
-    if (odd && even) {
+    const bool padded = window.value() == "k3s2p1";
+    Tap best = padded ? column_winners(input, side)
+               : odd  ? paired_rows(input, side)
+                      : tall_plane(input, side);
+    if (odd && even && !padded) {
       const Tap tall = tall_plane(input, side);
       const Expr even_side = side % 2 == 0;
       best = {select(even_side, tall.value, best.value), select(even_side, tall.at, best.at)};
@@ -71,7 +85,8 @@ class MaxPoolFlat : public Generator<MaxPoolFlat> {
     result(k, c1, n1) = Tuple(best.value, cast(index_type, best.at));
     Func(result).output_buffers()[0].dim(0).set_min(0);  // k counts from a vector's first lane
 
-    const FlatPoolStages stages{result, rows, k, j, *side_, sides_, lanes_};
+    const FlatPoolStages stages{result, rows, columns, k, j, *side_, sides_, lanes_,
+                                padded};
     apply_cpu_schedule<CpuFlatPoolSchedule>(cpu_schedule, stages, {result}, get_target());
   }
 
@@ -120,13 +135,7 @@ class MaxPoolFlat : public Generator<MaxPoolFlat> {
       for (int dx = 0; dx < 2; dx++) {
         const Expr tap = dy * side + dx;
         const auto window = [&](const Expr& row) { return input(2 * k + side * row + tap, 0, 0); };
-        const Tap here{by_row(k, false, out_side, last_row, window), 2 * k + start + tap};
-        if (!best.value.defined()) {
-          best = here;
-        } else {
-          const Expr wins = later_wins(best.value, here.value);
-          best = {select(wins, here.value, best.value), select(wins, here.at, best.at)};
-        }
+        best = scan(best, {by_row(k, false, out_side, last_row, window), 2 * k + start + tap});
       }
     }
     return best;
@@ -160,12 +169,84 @@ class MaxPoolFlat : public Generator<MaxPoolFlat> {
     // order: NaNs above numbers, the later of two NaNs, the larger number, the earlier of two
     // equal numbers (-0 and 0 too). A maximum under a total order is associative and
     // commutative, so pairing the columns' winners gives it.
-    const Expr left = rows(2 * k)[0], left_at = rows(2 * k)[1];
-    const Expr right = rows(2 * k + 1)[0], right_at = rows(2 * k + 1)[1];
-    const Expr left_nan = is_nan(left), right_nan = is_nan(right);
-    const Expr right_wins = (right_nan && (!left_nan || right_at > left_at)) ||
-                            (!left_nan && (right > left || (right == left && right_at < left_at)));
-    return {select(right_wins, right, left), select(right_wins, right_at, left_at)};
+    return greater({rows(2 * k)[0], rows(2 * k)[1]}, {rows(2 * k + 1)[0], rows(2 * k + 1)[1]});
+  }
+
+  // The scan's winner once it meets `here` (the first tap where best is undefined): the later
+  // tap where it is greater or NaN.
+  static Tap scan(const Tap& best, const Tap& here) {
+    if (!best.value.defined()) return here;
+    const Expr wins = later_wins(best.value, here.value);
+    return {select(wins, here.value, best.value), select(wins, here.at, best.at)};
+  }
+
+  // The greater of two taps under the scan's total order: NaNs above numbers, the later of two
+  // NaNs, the larger number, the earlier of two equal numbers.
+  static Tap greater(const Tap& a, const Tap& b) {
+    const Expr a_nan = is_nan(a.value), b_nan = is_nan(b.value);
+    const Expr b_wins = (b_nan && (!a_nan || b.at > a.at)) ||
+                        (!a_nan && (b.value > a.value || (b.value == a.value && b.at < a.at)));
+    return {select(b_wins, b.value, a.value), select(b_wins, b.at, a.at)};
+  }
+
+  // k3s2p1: columns(j), column j % width of the stage's row R = j / width (plane R / out_width,
+  // output row y = R % out_width of it): that column's winner over the output row's input rows
+  // 2y - 1, 2y, 2y + 1 in the scan's order, a padding row replaced by the middle one (a tap
+  // twice changes no winner). Output k then takes the greater of its three columns 2k - 1, 2k,
+  // 2k + 1 (the total order above: the columns' winners lie on different rows), a padding
+  // column's tap replaced by the middle one: on an odd side, the slot after the side's columns
+  // (whose load reads the next input row), which the next row's first output reads as its
+  // column -1. The row index is clamped into the planes: a task's taps one slot before its
+  // first output or after its last reach a row over, whose winners they never take, and the
+  // first and last tasks' rows past the planes recompute an edge row. An odd side's last row
+  // would read past the input in that slot: the pure definition stops a row short, and an
+  // update redoes the last row with its columns clamped.
+  Tap column_winners(const Input<Buffer<>>& input, const Expr& side) {
+    const Expr out_width = (side + 1) / 2, width = 2 * out_width, odd = side % 2;
+    const Expr planes = max(input.dim(0).extent() / (side * side), 1);
+    const Expr last_row = planes * out_width - 1;
+    const auto winner = [&](const Expr& plane, const Expr& y, const Expr& column) {
+      Tap best;
+      for (int dy = 0; dy < 3; dy++) {
+        const Expr in_row = clamp(2 * y - 1 + dy, 0, side - 1);
+        best = scan(best, {input(plane * side * side + in_row * side + column, 0, 0),
+                           in_row * side + column});
+      }
+      return best;
+    };
+    // A plane's rows are unrolled (constant rows, clamps and positions): the plane alone is
+    // clamped, and an odd side's last row takes the plane before (the update redoes it).
+    const Expr y = j / width % out_width;
+    const Expr last_plane = planes - 1 - select(odd == 1 && y == out_width - 1, 1, 0);
+    const Tap inside = winner(clamp(j / (width * out_width), 0, max(last_plane, 0)), y, j % width);
+    columns(j) = Tuple(inside.value, inside.at);
+    RDom once(0, 1, "once");
+    once.where(odd == 1 && j / width >= last_row);
+    const Tap last = winner(planes - 1, out_width - 1, min(j % width, side - 1));
+    columns(j) = Tuple(last.value, last.at + once);
+
+    const auto tap = [&](int d) {
+      const FuncRef winner = columns(2 * k - 1 + d);  // the stage as it lies in memory
+      return Tap{winner[0], winner[1]};
+    };
+    Tap middle = tap(1), left = tap(0), right = tap(2);
+    const Expr first = in_column(out_width, 0), past = odd == 1 && in_column(out_width, -1);
+    left = {select(first, middle.value, left.value), select(first, middle.at, left.at)};
+    right = {select(past, middle.value, right.value), select(past, middle.at, right.at)};
+    return greater(greater(left, middle), right);
+  }
+
+  // Whether output k lies in output column x (-1: the last) of its row, as comparisons with the
+  // starts of the rows its vector of lanes_ meets (k % out_width would split the vectors by
+  // lane): constants once the schedule unrolls whole runs of rows and vectors.
+  Expr in_column(const Expr& out_width, int x) const {
+    int spans = 1;  // the most rows a vector meets, at any side served
+    for (int s : sides_) spans = std::max(spans, (lanes_ - 1) / ((s + 1) / 2) + 2);
+    const Expr first_row = (k / lanes_) * lanes_ / out_width;
+    const Expr at = x < 0 ? out_width + x : Expr(x);
+    Expr any = Internal::const_false();
+    for (int r = 0; r < spans; r++) any = any || k == out_width * (first_row + r) + at;
+    return any;
   }
 
   Input<Buffer<>>* input_ = nullptr;
@@ -174,7 +255,7 @@ class MaxPoolFlat : public Generator<MaxPoolFlat> {
   std::vector<int> sides_;
   int lanes_ = 0;  // a vector's f32 lanes on the target
   Var j{"j"}, k{"k"}, c1{"c1"}, n1{"n1"};
-  Func rows{"rows"};
+  Func rows{"rows"}, columns{"columns"};
 };
 
 }  // namespace

@@ -189,3 +189,8 @@ foreach (name IN LISTS poolgen_cached_variables)
     set(${name} "$CACHE{${name}}")
   endif ()
 endforeach ()
+# k3s2p1 over flat planes: tasks of about 1024 outputs (a 1x64x7x7 call is one task), each
+# computing its stage from the plane before its first output. 4096 (a larger stage, fewer planes
+# recomputed), f32 i64, us, one / two threads: 1x64x14x14 4.5 -> 5.4, 1x64x28x28 19.6 / 11.1 ->
+# 18.5 / 12.5, 8x64x28x28 156 / 86 -> 149 / 80, 1x64x7x7 1.25 -> 1.33.
+set(POOLGEN_KNOBS_max_pool2d_k3s2p1_flat outputs_per_task:1024)

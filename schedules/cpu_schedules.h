@@ -91,12 +91,15 @@ struct CpuPoolSchedule {
 // even sides read the input directly. Both the outputs of even sides and `rows` take their
 // input rows by vectors of `lanes`, the generator's own (a vector's first lane names the rows
 // its lanes lie in), which every stage vectorizes by.
+// k3s2p1 (`padded`) reads columns(j) instead, the column winners of each output row (rows of
+// 2 * out_width slots).
 struct FlatPoolStages {
-  Halide::Func result, rows;
+  Halide::Func result, rows, columns;
   Halide::Var k, j;
   Halide::Expr side;       // the input planes' (the parameter), a constant in each specialization
   std::vector<int> sides;  // the square input planes served, by side
   int lanes;               // f32 lanes of the target's vectors
+  bool padded;             // k3s2p1, else k2s2p0
 };
 
 // Each served side is a specialization whose extents are constants, so that the flat positions
@@ -109,6 +112,9 @@ struct CpuFlatPoolSchedule {
 
   void read(Knobs& knobs);
   void apply(const FlatPoolStages& s, const Halide::Target& target) const;
+
+ private:
+  void apply_padded(const FlatPoolStages& s) const;
 };
 
 // Stages of max_unpool_scatter: out(p, c, n) zeroed, then one update scattering the elements r

@@ -694,64 +694,119 @@ TEST(TypedKernelChoice, SmallSquarePlanesRunOverFlatPlanes) {
   if (checked == 0) GTEST_SKIP() << "no kernel over flat planes in this build";
 }
 
-// The kernel over flat planes picks each vector's input rows by lane (its unused rows never
-// loaded): its calls read and write nothing outside their buffers, each flush against a
-// PROT_NONE page at either end, and give the reference's results on ties and NaNs.
+// k3s2p1 likewise (POOLGEN_FLAT_PLANES_K3S2P1: 7, 14 and 28 with i64 indices by default), for
+// whole runs of lcm(out_side, 16) outputs and two planes at least on an odd side; ceil_mode
+// keeps it on an odd side alone (an even one's ceil_mode adds an output row and column).
+TEST(TypedKernelChoice, SmallSquarePlanesRunOverFlatPlanesK3s2p1) {
+  const std::vector<KernelInfo> kernels = compiled_kernels();
+  void* const fake = reinterpret_cast<void*>(uintptr_t{0x1000});  // never read
+  int checked = 0;
+  for (DType index : {DType::i64, DType::i32}) {
+    const std::string suffix = std::string("_f32_") + dtype_name(index);
+    const KernelInfo* flat = find_kernel(kernels, "max_pool2d_k3s2p1_flat" + suffix);
+    if (flat == nullptr) continue;
+    EXPECT_EQ(flat->op, "pool_flat");
+    const std::string fixed = "max_pool2d_k3s2p1" + suffix;
+    struct Case {
+      Ints shape;
+      bool ceil_mode, flat;
+    };
+    const Case cases[] = {{{1, 64, 7, 7}, false, true},    {{2, 1, 7, 7}, false, true},
+                          {{1, 1, 7, 7}, false, false},    {{1, 64, 7, 7}, true, true},
+                          {{1, 64, 14, 14}, false, true},  {{1, 16, 14, 14}, false, true},
+                          {{1, 8, 14, 14}, false, false},  {{1, 64, 14, 14}, true, false},
+                          {{1, 4, 28, 28}, false, true},   {{1, 2, 28, 28}, false, false},
+                          {{1, 64, 28, 29}, false, false}, {{1, 64, 6, 6}, false, false}};
+    for (const Case& c : cases) {
+      PoolOptions o;
+      o.kernel_size = {3};
+      o.stride = {2};
+      o.padding = {1};
+      o.ceil_mode = c.ceil_mode;
+      std::string name;
+      ASSERT_TRUE(max_pool_kernel_name(2, contiguous(fake, DType::f32, c.shape), index, o, &name).ok());
+      EXPECT_EQ(name, c.flat ? flat->name : fixed) << str(c.shape) << " ceil_mode " << c.ceil_mode;
+      ++checked;
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no k3s2p1 kernel over flat planes in this build";
+}
+
+// The kernels over flat planes pick each vector's input rows by lane (their unused rows never
+// loaded; k3s2p1's stage reads a column past each row but the last): their calls read and write
+// nothing outside their buffers, each flush against a PROT_NONE page at either end, and give the
+// reference's results on ties and NaNs.
 TEST(FlatPlanes, StayInsideTheirBuffers) {
   const std::vector<KernelInfo> kernels = compiled_kernels();
-  int flat_calls = 0;
-  for (DType index : {DType::i64, DType::i32}) {
-    const std::string flat = std::string("max_pool2d_k2s2p0_flat_f32_") + dtype_name(index);
-    for (const Ints& shape : std::vector<Ints>{{1, 64, 7, 7},
-                                               {2, 24, 7, 7},
-                                               {1, 16, 14, 14},
-                                               {2, 32, 14, 14},
-                                               {1, 4, 28, 28},
-                                               {1, 64, 28, 28}}) {
-      for (const auto align :
-           {test::GuardedBuffer::catch_overrun, test::GuardedBuffer::catch_underrun}) {
-        const Ints pooled{shape[0], shape[1], shape[2] / 2, shape[3] / 2};
-        const int64_t n = test::numel(shape), m = test::numel(pooled);
-        std::vector<float> input(n);
-        for (int64_t i = 0; i < n; ++i) input[i] = static_cast<float>((i * 37) % 11);  // ties
-        for (int64_t i = 5; i < n; i += 97) input[i] = NAN;
-        PoolOptions o;
-        o.kernel_size = {2};
-        Ints ref_shape;
-        std::vector<float> ref_values;
-        std::vector<int64_t> ref_indices;
-        ASSERT_TRUE(ref::max_pool(2, shape, input, o, &ref_shape, &ref_values, &ref_indices).ok());
+  struct Window {
+    const char* name;
+    int kernel, stride, padding;
+  };
+  int flat_calls = 0, built = 0;
+  for (const Window& w : {Window{"k2s2p0", 2, 2, 0}, Window{"k3s2p1", 3, 2, 1}}) {
+    for (DType index : {DType::i64, DType::i32}) {
+      const std::string flat =
+          std::string("max_pool2d_") + w.name + "_flat_f32_" + dtype_name(index);
+      built += find_kernel(kernels, flat) != nullptr;
+      for (const Ints& shape : std::vector<Ints>{{1, 64, 7, 7},
+                                                 {2, 24, 7, 7},
+                                                 {2, 1, 7, 7},
+                                                 {1, 16, 14, 14},
+                                                 {2, 32, 14, 14},
+                                                 {1, 4, 28, 28},
+                                                 {1, 64, 28, 28}}) {
+        for (const auto align :
+             {test::GuardedBuffer::catch_overrun, test::GuardedBuffer::catch_underrun}) {
+          const auto pooled_side = [&](int64_t side) {
+            return (side + 2 * w.padding - w.kernel) / w.stride + 1;
+          };
+          const Ints pooled{shape[0], shape[1], pooled_side(shape[2]), pooled_side(shape[3])};
+          const int64_t n = test::numel(shape), m = test::numel(pooled);
+          std::vector<float> input(n);
+          for (int64_t i = 0; i < n; ++i) input[i] = static_cast<float>((i * 37) % 11);  // ties
+          for (int64_t i = 5; i < n; i += 97) input[i] = NAN;
+          for (int64_t i = 50; i < n; i += 89) input[i] = -0.0f;
+          PoolOptions o;
+          o.kernel_size = {w.kernel};
+          o.stride = {w.stride};
+          o.padding = {w.padding};
+          Ints ref_shape;
+          std::vector<float> ref_values;
+          std::vector<int64_t> ref_indices;
+          ASSERT_TRUE(
+              ref::max_pool(2, shape, input, o, &ref_shape, &ref_values, &ref_indices).ok());
+          ASSERT_EQ(ref_shape, pooled);
 
-        const size_t index_bytes = index == DType::i32 ? 4 : 8;
-        test::GuardedBuffer in(n * sizeof(float), align), values(m * sizeof(float), align),
-            indices(m * index_bytes, align);
-        std::memcpy(in.data(), input.data(), n * sizeof(float));
-        in.protect();
-        const TensorView in_view = contiguous(in.data(), DType::f32, shape);
-        std::string name;
-        ASSERT_TRUE(max_pool_kernel_name(2, in_view, index, o, &name).ok());
-        flat_calls += name == flat;
-        ASSERT_TRUE(max_pool(2, in_view, contiguous(values.data(), DType::f32, pooled),
-                             contiguous(indices.data(), index, pooled), o)
-                        .ok())
-            << str(shape);
-        EXPECT_TRUE(values.check() && indices.check()) << str(shape);
-        for (int64_t i = 0; i < m; ++i) {
-          float v;
-          std::memcpy(&v, values.data() + i * sizeof(float), sizeof(float));
-          const int64_t at = index == DType::i32
-                                 ? reinterpret_cast<const int32_t*>(indices.data())[i]
-                                 : reinterpret_cast<const int64_t*>(indices.data())[i];
-          ASSERT_TRUE(v == ref_values[i] || (std::isnan(v) && std::isnan(ref_values[i])))
-              << str(shape) << " " << name << " element " << i;
-          ASSERT_EQ(at, ref_indices[i]) << str(shape) << " " << name << " element " << i;
+          const size_t index_bytes = index == DType::i32 ? 4 : 8;
+          test::GuardedBuffer in(n * sizeof(float), align), values(m * sizeof(float), align),
+              indices(m * index_bytes, align);
+          std::memcpy(in.data(), input.data(), n * sizeof(float));
+          in.protect();
+          const TensorView in_view = contiguous(in.data(), DType::f32, shape);
+          std::string name;
+          ASSERT_TRUE(max_pool_kernel_name(2, in_view, index, o, &name).ok());
+          flat_calls += name == flat;
+          ASSERT_TRUE(max_pool(2, in_view, contiguous(values.data(), DType::f32, pooled),
+                               contiguous(indices.data(), index, pooled), o)
+                          .ok())
+              << str(shape) << " " << w.name;
+          EXPECT_TRUE(values.check() && indices.check()) << str(shape) << " " << w.name;
+          for (int64_t i = 0; i < m; ++i) {
+            float v;
+            std::memcpy(&v, values.data() + i * sizeof(float), sizeof(float));
+            const int64_t at = index == DType::i32
+                                   ? reinterpret_cast<const int32_t*>(indices.data())[i]
+                                   : reinterpret_cast<const int64_t*>(indices.data())[i];
+            ASSERT_TRUE(std::memcmp(&v, &ref_values[i], sizeof v) == 0 ||
+                        (std::isnan(v) && std::isnan(ref_values[i])))
+                << str(shape) << " " << name << " element " << i;
+            ASSERT_EQ(at, ref_indices[i]) << str(shape) << " " << name << " element " << i;
+          }
         }
       }
     }
   }
-  if (find_kernel(kernels, "max_pool2d_k2s2p0_flat_f32_i64") == nullptr) {
-    GTEST_SKIP() << "no kernel over flat planes in this build";
-  }
+  if (built == 0) GTEST_SKIP() << "no kernel over flat planes in this build";
   EXPECT_GT(flat_calls, 0);
 }
 

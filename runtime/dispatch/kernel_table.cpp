@@ -124,20 +124,28 @@ const char* op_name(Op op) {
   return kNames[static_cast<int>(op)];
 }
 
-bool flat_planes_served(int64_t side, int64_t planes, DType index) {
-  // The outputs go by whole runs of the schedule's: an even side's of whole rows and vectors
-  // (lcm(side / 2, lanes) outputs), an odd side's of whole planes and vectors (lcm(plane,
-  // lanes)), whose multiples for 16 lanes are for any target's (16, 8, 4).
+bool flat_planes_served(int64_t side, int64_t planes, DType index, int64_t kernel) {
+  // The outputs go by whole runs of the schedule's: k2s2p0 on an even side, and k3s2p1, of whole
+  // rows and vectors (lcm(out_side, lanes) outputs), k2s2p0 on an odd side of whole planes and
+  // vectors (lcm(plane, lanes)), whose multiples for 16 lanes are for any target's (16, 8, 4).
   constexpr int64_t kWidestLanes = 16;
   const auto listed = [side](std::initializer_list<int> sides) {
     return side > 0 && std::find(sides.begin(), sides.end(), side) != sides.end();
   };
-  if (!(index == DType::i32 ? listed({POOLGEN_FLAT_PLANES_I32 0})
-                            : listed({POOLGEN_FLAT_PLANES 0}))) {
-    return false;
-  }
-  const int64_t out_side = side / 2, plane = out_side * out_side;  // a side built is 2 or more
-  return planes * plane % std::lcm(side % 2 ? plane : out_side, kWidestLanes) == 0;
+  const bool padded = kernel == 3;  // k3s2p1, else k2s2p0
+  const bool built = index == DType::i32
+                         ? listed(padded ? std::initializer_list<int>{POOLGEN_FLAT_PLANES_K3S2P1_I32 0}
+                                         : std::initializer_list<int>{POOLGEN_FLAT_PLANES_I32 0})
+                         : listed(padded ? std::initializer_list<int>{POOLGEN_FLAT_PLANES_K3S2P1 0}
+                                         : std::initializer_list<int>{POOLGEN_FLAT_PLANES 0});
+  if (!built) return false;
+  const int64_t out_side = padded ? (side + 1) / 2 : side / 2;  // a side built is 2 or more
+  const int64_t plane = out_side * out_side;
+  const bool by_planes = side % 2 && !padded;
+  // k3s2p1 on an odd side reads a column past each row but the last plane's last one, which
+  // the plane before stands in for until the kernel redoes it: two planes at least.
+  if (padded && side % 2 && planes < 2) return false;
+  return planes * plane % std::lcm(by_planes ? plane : out_side, kWidestLanes) == 0;
 }
 
 const char* layout_name(Layout layout) {

@@ -118,10 +118,12 @@ struct KernelQuery {
   int capability;  // CUDA: the device's compute capability (86: sm_86); CPU: 0
 };
 
-// Whether the build's Op::pool_flat kernel for `index` serves `planes` square input planes of
-// `side`: a side listed in POOLGEN_FLAT_PLANES (POOLGEN_FLAT_PLANES_I32 for i32 indices) whose
-// outputs are whole runs of the schedule's (schedules/cpu_schedules.cpp, CpuFlatPoolSchedule).
-bool flat_planes_served(int64_t side, int64_t planes, DType index);
+// Whether the build's Op::pool_flat kernel for `index` and the fixed window of `kernel` (2:
+// k2s2p0, 3: k3s2p1 under PyTorch's floor rule) serves `planes` square input planes of `side`: a
+// side listed in POOLGEN_FLAT_PLANES (_I32 for i32 indices; POOLGEN_FLAT_PLANES_K3S2P1 for
+// k3s2p1) whose outputs are whole runs of the schedule's (schedules/cpu_schedules.cpp,
+// CpuFlatPoolSchedule).
+bool flat_planes_served(int64_t side, int64_t planes, DType index, int64_t kernel);
 
 // The fastest kernel of `table` serving `query`: one whose fixed window matches, else the
 // general one; on CUDA, of the largest capability the device meets. Null if the build has none.

@@ -119,11 +119,14 @@ void drop_unit_dims(PoolPlan* plan) {
   if (plan->match_window) query.window = &plan->kernel_window;
   POOLGEN_RETURN_IF_ERROR(choose_kernel(forward_kernels(), query, "input", &plan->kernel));
   // Small square planes under PyTorch's rules, which the fixed window's kernel serves: the
-  // kernel over flat planes where the build has one for them.
+  // kernel over flat planes where the build has one for them. Its outputs are floor_mode's (an
+  // odd side's ceil_mode gives the same; k2s2p0's overhanging windows never reach a fixed one).
   const View& in = plan->views[0];
+  const bool floor_outputs = !plan->kernel_window.ceil_mode || in.shape[3] % 2;
   if (plan->kernel->kernel != 0 && nd == 2 && !plan->passes && plan->device == Device::cpu &&
-      plan->query.layout == Layout::contiguous && in.shape[2] == in.shape[3] &&
-      flat_planes_served(in.shape[3], in.shape[0] * in.shape[1], index_dtype)) {
+      plan->query.layout == Layout::contiguous && in.shape[2] == in.shape[3] && floor_outputs &&
+      flat_planes_served(in.shape[3], in.shape[0] * in.shape[1], index_dtype,
+                         plan->kernel->kernel)) {
     query.op = Op::pool_flat;
     plan->flat = find_kernel(forward_kernels(), query);
   }
