@@ -196,11 +196,11 @@ class MaxPoolFlat : public Generator<MaxPoolFlat> {
   // 2k + 1 (the total order above: the columns' winners lie on different rows), a padding
   // column's tap replaced by the middle one: on an odd side, the slot after the side's columns
   // (whose load reads the next input row), which the next row's first output reads as its
-  // column -1. The row index is clamped into the planes: a task's taps one slot before its
-  // first output or after its last reach a row over, whose winners they never take, and the
-  // first and last tasks' rows past the planes recompute an edge row. An odd side's last row
-  // would read past the input in that slot: the pure definition stops a row short, and an
-  // update redoes the last row with its columns clamped.
+  // column -1. The plane index is clamped into the input: a task's tap one slot before its
+  // first output reaches the row before, whose winners it never takes, and the first task's
+  // plane before the input recomputes the first plane. An odd side's last row of the last plane
+  // would read past the input in that slot: the pure definition takes that row from the plane
+  // before, and an update redoes it with its columns clamped.
   Tap column_winners(const Input<Buffer<>>& input, const Expr& side) {
     const Expr out_width = (side + 1) / 2, width = 2 * out_width, odd = side % 2;
     const Expr planes = max(input.dim(0).extent() / (side * side), 1);

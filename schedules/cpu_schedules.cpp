@@ -260,15 +260,15 @@ void split_runs(Stage result, const Var& k, int whole, int per_task, int lanes, 
 void CpuFlatPoolSchedule::read(Knobs& knobs) { knobs.take("outputs_per_task", &outputs_per_task); }
 
 void CpuFlatPoolSchedule::apply(const FlatPoolStages& s, const Target& /*target*/) const {
+  if (s.padded) {
+    apply_padded(s);
+    return;
+  }
   Func result = s.result, rows = s.rows;
   const int lanes = s.lanes;
   Var task("task"), run("run"), vector("vector"), lane("lane");
   int largest = 0;  // the most elements of `rows` a task computes
   Expr alignment = 1;  // of the rows stage's runs: by odd side, a constant in its specialization
-  if (s.padded) {
-    apply_padded(s);
-    return;
-  }
   for (int side : s.sides) {
     const Expr served = s.side == side;  // on the parameter itself: its value then replaces it
     const int out_width = side / 2, row_width = 2 * out_width;

@@ -138,13 +138,12 @@ bool flat_planes_served(int64_t side, int64_t planes, DType index, int64_t kerne
                                          : std::initializer_list<int>{POOLGEN_FLAT_PLANES_I32 0})
                          : listed(padded ? std::initializer_list<int>{POOLGEN_FLAT_PLANES_K3S2P1 0}
                                          : std::initializer_list<int>{POOLGEN_FLAT_PLANES 0});
-  if (!built) return false;
+  // k3s2p1 on an odd side reads a column past each row but the last plane's last one, which
+  // the plane before stands in for until the kernel redoes it: two planes at least.
+  if (!built || (padded && side % 2 && planes < 2)) return false;
   const int64_t out_side = padded ? (side + 1) / 2 : side / 2;  // a side built is 2 or more
   const int64_t plane = out_side * out_side;
   const bool by_planes = side % 2 && !padded;
-  // k3s2p1 on an odd side reads a column past each row but the last plane's last one, which
-  // the plane before stands in for until the kernel redoes it: two planes at least.
-  if (padded && side % 2 && planes < 2) return false;
   return planes * plane % std::lcm(by_planes ? plane : out_side, kWidestLanes) == 0;
 }
 
