@@ -184,16 +184,15 @@ void pool_backward_configs(const Param& p, bool streaming) {
     }
   }
   EXPECT_GT(dropped, 0) << "no index outside the input plane was generated";
-  // Where this build has window gathers for these dtypes, the draws must reach them (a strided
-  // grad_output may name one, but runs the scatter: it is not counted on; the contiguous ones,
-  // and the channels-last ones of overlapping windows, take these calls out of cache only).
+  // Where this build has window gathers for these dtypes, the draws out of cache (where every
+  // one is tried) must reach them: one in 16 a window, in 3-D one in 48 (a strided grad_output
+  // may name one, but runs the scatter: it is not counted on). In cache these small draws take
+  // the scatter (the contiguous gathers from 4 MiB, the channels-last ones above a few channels
+  // and windows: gather_pays).
   const Layout layout = p.kind == Kind::channels_last ? Layout::channels_last : Layout::contiguous;
-  const int windows = backward_windows_built(p.value, p.index, nd, layout,
-                                             streaming ? "" : "_k2s2p0");  // k2s2p0, k3s2p1
-  // In cache only the draws of k2s2p0 windows with channels enough for the vectors count: one
-  // in 32 a window (one in 16 out of cache, where every window's draws do).
-  const int per_window = nd == 3 ? 48 : streaming ? 16 : 32;
-  if (windows > 0 && p.kind != Kind::strided && (streaming || layout == Layout::channels_last)) {
+  const int windows = backward_windows_built(p.value, p.index, nd, layout);  // k2s2p0, k3s2p1
+  const int per_window = nd == 3 ? 48 : 16;
+  if (windows > 0 && p.kind != Kind::strided && streaming) {
     EXPECT_GE(gather_named, kPoolBackwardConfigs / per_window * windows)
         << "too few configurations reached a window gather";
   }

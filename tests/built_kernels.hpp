@@ -75,13 +75,11 @@ inline bool backward_window_twin_built(int nd) {
 // gradient adds in its dtype: one kernel per dtype (the scatter; the window gathers of
 // POOLGEN_BACKWARD_WINDOW_TYPES, and by default f32's k2s2p0 ones (channels-last 2-D and 3-D,
 // contiguous 1-D and 2-D) and, with AVX-512, its channels-last 2-D k3s2p1 one for i64);
-// unpooling's moves bits: one per width. How many windows have a gather for these:
-// `window`, where given, a part of the kernels' names ("_k2s2p0").
-inline int backward_windows_built(DType value, DType index, int nd, Layout layout,
-                                  const char* window = "") {
+// unpooling's moves bits: one per width. How many windows have a gather for these.
+inline int backward_windows_built(DType value, DType index, int nd, Layout layout) {
   return kernels_built([&](const KernelInfo& k) {
     return k.op == "pool_backward_gather" && k.value_dtype == value && k.index_dtype == index &&
-           k.nd == nd && k.layout == layout && k.name.find(window) != std::string::npos;
+           k.nd == nd && k.layout == layout;
   });
 }
 

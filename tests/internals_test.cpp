@@ -484,39 +484,105 @@ TEST(HandWrittenKernels, ScatterLargeStoresAndAdds) {
   for (size_t k = 2; k < sums.size(); ++k) EXPECT_EQ(sums[k], 0) << k;
 }
 
+// The views of a 2-D call whose output rows hold `row` slots: 1x64 cells of half its extents
+// unpooled into 1x64x2xrow slots (gather_pays reads the row, the channels and the planes).
+struct CallViews {
+  View cells, slots;
+};
+CallViews call_views(int64_t row, Layout layout = Layout::contiguous) {
+  return {dense(nullptr, DType::f32, {1, 64, 1, (row + 1) / 2}, layout),
+          dense(nullptr, DType::f32, {1, 64, 2, row}, layout)};
+}
+bool pays(const Kernel& k, int64_t bytes, int64_t row) {
+  const CallViews v = call_views(row, k.layout);
+  return gather_pays(k, bytes, v.cells, v.slots);
+}
+
+Kernel fixed_kernel(Op op, int nd, int k, int s, int p, Layout layout, bool cells) {
+  return Kernel{op, nd, k, s, p, layout, DType::f32, DType::i64, Device::cpu, 0, cells, nullptr,
+                ""};
+}
+
 // When a fixed-window CPU gather is tried before the scatter (gather_pays): channels-last ones
-// always; contiguous ones scheduled by vectors of cells (their table row says so) from 4 MiB
-// with output rows of 64 slots; the other contiguous ones, and unpooling's gradient by windows,
-// from streaming_bytes() on rows of fewer than 512 slots; every one when streaming_bytes() is 0.
+// of windows that do not overlap from their small calls up (below); contiguous ones scheduled by
+// vectors of cells (their table row says so) from 4 MiB with output rows of 64 slots; the other
+// contiguous ones, and unpooling's gradient by windows, from streaming_bytes() on rows of fewer
+// than 512 slots; every one when streaming_bytes() is 0.
 TEST(Gather, PaysByLayoutWindowSizeAndRow) {
-  const auto kernel = [](Op op, int nd, int k, int s, int p, Layout layout, bool cells) {
-    return Kernel{op, nd, k, s, p, layout, DType::f32, DType::i64, Device::cpu, 0, cells, nullptr,
-                  ""};
-  };
-  const Kernel tiled = kernel(Op::unpool_gather, 2, 2, 2, 0, Layout::contiguous, true);
-  const Kernel tiled_3d = kernel(Op::pool_backward_gather, 3, 2, 2, 0, Layout::contiguous, true);
-  const Kernel overlapping = kernel(Op::unpool_gather, 2, 3, 2, 1, Layout::contiguous, false);
-  const Kernel one_d = kernel(Op::unpool_gather, 1, 2, 2, 0, Layout::contiguous, false);
-  const Kernel windows = kernel(Op::unpool_backward, 2, 2, 2, 0, Layout::contiguous, false);
-  const Kernel cl = kernel(Op::unpool_gather, 2, 2, 2, 0, Layout::channels_last, true);
+  const Kernel tiled = fixed_kernel(Op::unpool_gather, 2, 2, 2, 0, Layout::contiguous, true);
+  const Kernel tiled_3d =
+      fixed_kernel(Op::pool_backward_gather, 3, 2, 2, 0, Layout::contiguous, true);
+  const Kernel overlapping =
+      fixed_kernel(Op::unpool_gather, 2, 3, 2, 1, Layout::contiguous, false);
+  const Kernel one_d = fixed_kernel(Op::unpool_gather, 1, 2, 2, 0, Layout::contiguous, false);
+  const Kernel windows = fixed_kernel(Op::unpool_backward, 2, 2, 2, 0, Layout::contiguous, false);
+  const Kernel cl = fixed_kernel(Op::unpool_gather, 2, 2, 2, 0, Layout::channels_last, true);
   const int64_t mib = int64_t{1} << 20, streaming = 64 * mib;
   set_streaming_bytes(streaming);
   for (const Kernel* k : {&tiled, &tiled_3d}) {
-    EXPECT_TRUE(gather_pays(*k, 4 * mib, 64));
-    EXPECT_FALSE(gather_pays(*k, 4 * mib - 1, 64));
-    EXPECT_FALSE(gather_pays(*k, streaming, 63));
+    EXPECT_TRUE(pays(*k, 4 * mib, 64));
+    EXPECT_FALSE(pays(*k, 4 * mib - 1, 64));
+    EXPECT_FALSE(pays(*k, streaming, 63));
   }
   for (const Kernel* k : {&overlapping, &one_d, &windows}) {
-    EXPECT_FALSE(gather_pays(*k, streaming - 1, 1));
-    EXPECT_TRUE(gather_pays(*k, streaming, 1));
-    EXPECT_TRUE(gather_pays(*k, streaming, 511));
-    EXPECT_FALSE(gather_pays(*k, streaming, 512));
+    EXPECT_FALSE(pays(*k, streaming - 1, 1));
+    EXPECT_TRUE(pays(*k, streaming, 1));
+    EXPECT_TRUE(pays(*k, streaming, 511));
+    EXPECT_FALSE(pays(*k, streaming, 512));
   }
-  EXPECT_TRUE(gather_pays(cl, 1, 1));
+  EXPECT_TRUE(pays(cl, 1, 2));
   set_streaming_bytes(0);
   for (const Kernel* k : {&tiled, &tiled_3d, &overlapping, &one_d, &windows, &cl}) {
-    EXPECT_TRUE(gather_pays(*k, 1, 1));
+    EXPECT_TRUE(pays(*k, 1, 1));
   }
+  set_streaming_bytes(-1);
+}
+
+// The channels-last gathers of windows that do not overlap leave to the scatter, on one thread,
+// the calls of 16 channels of 32-bit values under 256 KiB and the planes of fewer than 32
+// windows that leave a border outside every window (odd sides); where threads share a call, or
+// for unpooling's gradient (whose fallback is the gather by index), they take every call.
+TEST(Gather, SmallChannelsLastCallsTakeTheScatter) {
+  const Layout cl = Layout::channels_last;
+  const Kernel unpool = fixed_kernel(Op::unpool_gather, 2, 2, 2, 0, cl, true);
+  const Kernel gradient = fixed_kernel(Op::pool_backward_gather, 3, 2, 2, 0, cl, true);
+  const Kernel windows = fixed_kernel(Op::unpool_backward, 2, 2, 2, 0, cl, false);
+  struct Call {
+    Ints cells, slots;
+    bool gather;  // on one thread
+  };
+  const Call calls[] = {
+      {{1, 16, 3, 3}, {1, 16, 7, 7}, false},          // narrow and bordered
+      {{1, 16, 7, 7}, {1, 16, 14, 14}, false},        // narrow
+      {{1, 16, 28, 28}, {1, 16, 56, 56}, true},       // narrow, 343 KiB
+      {{1, 32, 7, 7}, {1, 32, 14, 14}, true},         // 32 channels
+      {{1, 64, 3, 3}, {1, 64, 7, 7}, false},          // a border around 9 windows
+      {{1, 512, 3, 3}, {1, 512, 7, 7}, false},        // 152 KiB: shared by two threads
+      {{1, 64, 6, 6}, {1, 64, 13, 13}, true},         // a border around 36 windows
+      {{1, 64, 3, 3}, {1, 64, 6, 6}, true},           // 9 windows, no border
+      {{1, 64, 2, 3, 3}, {1, 64, 4, 7, 7}, false},    // 3-D, 18 windows and a border
+  };
+  set_streaming_bytes(int64_t{64} << 20);
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const Call& c : calls) {
+      const View cells = dense(nullptr, DType::f32, c.cells, cl);
+      const View slots = dense(nullptr, DType::f32, c.slots, cl);
+      // The unpooling's: f32 values, i64 indices, the output.
+      const int64_t bytes = cells.elements() * 12 + slots.bytes();
+      SCOPED_TRACE(std::to_string(threads) + " threads, slots " + std::to_string(slots.elements()) +
+                   " x " + std::to_string(slots.rank - 2) + "-D");
+      const bool shared = sharing_threads(bytes) > 1;
+      EXPECT_EQ(gather_pays(c.cells.size() == 5 ? gradient : unpool, bytes, cells, slots),
+                c.gather || shared);
+      EXPECT_TRUE(gather_pays(windows, bytes, cells, slots));
+    }
+    // 16 channels of 16-bit values, unpooled: the gather.
+    const View cells = dense(nullptr, DType::bf16, {1, 16, 7, 7}, cl);
+    const View slots = dense(nullptr, DType::bf16, {1, 16, 14, 14}, cl);
+    EXPECT_TRUE(gather_pays(unpool, cells.elements() * 10 + slots.bytes(), cells, slots));
+  }
+  set_num_threads(0);
   set_streaming_bytes(-1);
 }
 
@@ -544,13 +610,13 @@ TEST(Gather, AvxOnlyGatherFollowsTheMaskedLoads) {
     SCOPED_TRACE(threads);
     const bool shared = sharing_threads(in_cache) > 1;
     if (!avx512) {
-      EXPECT_FALSE(gather_pays(k, in_cache, 1));
+      EXPECT_FALSE(pays(k, in_cache, 2));
     } else if (masked_loads_miss_slowly()) {
-      EXPECT_EQ(gather_pays(k, in_cache, 1), shared);
-      EXPECT_FALSE(gather_pays(k, cache, 1));
+      EXPECT_EQ(pays(k, in_cache, 2), shared);
+      EXPECT_FALSE(pays(k, cache, 2));
     } else {
-      EXPECT_TRUE(gather_pays(k, in_cache, 1));
-      EXPECT_TRUE(gather_pays(k, cache, 1));
+      EXPECT_TRUE(pays(k, in_cache, 2));
+      EXPECT_TRUE(pays(k, cache, 2));
     }
   }
   set_num_threads(0);

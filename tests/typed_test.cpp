@@ -268,8 +268,10 @@ void unpool_configs(const Param& p, bool streaming) {
     }
   }
   EXPECT_GT(errors, 0) << "no invalid-index configuration was generated";
-  // Where this build has gather kernels for the values' layout, they must be reached (the
-  // contiguous ones on calls out of cache only).
+  // Where this build has gather kernels for the values' layout, they must be reached on calls
+  // out of cache, where every gather is tried: in cache these small draws take the scatter (the
+  // contiguous gathers from 4 MiB, the channels-last ones above a few channels and windows:
+  // gather_pays).
   const Layout layout = p.kind == Kind::channels_last ? Layout::channels_last : Layout::contiguous;
   bool gather_built = false;
   for (const KernelInfo& k : compiled_kernels()) {
@@ -277,7 +279,7 @@ void unpool_configs(const Param& p, bool streaming) {
                                     dtype_size(k.value_dtype) == dtype_size(p.value) &&
                                     k.index_dtype == p.index && k.nd == nd);
   }
-  if (gather_built && p.kind != Kind::strided && (streaming || layout == Layout::channels_last)) {
+  if (gather_built && p.kind != Kind::strided && streaming) {
     EXPECT_GT(gather_named, 0) << "no configuration reached a gather kernel";
   }
 }
@@ -978,6 +980,33 @@ TEST(TypedKernelChoice, StreamedOutputsTakeTheScatter) {
     EXPECT_EQ(name, "max_unpool2d_k2s2p0_cl_b32_i64");
   }
   set_streaming_bytes(-1);
+}
+
+// Small channels-last calls on one thread take the scatter, whose fixed cost is prepared once,
+// where the gather's launch and cells' bounds cost more than it saves (gather_pays): a 7x7
+// plane's border, 16 channels; 14x14 planes of 64 channels keep the gather.
+TEST(TypedKernelChoice, SmallChannelsLastCallsTakeTheScatter) {
+  const std::vector<KernelInfo> kernels = compiled_kernels();
+  if (find_kernel(kernels, "max_unpool2d_k2s2p0_cl_b32_i64") == nullptr) {
+    GTEST_SKIP() << "no channels-last unpooling gather";
+  }
+  void* const fake = reinterpret_cast<void*>(uintptr_t{0x1000});  // never read
+  UnpoolOptions o;
+  o.kernel_size = {2};
+  o.output_size = {7, 7};
+  std::string name;
+  set_num_threads(1);
+  ASSERT_TRUE(max_unpool_kernel_name(2, channels_last(fake, DType::f32, {1, 64, 3, 3}),
+                                     DType::i64, o, &name).ok());
+  EXPECT_EQ(name, "max_unpool_scatter_cl_b32_i64");
+  o.output_size = {};
+  ASSERT_TRUE(max_unpool_kernel_name(2, channels_last(fake, DType::f32, {1, 16, 7, 7}),
+                                     DType::i64, o, &name).ok());
+  EXPECT_EQ(name, "max_unpool_scatter_cl_b32_i64");
+  ASSERT_TRUE(max_unpool_kernel_name(2, channels_last(fake, DType::f32, {1, 64, 7, 7}),
+                                     DType::i64, o, &name).ok());
+  EXPECT_EQ(name, "max_unpool2d_k2s2p0_cl_b32_i64");
+  set_num_threads(0);
 }
 
 // ---------------------------------------------------------------------------------------------

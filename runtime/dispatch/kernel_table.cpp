@@ -297,11 +297,38 @@ const char* op_title(Op op) {
   }
 }
 
-bool gather_pays(const Kernel& gather, int64_t bytes, int64_t row) {
+namespace {
+
+// A channels-last gather of windows that do not overlap against the scatter on one thread, f32
+// i64, us (docs/kernels.md, "Small channels-last calls"): 7x7 planes (a border row and column
+// outside every window) 1x16 0.73 / 0.33-0.36, 1x64 1.19-1.48 / 0.80-0.92, 1x512 6.3-7.1 /
+// 5.5-6.5, 1x64x4x7x7 3.1 / 1.9; 16 channels 1x16x14x14 1.31-1.51 / 0.99-1.19, 1x16x8x16x16
+// 7.5-8.3 / 5.5-6.3, even at 1x16x56x56 (343 KiB), gather ahead from 1x16x112x112. 16-bit
+// values of 16 and 32 channels keep the gather (bf16 1x32x28x28 unpooling 5.9-6.2 / 8.0-8.2).
+// Shared by threads, the gather splits an image where the scatter does not (1x512x7x7, two
+// threads: 4.1-4.4 / 5.8-6.1).
+bool small_scatter_wins(const Kernel& gather, int64_t bytes, const View& cells,
+                        const View& slots) {
+  constexpr int64_t kNarrowChannels = 16, kNarrowMostBytes = 256 << 10, kBorderedMostCells = 32;
+  // Unpooling's gradient by windows falls back on the gather by index, not on a scatter.
+  if (gather.op == Op::unpool_backward || sharing_threads(bytes) > 1) return false;
+  const bool narrow = slots.shape[1] <= kNarrowChannels && element_size(slots.dtype) == 4;
+  if (narrow && bytes < kNarrowMostBytes) return true;
+  bool tiled = true;
+  for (int d = 2; d < slots.rank; ++d) {
+    tiled = tiled && slots.shape[d] == cells.shape[d] * gather.stride;
+  }
+  return !tiled && cells.plane() < kBorderedMostCells;
+}
+
+}  // namespace
+
+bool gather_pays(const Kernel& gather, int64_t bytes, const View& cells, const View& slots) {
   constexpr int64_t kMinBytes = int64_t{4} << 20, kMinRow = 64, kOverlapMinBytes = 1 << 20;
   if (streaming_bytes() == 0) return true;
+  const int64_t row = slots.row();
   if (gather.layout == Layout::channels_last) {
-    if (gather.kernel <= gather.stride) return true;
+    if (gather.kernel <= gather.stride) return !small_scatter_wins(gather, bytes, cells, slots);
     // Asked once, as the multitarget wrapper asks on its first call.
     static const bool avx512 = cpu_runs({POOLGEN_AVX512_FEATURES halide_target_feature_end});
     if (!avx512 && gather.avx512_only) return false;

@@ -135,8 +135,13 @@ Status choose_kernel(const KernelTable& table, const KernelQuery& query, const c
                      const Kernel** kernel);
 
 // Whether a CPU gather by fixed window (max_unpool's, max_pool_backward's) is tried before the
-// scatter on a call moving `bytes` whose output rows (innermost extent) hold `row` slots. The
-// channels-last ones of windows that do not overlap win at every size. Those of overlapping
+// scatter on a call moving `bytes` from `cells` (the pooled extent: values, or the pooling
+// gradient) to `slots` (the unpooled one). The channels-last ones of windows that do not overlap
+// win from a few dozen cells a plane and 32 channels (of 32-bit values; at every size where
+// threads share the call); on one thread the scatter, with its fixed cost prepared once
+// (DirectScatter), serves calls of 16 such channels under 256 KiB and planes of fewer than 32
+// windows that leave a border (odd sides), where the gather's launch and its cells' bounds cost
+// more than it saves (small_scatter_wins). Those of overlapping
 // windows (a slot reads up to four cells) are tried from 1 MiB on calls shared by threads (the
 // scatter keeps an image to one task), from 4 MiB on one thread (where the scatter's unrolled
 // scalar loop wins below), and those built for AVX-512 alone (Kernel::avx512_only) only where
@@ -151,7 +156,7 @@ Status choose_kernel(const KernelTable& table, const KernelQuery& query, const c
 // The other contiguous ones (opt-in) and unpooling's gradient by windows are tried from
 // out_of_cache_bytes() on, where no cache holds the call. With streaming_bytes() 0 (every call
 // as if out of cache; the tests run small tensors so) every gather is tried.
-bool gather_pays(const Kernel& gather, int64_t bytes, int64_t row);
+bool gather_pays(const Kernel& gather, int64_t bytes, const View& cells, const View& slots);
 
 const char* layout_name(Layout layout);
 

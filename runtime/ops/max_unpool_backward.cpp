@@ -80,7 +80,7 @@ Status choose(const TensorView& grad_output, DType index_dtype, const Ints& valu
     const Kernel* k = find_kernel(backward_kernels(),
                                   {Op::unpool_backward, plan->window.nd, layout_of(views[0]),
                                    grad_output.dtype, index_dtype, window, Device::cpu, 0});
-    bool takes = k && k->kernel != 0 && gather_pays(*k, plan->bytes, views[0].row());
+    bool takes = k && k->kernel != 0 && gather_pays(*k, plan->bytes, views[2], views[0]);
     if (takes) {
       // A grad_values of the other layout is written to a packed copy of the kernel's (run), as
       // the gather by index stages it: PyTorch's gradient of channels-last indices is contiguous.
