@@ -132,8 +132,15 @@ set(POOLGEN_AVX512_KNOBS_max_pool2d_k3s2p1 exact_rows:12)
 # Channels-last tasks are blocks of 8 output rows (2-D) or depth slices (3-D), not 64: one image
 # is one task below 128 output rows otherwise, and the second thread idles (1x64x56x56 k2s2p0 f32
 # AVX2: 0.031 -> 0.019 ms on two threads; one thread and 8x64x112x112 unchanged within noise).
+# k2s2p0 takes blocks of 2 rows: 8 left a 14x14 image of many channels one task (VGG's last
+# pooling, 1x512x14x14 f32 i64 on two threads: 10.0-12.1 -> 6.1-6.4 us, behind XNNPACK's 7.1
+# with i32 indices before), and the runtime hands each thread a range of tasks whatever their
+# count (parallel_for). Zen 3 VM, AVX2, us, three interleaved rounds, 8 rows -> 2, one / two
+# threads: 1x64x56x56 19-20 / 11.4-11.9 -> 19-24 / 10.9-11.4, 1x256x28x28 22-25 / 13.1-14.7 ->
+# 22-25 / 13.5-13.8, 8x64x112x112 (ms) 1.25-1.36 / 0.72-0.89 -> 1.22-1.36 / 0.73-0.86 (4 rows:
+# 1x512x14x14 5.9-8.4 on two; 1 row: 1x64x56x56 22-25 on one).
 set(POOLGEN_KNOBS_max_pool2d_cl rows_per_task:8)
-set(POOLGEN_KNOBS_max_pool2d_k2s2p0_cl rows_per_task:8)
+set(POOLGEN_KNOBS_max_pool2d_k2s2p0_cl rows_per_task:2)
 # 2-D k3s2p1 channels-last likewise keeps one row loop: 43 -> 30 KB of f32 AVX2 code, 31 -> 22 KB
 # SSE4.1, at the same speed (f32, ms on one / two threads, two runs each: 1x64x56x56 0.131 /
 # 0.078 and 0.129 / 0.086 before, 0.130 / 0.078 and 0.132 / 0.085 after; 8x64x112x112 4.13 /
