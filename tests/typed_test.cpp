@@ -954,8 +954,8 @@ TEST(TypedKernelChoice, TiledGathersOnlyWhereTheWindowsTile) {
 
 // Contiguous unpooling takes its gather only where the scatter would not stream the output
 // (runtime/ops/max_unpool.cpp, scatter_streams): from set_streaming_bytes on, the streamed
-// scatter writes each line once. Channels-last calls keep their gather, which the scatter
-// never beat there.
+// scatter writes each line once. Channels-last calls of that size keep their gather, which the
+// scatter never beat there.
 TEST(TypedKernelChoice, StreamedOutputsTakeTheScatter) {
   const std::vector<KernelInfo> kernels = compiled_kernels();
   const std::string gather = "max_unpool2d_k2s2p0_b32_i64";
