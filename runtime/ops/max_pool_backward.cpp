@@ -69,7 +69,8 @@ Status choose(const TensorView& grad_output, DType index_dtype, const PoolOption
     plan->gather = find_kernel(backward_kernels(), {Op::pool_backward_gather, nd, layout,
                                                     grad_output.dtype, index_dtype,
                                                     &plan->window, Device::cpu, 0});
-    bool takes = plan->gather && gather_pays(*plan->gather, plan->bytes, plan->views[0], plan->views[2]);
+    bool takes = plan->gather &&
+                 gather_pays(*plan->gather, plan->bytes, plan->views[0], plan->views[2]);
     if (takes) {  // on the indices it will read: other formats' go through a packed copy
       const View& g = plan->views[0];
       const View i = options.index_format == IndexFormat::plane

@@ -147,7 +147,8 @@ Status choose(const TensorView& values, DType index_dtype, const UnpoolOptions& 
   if (options.path == Path::automatic && window) {
     plan->gather = find_kernel(forward_kernels(), {Op::unpool_gather, nd, layout, values.dtype,
                                                    index_dtype, window, Device::cpu, 0});
-    bool takes = plan->gather && gather_pays(*plan->gather, plan->bytes, plan->views[0], plan->views[2]) &&
+    bool takes = plan->gather &&
+                 gather_pays(*plan->gather, plan->bytes, plan->views[0], plan->views[2]) &&
                  !scatter_streams(plan->views[2], layout);
     if (takes) {
       POOLGEN_RETURN_IF_ERROR(gather_takes(
