@@ -135,10 +135,10 @@ set(POOLGEN_AVX512_KNOBS_max_pool2d_k3s2p1 exact_rows:12)
 # k2s2p0 takes blocks of 2 rows: 8 left a 14x14 image of many channels one task (VGG's last
 # pooling, 1x512x14x14 f32 on two threads: i64 indices 10.0-12.1 -> 6.0-6.7 us, i32 8.2-8.9 ->
 # 5.1-6.5 against XNNPACK's 7.1-7.3), and the runtime hands each thread a range of tasks
-# whatever their count (parallel_for). Zen 3 VM, AVX2, us, three interleaved rounds, 8 rows -> 2, one / two
-# threads: 1x64x56x56 19-20 / 11.4-11.9 -> 19-24 / 10.9-11.4, 1x256x28x28 22-25 / 13.1-14.7 ->
-# 22-25 / 13.5-13.8, 8x64x112x112 (ms) 1.25-1.36 / 0.72-0.89 -> 1.22-1.36 / 0.73-0.86 (4 rows:
-# 1x512x14x14 5.9-8.4 on two; 1 row: 1x64x56x56 22-25 on one).
+# whatever their count (parallel_for). Zen 3 VM, AVX2, us, three interleaved rounds, 8 rows ->
+# 2, one / two threads: 1x64x56x56 19-20 / 11.4-11.9 -> 19-24 / 10.9-11.4, 1x256x28x28 22-25 /
+# 13.1-14.7 -> 22-25 / 13.5-13.8, 8x64x112x112 (ms) 1.25-1.36 / 0.72-0.89 -> 1.22-1.36 /
+# 0.73-0.86 (4 rows: 1x512x14x14 5.9-8.4 on two; 1 row: 1x64x56x56 22-25 on one).
 set(POOLGEN_KNOBS_max_pool2d_cl rows_per_task:8)
 set(POOLGEN_KNOBS_max_pool2d_k2s2p0_cl rows_per_task:2)
 # 2-D k3s2p1 channels-last likewise keeps one row loop: 43 -> 30 KB of f32 AVX2 code, 31 -> 22 KB

@@ -484,18 +484,11 @@ TEST(HandWrittenKernels, ScatterLargeStoresAndAdds) {
   for (size_t k = 2; k < sums.size(); ++k) EXPECT_EQ(sums[k], 0) << k;
 }
 
-// The views of a 2-D call whose output rows hold `row` slots: 1x64 cells of half its extents
-// unpooled into 1x64x2xrow slots (gather_pays reads the row, the channels and the planes).
-struct CallViews {
-  View cells, slots;
-};
-CallViews call_views(int64_t row, Layout layout = Layout::contiguous) {
-  return {dense(nullptr, DType::f32, {1, 64, 1, (row + 1) / 2}, layout),
-          dense(nullptr, DType::f32, {1, 64, 2, row}, layout)};
-}
+// gather_pays on a 2-D call whose output rows hold `row` slots: 1x64 cells of half its extents
+// unpooled into 1x64x2xrow slots, in the kernel's layout.
 bool pays(const Kernel& k, int64_t bytes, int64_t row) {
-  const CallViews v = call_views(row, k.layout);
-  return gather_pays(k, bytes, v.cells, v.slots);
+  return gather_pays(k, bytes, dense(nullptr, DType::f32, {1, 64, 1, (row + 1) / 2}, k.layout),
+                     dense(nullptr, DType::f32, {1, 64, 2, row}, k.layout));
 }
 
 Kernel fixed_kernel(Op op, int nd, int k, int s, int p, Layout layout, bool cells) {

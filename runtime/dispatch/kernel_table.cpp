@@ -326,7 +326,6 @@ bool small_scatter_wins(const Kernel& gather, int64_t bytes, const View& cells,
 bool gather_pays(const Kernel& gather, int64_t bytes, const View& cells, const View& slots) {
   constexpr int64_t kMinBytes = int64_t{4} << 20, kMinRow = 64, kOverlapMinBytes = 1 << 20;
   if (streaming_bytes() == 0) return true;
-  const int64_t row = slots.row();
   if (gather.layout == Layout::channels_last) {
     if (gather.kernel <= gather.stride) return !small_scatter_wins(gather, bytes, cells, slots);
     // Asked once, as the multitarget wrapper asks on its first call.
@@ -346,6 +345,7 @@ bool gather_pays(const Kernel& gather, int64_t bytes, const View& cells, const V
   // on rows of fewer than 512 slots (Zen 5, one thread, ms, windows / by index: rows of 448
   // 11.2 / 11.5, of 640 12.3 / 9.97, of 1024 35.8 / 21.6).
   constexpr int64_t kMaxWindowRow = 512;
+  const int64_t row = slots.row();
   if (!gather.cell_vectors) return bytes >= out_of_cache_bytes() && row < kMaxWindowRow;
   return bytes >= kMinBytes && row >= kMinRow;
 }
