@@ -212,9 +212,9 @@ TEST(Pieces, SplitPlanesInOrderAndHandOverLonePlanes) {
   EXPECT_EQ(largest_fitting(100, [](int64_t) { return false; }), 0);
 }
 
-// The scatter's groups: contiguous ones hold 16 KiB to 1 MiB of output (fewer planes where the
-// cores want more groups); channels-last ones whole images, split into blocks of whole cache
-// lines only for unpooling calls of 2 to 16 MiB with fewer images than cores.
+// The scatter's groups: contiguous ones hold 16 KiB to scatter_group_bytes() of output (fewer
+// planes where the cores want more groups); channels-last ones whole images, split into blocks
+// of whole cache lines only for unpooling calls of 2 to 16 MiB with fewer images than cores.
 TEST(ScatterGroups, SizedForTheCacheAndTheCores) {
   auto output = [](Ints shape) { return dense(nullptr, DType::f32, shape, Layout::contiguous); };
   const int64_t MiB = 1 << 20;
@@ -225,10 +225,18 @@ TEST(ScatterGroups, SizedForTheCacheAndTheCores) {
   EXPECT_EQ(planes_per_group(output({1, 8, 512, 512}), Layout::contiguous, ScatterMode::store, 2,
                              8 * MiB),
             1);
-  // 4096 planes of 1 KiB on two cores: 512 a group (eight groups), within 16 KiB and 1 MiB.
+  // Planes of 64 KiB on one core: as many as half the L2 holds, 4 to 16.
+  const int64_t group = scatter_group_bytes();
+  EXPECT_GE(group, kLeastScatterGroupBytes);
+  EXPECT_LE(group, kMostScatterGroupBytes);
+  EXPECT_EQ(planes_per_group(output({1, 64, 128, 128}), Layout::contiguous,
+                             ScatterMode::accumulate, 1, 0),
+            group / (64 << 10));
+  // 4096 planes of 1 KiB on two cores: 512 a group (eight groups), fewer where half the L2 is
+  // less than 512 KiB.
   EXPECT_EQ(planes_per_group(output({64, 64, 16, 16}), Layout::contiguous,
                              ScatterMode::accumulate, 2, 8 * MiB),
-            512);
+            std::min<int64_t>(512, group / 1024));
   const View image = dense(nullptr, DType::f32, {1, 64, 64, 64}, Layout::channels_last);
   EXPECT_EQ(planes_per_group(image, Layout::channels_last, ScatterMode::store, 2, 4 * MiB), 32);
   EXPECT_EQ(planes_per_group(image, Layout::channels_last, ScatterMode::store, 2, MiB), 64);

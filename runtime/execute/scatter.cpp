@@ -46,9 +46,6 @@ int64_t slab_stride(const Window& w) {
   return w.padding[0] == 0 && extent <= w.stride[0] ? w.stride[0] : 0;
 }
 
-// A group's output bytes at most (planes_per_group).
-constexpr int64_t kGroupBytes = 1 << 20;
-
 // Planes per scatter call: a group's output stays in cache between the runtime's zero and the
 // kernel's scatter, and there are enough groups to keep `cores` threads busy. In channels-last a
 // plane's elements lie C apart, interleaved with the other channels': groups are whole images,
@@ -86,7 +83,8 @@ int64_t planes_per_group(const View& o, Layout layout, ScatterMode mode, int64_t
   // call (1x64x14x14 unpooling 3.1 -> 2.8 us with one group instead of four).
   const int64_t for_cores = cores > 1 ? (planes + 4 * cores - 1) / (4 * cores) : planes;
   const int64_t least = (kLeastGroupBytes + plane_bytes - 1) / plane_bytes;
-  return std::max<int64_t>(1, std::min(kGroupBytes / plane_bytes, std::max(least, for_cores)));
+  return std::max<int64_t>(
+      1, std::min(scatter_group_bytes() / plane_bytes, std::max(least, for_cores)));
 }
 
 namespace {
@@ -425,7 +423,7 @@ std::unique_ptr<DirectScatter> DirectScatter::make(const Kernel& kernel, Scatter
   if (!takes_flat(views, kernel.layout)) return nullptr;
   // One group: the cache's (ScatterGroups) on one thread.
   const int64_t call_bytes = total_bytes(views);
-  if (o.elements() == 0 || o.bytes() > kGroupBytes || output_streams(o) ||
+  if (o.elements() == 0 || o.bytes() > scatter_group_bytes() || output_streams(o) ||
       sharing_threads(call_bytes) > 1) {
     return nullptr;
   }

@@ -110,24 +110,30 @@ int parallel_for(int count, const std::function<int(int)>& body, int64_t call_by
 #if defined(POOLGEN_SSE2) && defined(__GNUC__)
 namespace {
 // The largest data or unified cache that a deterministic-cache-parameters leaf lists (Intel's 4,
-// AMD's 0x8000001D: same layout, and each reads as empty on the other vendor's processors).
-// glibc's sysconf(_SC_LEVEL3_CACHE_SIZE) is no substitute: on the AMD EPYC VM of 2026-11-27 it
-// gave 320 MiB, the socket's ten L3s together, for the 32 MiB a core shares. Cold: it runs once,
-// and optimized for speed its loop unrolled into 4 KB.
-[[gnu::cold]] int64_t largest_cache(unsigned leaf) {
+// AMD's 0x8000001D: same layout, and each reads as empty on the other vendor's processors), of
+// cache level `level` (0: any level). glibc's sysconf(_SC_LEVEL3_CACHE_SIZE) is no substitute:
+// on the AMD EPYC VM of 2026-11-27 it gave 320 MiB, the socket's ten L3s together, for the 32 MiB
+// a core shares. Cold: it runs once, and optimized for speed its loop unrolled into 4 KB.
+[[gnu::cold]] int64_t largest_cache(unsigned leaf, unsigned level = 0) {
   if (__get_cpuid_max(leaf & 0x80000000u, nullptr) < leaf) return 0;
   int64_t largest = 0;
-  for (unsigned level = 0; level < 16; ++level) {
+  for (unsigned index = 0; index < 16; ++index) {
     unsigned a, b, c, d;
-    __cpuid_count(leaf, level, a, b, c, d);
+    __cpuid_count(leaf, index, a, b, c, d);
     const unsigned type = a & 31;  // 0: no more caches; 2: an instruction cache
     if (type == 0) break;
-    if (type == 2) continue;
+    if (type == 2 || (level != 0 && ((a >> 5) & 7) != level)) continue;
     const int64_t ways = ((b >> 22) & 0x3ff) + 1, partitions = ((b >> 12) & 0x3ff) + 1,
                   line = (b & 0xfff) + 1, sets = int64_t{c} + 1;
     largest = std::max(largest, ways * partitions * line * sets);
   }
   return largest;
+}
+
+// The cache of `level` a core lists (Intel's leaf, else AMD's), 0 where neither lists one.
+int64_t listed_cache_bytes(unsigned level) {
+  const int64_t intel = largest_cache(4, level);
+  return intel > 0 ? intel : largest_cache(0x8000001D, level);
 }
 }  // namespace
 
@@ -142,8 +148,17 @@ bool masked_loads_miss_slowly() {
 
 int64_t listed_cache_bytes() {
   static const int64_t bytes = [] {
-    const int64_t intel = largest_cache(4), cache = intel > 0 ? intel : largest_cache(0x8000001D);
+    const int64_t cache = listed_cache_bytes(0);
     return cache > 0 ? cache : int64_t{8} << 20;
+  }();
+  return bytes;
+}
+
+int64_t scatter_group_bytes() {
+  static const int64_t bytes = [] {
+    const int64_t l2 = listed_cache_bytes(2);
+    return l2 > 0 ? std::clamp<int64_t>(l2 / 2, kLeastScatterGroupBytes, kMostScatterGroupBytes)
+                  : kMostScatterGroupBytes;
   }();
   return bytes;
 }
@@ -159,10 +174,12 @@ int64_t default_streaming_bytes() {
 bool masked_loads_miss_slowly() { return false; }
 int64_t listed_cache_bytes() { return int64_t{8} << 20; }
 int64_t default_streaming_bytes() { return listed_cache_bytes(); }
+int64_t scatter_group_bytes() { return kMostScatterGroupBytes; }
 #else
 bool masked_loads_miss_slowly() { return false; }
 int64_t listed_cache_bytes() { return std::numeric_limits<int64_t>::max(); }
 int64_t default_streaming_bytes() { return listed_cache_bytes(); }
+int64_t scatter_group_bytes() { return kMostScatterGroupBytes; }
 #endif
 
 }  // namespace poolgen::detail

@@ -53,6 +53,16 @@ bool masked_loads_miss_slowly();
 // cache parameters, 8 MiB if it lists none; elsewhere unbounded). Read from the processor once.
 int64_t listed_cache_bytes();
 
+// The most output bytes a contiguous group of the scatter takes (execute/scatter.hpp), which
+// stays in the core's L2 between the runtime's zero and the kernel's scatter: half the L2 the
+// processor lists, so that the group's values and indices fit beside it, between 256 KiB and
+// 1 MiB (1 MiB where it lists none). On the Zen 4 VM (1 MiB L2) 512 KiB groups ran NCHW k3s2p1
+// pooling's gradient 1.2x and 3-D NCDHW's 1.1x faster than 1 MiB ones (docs/kernels.md,
+// "Scatter groups"). Read from the processor once.
+constexpr int64_t kLeastScatterGroupBytes = int64_t{256} << 10;
+constexpr int64_t kMostScatterGroupBytes = int64_t{1} << 20;
+int64_t scatter_group_bytes();
+
 // streaming_bytes()'s default: where copy_streaming has non-temporal stores,
 // listed_cache_bytes() but at most 64 MiB, so an output that a cache could still hold for its
 // consumer stays there; elsewhere no output streams, copy_streaming being a plain copy.
