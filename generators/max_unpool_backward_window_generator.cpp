@@ -10,6 +10,7 @@
 #include "window.h"
 #include "cpu_schedules.h"
 #include "knobs.h"
+#include "prefetch_lines.h"
 
 namespace poolgen {
 namespace {
@@ -81,6 +82,9 @@ class MaxUnpoolBackwardWindow : public Generator<MaxUnpoolBackwardWindow> {
                      cell_vars, along, c_, n_, l, 0, ImageParam(*grad_output_).parameter()},
         {*grad_values_}, get_target());
   }
+
+  // The schedule's prefetches of grad_output rows (CpuGatherSchedule::prefetch_rows), each line.
+  void schedule() { get_pipeline().add_custom_lowering_pass(new PrefetchEveryLine(get_target())); }
 
  private:
   Input<Buffer<>>* grad_output_ = nullptr;

@@ -181,13 +181,15 @@ foreach (family max_unpool2d_backward_k2s2p0 max_unpool3d_backward_k2s2p0)
   set(POOLGEN_KNOBS_${family} stage_cells:false,narrow_vectors:false,partition_cells:false,check_groups:true)
   set(POOLGEN_KNOBS_${family}_cl ${POOLGEN_KNOBS_${family}},rows_per_task:8)
 endforeach ()
-# NCHW: each row of cells prefetches the grad_output rows of the one six ahead. Rows that start
+# NCHW: each row of cells prefetches the grad_output rows of the one three ahead, every line of
+# them (schedules/prefetch_lines.h: Halide's own split fetched one line in four). Rows that start
 # on a 64-byte boundary, as frameworks' tensors do, were not prefetched by the hardware: 3.75 ->
 # 2.01-2.19 ms at 8x64x112x112, one thread, two rows ahead (Intel Xeon; docs/kernels.md,
-# "Alignment"). Six rows ahead on the Zen 5 VM, f32 i64, one thread, ms, two / six rows ahead,
-# three interleaved runs: 8x64x112x112 1.28-1.43 / 1.04-1.05 (ATen 1.15-1.18), 4x64x320x320 12.6
-# / 11.9, 2x64x448x448 12.1 / 11.2; 16x64x224x224 17.7-18.9 / 20.2-20.3 (ATen 29.1).
-set(POOLGEN_KNOBS_max_unpool2d_backward_k2s2p0 ${POOLGEN_KNOBS_max_unpool2d_backward_k2s2p0},prefetch_rows:6)
+# "Alignment"). Zen 4 VM, f32 i64, ms, one thread, every line, three interleaved runs, two
+# / three / four rows ahead: 8x64x112x112 1.52-1.80 / 1.37-1.88 / 1.40-1.49, 4x64x320x320
+# 6.2-7.8 / 6.1-7.9 / 7.0-7.3 (one line in four, six ahead: 18.2-19.5), 16x64x224x224 11.6-15.0
+# / 11.9-12.4 / 11.8-13.5; six and twelve ahead slower (4x64x320x320 9.8-10.4).
+set(POOLGEN_KNOBS_max_unpool2d_backward_k2s2p0 ${POOLGEN_KNOBS_max_unpool2d_backward_k2s2p0},prefetch_rows:3)
 # A family's knobs given on the command line (-DPOOLGEN_KNOBS_<family>=..., a value type's too)
 # replace the ones above: those are plain variables, which would otherwise hide the cache entry.
 get_cmake_property(poolgen_cached_variables CACHE_VARIABLES)

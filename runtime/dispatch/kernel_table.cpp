@@ -343,7 +343,8 @@ bool gather_pays(const Kernel& gather, int64_t bytes, const View& cells, const V
   // The contiguous gradient of unpooling by windows: 2-3.5x slower than the gather by index on
   // the Intel Xeon VM at 45-400 MB (docs/kernels.md); faster on the AMD EPYC ones past their L3,
   // on rows of fewer than 512 slots (Zen 5, one thread, ms, windows / by index: rows of 448
-  // 11.2 / 11.5, of 640 12.3 / 9.97, of 1024 35.8 / 21.6).
+  // 11.2 / 11.5, of 640 12.3 / 9.97, of 1024 35.8 / 21.6; Zen 4 with every line prefetched:
+  // 640 20.3-21.9 / 22.8-25.3, 768 16.0-16.8 / 15.4-16.2, 1024 even).
   constexpr int64_t kMaxWindowRow = 512;
   const int64_t row = slots.row();
   if (!gather.cell_vectors) return bytes >= out_of_cache_bytes() && row < kMaxWindowRow;
