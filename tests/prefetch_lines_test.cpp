@@ -36,9 +36,9 @@ class FindSplitPrefetch : public IRVisitor {
 };
 
 // The bytes past iteration 0's that iterations 0..3 of the row's prefetch loop take, for a row
-// of `type`, with or without the pass.
-std::vector<int64_t> line_steps(const Type& type, bool fixed) {
-  const Target target("x86-64-linux-avx2");
+// of `type` on `target`, with or without the pass.
+std::vector<int64_t> line_steps(const Type& type, bool fixed,
+                                const Target& target = Target("x86-64-linux-avx2")) {
   ImageParam input(type, 2, "input");
   Func copy("copy");
   Var x("x"), y("y");
@@ -66,6 +66,13 @@ TEST(PrefetchEveryLine, TakesEachLineOfARow) {
   for (const Type& type : {Float(32), Int(64), Float(16)}) {
     EXPECT_EQ(line_steps(type, true), (std::vector<int64_t>{0, 64, 128, 192})) << type;
   }
+}
+
+// ARM's split is by 32 bytes (Halide's choice: its lines may be 32 or 64 bytes).
+TEST(PrefetchEveryLine, TakesEachLineOfARowOnArm) {
+  const Target arm("arm-64-linux");
+  EXPECT_EQ(line_steps(Float(32), true, arm), (std::vector<int64_t>{0, 32, 64, 96}));
+  EXPECT_EQ(line_steps(Float(32), false, arm), (std::vector<int64_t>{0, 128, 256, 384}));
 }
 
 // Halide's own split, which the pass corrects: should a Halide release step by lines itself,
