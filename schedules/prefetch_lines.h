@@ -12,6 +12,17 @@
 
 namespace poolgen {
 
+// The prefetch of a loop Halide split a prefetched row into (one iteration per line), or null.
+inline const Halide::Internal::Call* split_prefetch(const Halide::Internal::For* loop) {
+  using namespace Halide::Internal;
+  const Evaluate* body = loop->body.as<Evaluate>();
+  const Call* call = body ? body->value.as<Call>() : nullptr;
+  return loop->name.rfind("prefetch_split_", 0) == 0 && call &&
+                 call->is_intrinsic(Call::prefetch) && call->args.size() == 4
+             ? call
+             : nullptr;
+}
+
 class PrefetchEveryLine : public Halide::Internal::IRMutator {
  public:
   explicit PrefetchEveryLine(const Halide::Target& target)
@@ -22,14 +33,9 @@ class PrefetchEveryLine : public Halide::Internal::IRMutator {
 
   Halide::Internal::Stmt visit(const Halide::Internal::For* loop) override {
     using namespace Halide::Internal;
-    const Evaluate* body = loop->body.as<Evaluate>();
-    const Call* call = body ? body->value.as<Call>() : nullptr;
+    const Call* call = split_prefetch(loop);
     const int bytes = call ? call->type.bytes() : 0;
-    if (loop->name.rfind("prefetch_split_", 0) != 0 || !call ||
-        !call->is_intrinsic(Call::prefetch) || call->args.size() != 4 || bytes <= 1 ||
-        line_ % bytes != 0) {
-      return IRMutator::visit(loop);
-    }
+    if (bytes <= 1 || line_ % bytes != 0) return IRMutator::visit(loop);
     // Iteration i (one per line of the span) prefetched element line * i past the start; it
     // now takes element line * (i / bytes) + (i % bytes) * (line / bytes) = i * line / bytes.
     const Halide::Expr i = Variable::make(Halide::Int(32), loop->name);

@@ -24,9 +24,7 @@ class FindSplitPrefetch : public IRVisitor {
  private:
   using IRVisitor::visit;
   void visit(const For* op) override {
-    const Evaluate* body = op->body.as<Evaluate>();
-    const Call* call = body ? body->value.as<Call>() : nullptr;
-    if (op->name.rfind("prefetch_split_", 0) == 0 && call && call->is_intrinsic(Call::prefetch)) {
+    if (const Call* call = poolgen::split_prefetch(op)) {
       loop = op->name;
       offset = call->args[1];
       bytes = call->type.bytes();
