@@ -5,6 +5,7 @@
 #include "cpu_schedules.h"
 #include "gpu_schedules.h"
 #include "knobs.h"
+#include "prefetch_lines.h"
 
 namespace poolgen {
 namespace {
@@ -25,6 +26,11 @@ class MaxPool : public Generator<MaxPool> {
   void configure() {
     input_ = add_input<Buffer<>>("input", value_type, rank + 2);
     window_.add_to(this, rank, get_target().has_gpu_feature());
+    // Where the schedule prefetches (CpuPoolSchedule::prefetch_rows): whether the call moves
+    // more bytes than the caches keep (the runtime's prefetch_pays), where alone they run.
+    if (!get_target().has_gpu_feature() && sets_knob(cpu_schedule, "prefetch_rows")) {
+      out_of_cache_ = add_input<bool>("out_of_cache");
+    }
     result_ = add_output<Func>("result", {value_type, index_type}, rank + 2);
   }
 
@@ -232,12 +238,21 @@ class MaxPool : public Generator<MaxPool> {
     for (int i = 0; i < nd; ++i) unit_dilation = unit_dilation && window[i].dilation == 1;
     const PoolStages stages{*result_, scan, padded, padded_columns, bounded, out_vars, c_, n_, l,
                             r, fixed, fixed ? Expr() : window[0].stride,
-                            fixed ? Expr() : unit_dilation};
+                            fixed ? Expr() : unit_dilation, ImageParam(*input_).parameter()};
     if (get_target().has_gpu_feature()) {
       gpu_knobs.apply(stages, get_target());
     } else {
       set_estimates();
       apply_cpu_schedule<CpuPoolSchedule>(cpu_schedule, stages, {*result_}, get_target());
+    }
+  }
+
+  // The schedule's prefetches of input rows (CpuPoolSchedule::prefetch_rows), each line, on
+  // calls out of cache only.
+  void schedule() {
+    if (out_of_cache_) {
+      get_pipeline().add_custom_lowering_pass(
+          new PrefetchEveryLine(get_target(), Expr(*out_of_cache_)));
     }
   }
 
@@ -256,6 +271,7 @@ class MaxPool : public Generator<MaxPool> {
  private:
   Input<Buffer<>>* input_ = nullptr;
   WindowInputs window_;
+  Input<bool>* out_of_cache_ = nullptr;
   Output<Func>* result_ = nullptr;
   Var c_{"c"}, n_{"n"};
 };

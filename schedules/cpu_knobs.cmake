@@ -30,6 +30,13 @@ set(POOLGEN_KNOBS_max_pool1d_f32 channel_vectors:4)
 # 0.037 -> 0.030-0.031 (unrolled by 4 without prefetching it had measured 5% slower).
 set(POOLGEN_KNOBS_max_unpool_scatter unroll:8,prefetch_elements:512)
 set(POOLGEN_KNOBS_max_pool_backward_scatter ${POOLGEN_KNOBS_max_unpool_scatter})
+# f32's gets a copy for outputs that start at a plane's first slot (every call's but a slab's):
+# 10 -> 6 instructions an element (CpuScatterSchedule::from_first_slot), f32 i64, one thread,
+# us, Zen 4 VM, three interleaved rounds: 1x64x16x16 k2s2p0 3.43-3.50 -> 3.12-3.20, 32x32
+# 13.1-13.2 -> 11.8-11.9, 56x56 43.8-49.6 -> 41.9-43.0 (ATen 1.13: 3.26, 12.3, 40.7); 1.5 KB an
+# index type and variant. The channels-last loop (10 -> 8: its loads of indices stall it) and
+# the other value types go without.
+set(POOLGEN_KNOBS_max_pool_backward_scatter_f32 from_first_slot:true)
 # The channels-last pooling gradient's scatter, f32 with i64 indices, as a scalar loop that skips
 # dropped elements: its vectors of channels went lane by lane through their slots anyway, and
 # spent AVX2's shuffle port on them and on 64-bit clamps (f32 i64, one thread, us, Intel:
@@ -164,7 +171,12 @@ set(POOLGEN_KNOBS_max_pool2d_k2s2p0 channel_vectors:8,short_rows:true)
 # Xeon, 1x64x14x14 2.75-2.77 -> 2.15-2.18 us (exact rows of 3, against the vectors of planes:
 # 0.86 -> 1.9 us; rows of 7 two at a time, unrolled: no faster); AVX-512, rows of 8-15, against
 # AVX2's: 1x64x24x24 6.6-6.7 -> 3.6-3.7 us, 28x28 8.0 -> 5.9 (docs/kernels.md).
-set(POOLGEN_KNOBS_max_pool2d_k2s2p0_f32 exact_rows:5)
+# Calls out of cache prefetch the input rows two output rows ahead (every line: schedules/
+# prefetch_lines.h; the runtime's prefetch_pays decides, a flag the kernel takes): f32 i64, one
+# thread, ms, Zen 4 VM, without / with: 1x64x224x224 1.36 -> 0.39, 1x64x256x256 1.62 -> 0.51,
+# 4x64x320x320 11.8 -> 6.2, 8x64x112x112 1.77 -> 1.44; in cache they cost their instructions
+# (1x64x56x56 20 -> 28 us, 2x64x112x112 0.17 -> 0.24 ms) and do not run (docs/kernels.md).
+set(POOLGEN_KNOBS_max_pool2d_k2s2p0_f32 exact_rows:5,prefetch_rows:2)
 # 3-D k2s2p0 NCDHW the same for f32 (rows of fewer than 4 outputs: planes of 7 pool to 3, as in
 # C3D's last pooling), whose AVX-512 variant compiled the scalar loop's selects through mask
 # registers (kmovd round trips, masked vmovss): f32 i64, one thread, us, 1x64x4x7x7 AVX-512

@@ -62,11 +62,14 @@ Var parallel_rows(Stage stage, const std::vector<Var>& spatial, const Var& c, co
 // `short_rows`, rows of one vector, and rows of two (the second shifted back over the first),
 // get copies of their own without the column loop and its tail test, which cost small planes a
 // sixth of their time. Every specialization names its (innermost) outer column loop `xo`.
-void vectorize_columns(Func f, const Var& x, const Expr& width, int lanes, int narrowest,
-                       const Var& xo, const std::vector<Expr>& cases = {}, bool short_rows = false) {
+// Returns the rows of full vectors outside every case (with short_rows, of more than two).
+Stage vectorize_columns(Func f, const Var& x, const Expr& width, int lanes, int narrowest,
+                        const Var& xo, const std::vector<Expr>& cases = {},
+                        bool short_rows = false) {
   Var xi("xi");
   std::vector<Expr> all_cases = cases;
   all_cases.push_back(Internal::const_true());
+  std::optional<Stage> full;
   for (const Expr& when : all_cases) {
     if (short_rows) {
       f.specialize(when && width == lanes).split(x, xo, xi, lanes).vectorize(xi);
@@ -75,10 +78,13 @@ void vectorize_columns(Func f, const Var& x, const Expr& width, int lanes, int n
           .split(xo, Var("pair"), xo, 2, TailStrategy::GuardWithIf).unroll(xo);
     }
     for (int w = lanes; w >= narrowest; w /= 2) {
-      f.specialize(when && width >= w).split(x, xo, xi, w, TailStrategy::ShiftInwards).vectorize(xi);
+      Stage rung = f.specialize(when && width >= w);
+      rung.split(x, xo, xi, w, TailStrategy::ShiftInwards).vectorize(xi);
+      if (w == lanes) full = rung;
     }
   }
   f.split(x, xo, xi, 1);
+  return *full;
 }
 
 // The narrowest rung of vectorize_columns' ladder: 4 lanes with halved vectors, but none
@@ -111,6 +117,7 @@ void CpuPoolSchedule::read(Knobs& knobs) {
   knobs.take("short_rows", &short_rows);
   knobs.take("exact_rows", &exact_rows);
   knobs.take("handed_off_below", &handed_off_below);
+  knobs.take("prefetch_rows", &prefetch_rows);
 }
 
 void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
@@ -200,8 +207,14 @@ void CpuPoolSchedule::apply(const PoolStages& s, const Target& target) const {
                     s.unit_dilation && s.column_stride == 2, s.unit_dilation};
     if (channels_last) stride_cases = {s.unit_dilation};
   }
-  vectorize_columns(result, lane, width, lanes, narrowest_rung, xo, stride_cases,
-                    short_rows && !channels_last);
+  Stage full_rows = vectorize_columns(result, lane, width, lanes, narrowest_rung, xo,
+                                      stride_cases, short_rows && !channels_last);
+  // Only rows of full vectors prefetch (those of one or two with short_rows do not): narrower
+  // rows, which mostly lie in cache, would pay for the flag's test and the bounds every row.
+  if (prefetch_rows > 0 && s.input.defined() && s.x.size() > 1) {
+    const Var rows = s.x.size() == 2 ? Var("row") : s.x[1];
+    full_rows.prefetch(s.input, rows, rows, prefetch_rows, PrefetchBoundStrategy::NonFaulting);
+  }
 
   // The running maximum lives in registers: one vector of outputs, taps looping outside it.
   scan.compute_at(result, xo).vectorize(lane);
@@ -345,18 +358,27 @@ void CpuScatterSchedule::read(Knobs& knobs) {
   knobs.take("unroll", &unroll);
   knobs.take("scalar_index_bits", &scalar_index_bits);
   knobs.take("prefetch_elements", &prefetch_elements);
+  knobs.take("from_first_slot", &from_first_slot);
 }
 
 void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) const {
   // The output comes zeroed (the runtime's pass), so only the scatter is scheduled. Inside a
   // plane it keeps input order: the latest duplicate wins.
   Func out = s.out;
+  // from_first_slot: the accumulating scalar loops specialized for outputs whose flat dimension
+  // starts at a plane's first slot (every call but a slab's).
+  const auto from_plane_start = [&](Stage stage) {
+    if (!s.skips || !from_first_slot) return;
+    const int plane_dim = s.layout == Layout::channels_last ? 1 : 0;
+    stage.specialize(out.output_buffer().dim(plane_dim).min() == 0);
+  };
   if (s.layout == Layout::channels_last && s.skips) {
     out.update().reorder(s.c, s.r);  // a pixel's channels innermost
     if (unroll > 1) {
       Var outer("c_o"), inner("c_i");
       out.update().split(s.c, outer, inner, unroll, TailStrategy::GuardWithIf).unroll(inner);
     }
+    from_plane_start(out.update());
   } else if (s.layout == Layout::contiguous) {
     // One element after another, by design; unrolled, the loop's count and branch are shared.
     if (s.r.dimensions() == 2) {  // whole steps, then the rest (prefetch_elements)
@@ -365,12 +387,15 @@ void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) con
         out.update(0).prefetch(read, s.r.y, s.r.y, prefetch_elements / unroll,
                                PrefetchBoundStrategy::NonFaulting);
       }
+      from_plane_start(out.update(0));
       out.update(1).unscheduled();
     } else if (unroll > 1) {
       RVar outer("element_o"), inner("element_i");
       out.update().split(s.r, outer, inner, unroll, TailStrategy::GuardWithIf).unroll(inner);
+      from_plane_start(out.update());
     } else {
       out.update().unscheduled();
+      from_plane_start(out.update());
     }
   } else {
     const int lanes = vector_lanes(vector_width, out, target, s.layout);

@@ -34,6 +34,7 @@ struct PoolStages {
   bool window_fixed;            // kernel extents are compile-time constants
   Halide::Expr column_stride;  // the innermost stride when it is a runtime input
   Halide::Expr unit_dilation;  // every dilation is 1, when dilations are runtime inputs
+  Halide::Parameter input = {};  // the buffer read, for prefetches (CpuPoolSchedule::prefetch_rows)
 };
 
 struct CpuPoolSchedule {
@@ -73,6 +74,9 @@ struct CpuPoolSchedule {
   // variant's halved vectors stop at this width and it runs no vectors across planes for them,
   // only the scalar loop, should such a call come anyway (0: it serves every width).
   int handed_off_below = 0;
+  // The input rows this many output rows ahead are prefetched (0: none): rows of the innermost
+  // spatial dimension but one (2-D: of a task's block; 3-D: of one depth slice).
+  int prefetch_rows = 0;
 
   void read(Knobs& knobs);
   void apply(const PoolStages& s, const Halide::Target& target) const;
@@ -147,6 +151,11 @@ struct CpuScatterSchedule {
   // The generator then steps whole steps in one update (ScatterStages::r 2-D) and the rest in
   // another.
   int prefetch_elements = 0;
+  // The accumulating scalar loops (pooling's gradient) get a copy for outputs whose flat
+  // dimension starts at a plane's first slot, every call's but a slab's: the slot is then the
+  // index itself, and each element goes without the subtraction of the first slot and the
+  // 32-bit re-add and widening of its address (contiguous f32 i64: 10 -> 6 instructions).
+  bool from_first_slot = false;
 
   void read(Knobs& knobs);
   void apply(const ScatterStages& s, const Halide::Target& target) const;

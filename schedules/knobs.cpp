@@ -17,6 +17,19 @@ std::vector<std::string> split(const std::string& s, char separator) {
   return parts;
 }
 
+bool sets_knob(const std::string& cpu_schedule, const std::string& name) {
+  for (const std::string& entry : split(cpu_schedule, '/')) {
+    const size_t at = entry.find('@');
+    for (const std::string& knob : split(at == std::string::npos ? entry : entry.substr(at + 1), ',')) {
+      const size_t colon = knob.find(':');
+      if (colon == std::string::npos || knob.substr(0, colon) != name) continue;
+      const std::string value = knob.substr(colon + 1);
+      if (value != "0" && value != "false") return true;
+    }
+  }
+  return false;
+}
+
 namespace {
 
 // How specific `key` is for `target`: its feature count, or -1 where it does not apply.

@@ -52,6 +52,11 @@ class Knobs {
 // The non-empty parts of `s` between separators ("7,14" -> "7", "14").
 std::vector<std::string> split(const std::string& s, char separator);
 
+// Whether some entry of `cpu_schedule`, for any target, sets knob `name` to other than 0 or
+// false: what a generator asks where the knob changes a kernel's signature, which every variant
+// of one multitarget library shares (cmake/PoolgenKernels.cmake asks the same of the string).
+bool sets_knob(const std::string& cpu_schedule, const std::string& name);
+
 // Hand schedule S with its knobs for `target`, which a generator may ask how to define its
 // algorithm; none where the knobs name an autoscheduler.
 template <class S>

@@ -2,12 +2,15 @@
 // Halide splits a prefetched row into one prefetch per cache line (64 bytes; 32 on ARM), but
 // steps the prefetch's offset, which counts elements, by the line's bytes: a row of 4-byte
 // elements got one line in four (over four times its span), of 8-byte elements one in eight.
-// The pass makes each such loop step by one line.
+// The pass makes each such loop step by one line. Given a condition (a scalar input of the
+// pipeline), it also runs each prefetch only where that holds: prefetches of data the caches
+// already hold cost their instructions and buy nothing.
 #pragma once
 
 #include "Halide.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace poolgen {
@@ -25,14 +28,23 @@ inline const Halide::Internal::Call* split_prefetch(const Halide::Internal::For*
 
 class PrefetchEveryLine : public Halide::Internal::IRMutator {
  public:
-  explicit PrefetchEveryLine(const Halide::Target& target)
-      : line_(target.arch == Halide::Target::ARM ? 32 : 64) {}
+  explicit PrefetchEveryLine(const Halide::Target& target, Halide::Expr when = Halide::Expr())
+      : line_(target.arch == Halide::Target::ARM ? 32 : 64), when_(std::move(when)) {}
 
  private:
   using IRMutator::visit;
 
   Halide::Internal::Stmt visit(const Halide::Internal::For* loop) override {
     using namespace Halide::Internal;
+    // Halide's loops over a prefetched region (prefetch_reduce_*, prefetch_split_*): the
+    // outermost one is guarded whole, so that a call that skips them computes none of their
+    // bounds.
+    if (!inside_ && loop->name.rfind("prefetch_", 0) == 0) {
+      inside_ = true;
+      const Stmt body = mutate(Stmt(loop));
+      inside_ = false;
+      return guarded(body);
+    }
     const Call* call = split_prefetch(loop);
     const int bytes = call ? call->type.bytes() : 0;
     if (bytes <= 1 || line_ % bytes != 0) return IRMutator::visit(loop);
@@ -47,7 +59,20 @@ class PrefetchEveryLine : public Halide::Internal::IRMutator {
                      loop->partition_policy, loop->device_api, prefetch);
   }
 
+  // A prefetch Halide did not split (a line or less).
+  Halide::Internal::Stmt visit(const Halide::Internal::Evaluate* op) override {
+    using namespace Halide::Internal;
+    const Call* call = op->value.as<Call>();
+    return call && call->is_intrinsic(Call::prefetch) && !inside_ ? guarded(op) : Stmt(op);
+  }
+
+  Halide::Internal::Stmt guarded(const Halide::Internal::Stmt& prefetch) const {
+    return when_.defined() ? Halide::Internal::IfThenElse::make(when_, prefetch) : prefetch;
+  }
+
   int line_;
+  bool inside_ = false;  // within a prefetch loop, whose outermost loop is guarded
+  Halide::Expr when_;  // prefetches run where it holds; undefined: always
 };
 
 }  // namespace poolgen

@@ -500,8 +500,8 @@ bool pays(const Kernel& k, int64_t bytes, int64_t row) {
 }
 
 Kernel fixed_kernel(Op op, int nd, int k, int s, int p, Layout layout, bool cells) {
-  return Kernel{op, nd, k, s, p, layout, DType::f32, DType::i64, Device::cpu, 0, cells, nullptr,
-                ""};
+  return Kernel{op, nd, k, s, p, layout, DType::f32, DType::i64, Device::cpu, 0, cells, false,
+                nullptr, ""};
 }
 
 // When a fixed-window CPU gather is tried before the scatter (gather_pays): channels-last ones
@@ -595,7 +595,7 @@ TEST(Gather, AvxOnlyGatherFollowsTheMaskedLoads) {
     GTEST_SKIP() << "no AVX-512 variants in this build (the rule asks for none of its CPU)";
   }
   Kernel k{Op::pool_backward_window_gather, 2, 3, 2, 1, Layout::channels_last, DType::f32,
-           DType::i64, Device::cpu, 0, false, nullptr, ""};
+           DType::i64, Device::cpu, 0, false, false, nullptr, ""};
   k.avx512_only = true;
 #if defined(__x86_64__)
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

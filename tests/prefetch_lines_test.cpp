@@ -33,18 +33,26 @@ class FindSplitPrefetch : public IRVisitor {
   }
 };
 
-// The bytes past iteration 0's that iterations 0..3 of the row's prefetch loop take, for a row
-// of `type` on `target`, with or without the pass.
-std::vector<int64_t> line_steps(const Type& type, bool fixed,
-                                const Target& target = Target("x86-64-linux-avx2")) {
-  ImageParam input(type, 2, "input");
+// A copy of a 2-D input that prefetches its next row, lowered with or without the pass (which
+// runs its prefetches where `when` holds, if defined), and the inputs it takes.
+Module lowered_copy(const ImageParam& input, bool fixed, const Target& target,
+                    const Expr& when = Expr(), std::vector<Argument> args = {}) {
   Func copy("copy");
   Var x("x"), y("y");
   copy(x, y) = input(x, y);
   copy.prefetch(input, y, y, 1, PrefetchBoundStrategy::NonFaulting);
   Pipeline pipeline(copy);
-  if (fixed) pipeline.add_custom_lowering_pass(new poolgen::PrefetchEveryLine(target));
-  const Module module = pipeline.compile_to_module({input}, "copy", target);
+  if (fixed) pipeline.add_custom_lowering_pass(new poolgen::PrefetchEveryLine(target, when));
+  args.insert(args.begin(), input);
+  return pipeline.compile_to_module(args, "copy", target);
+}
+
+// The bytes past iteration 0's that iterations 0..3 of the row's prefetch loop take, for a row
+// of `type` on `target`, with or without the pass.
+std::vector<int64_t> line_steps(const Type& type, bool fixed,
+                                const Target& target = Target("x86-64-linux-avx2")) {
+  const ImageParam input(type, 2, "input");
+  const Module module = lowered_copy(input, fixed, target);
   FindSplitPrefetch finder;
   for (const LoweredFunc& f : module.functions()) f.body.accept(&finder);
   EXPECT_TRUE(finder.offset.defined()) << "no prefetch loop in the lowered code";
@@ -77,6 +85,49 @@ TEST(PrefetchEveryLine, TakesEachLineOfARowOnArm) {
 // this fails, and the pass must go (it would then skip lines).
 TEST(PrefetchEveryLine, HalideStepsByElements) {
   EXPECT_EQ(line_steps(Float(32), false), (std::vector<int64_t>{0, 256, 512, 768}));
+}
+
+// Every prefetch (each of Halide's loops over the prefetched region) inside an if on the
+// condition given, and the loops that hold them.
+class FindGuardedPrefetches : public IRVisitor {
+ public:
+  explicit FindGuardedPrefetches(std::string condition) : condition_(std::move(condition)) {}
+  int guarded = 0, unguarded = 0;
+
+ private:
+  using IRVisitor::visit;
+  void visit(const IfThenElse* op) override {
+    const Variable* v = op->condition.as<Variable>();
+    const bool guards = v && v->name == condition_;
+    guards_ += guards;
+    IRVisitor::visit(op);
+    guards_ -= guards;
+  }
+  void visit(const Call* op) override {
+    if (op->is_intrinsic(Call::prefetch)) ++(guards_ > 0 ? guarded : unguarded);
+    IRVisitor::visit(op);
+  }
+  std::string condition_;
+  int guards_ = 0;
+};
+
+// With a condition (pooling's out_of_cache), the prefetches run only where it holds, and still
+// take every line.
+TEST(PrefetchEveryLine, RunsWhereItsConditionHolds) {
+  const ImageParam input(Float(32), 2, "input");
+  const Param<bool> when("when");
+  const Module module =
+      lowered_copy(input, true, Target("x86-64-linux-avx2"), when, {when});
+  FindGuardedPrefetches finder("when");
+  for (const LoweredFunc& f : module.functions()) f.body.accept(&finder);
+  EXPECT_GT(finder.guarded, 0);
+  EXPECT_EQ(finder.unguarded, 0);
+  FindSplitPrefetch split;
+  for (const LoweredFunc& f : module.functions()) f.body.accept(&split);
+  ASSERT_TRUE(split.offset.defined());
+  const Expr step = simplify(substitute(split.loop, 1, split.offset) -
+                             substitute(split.loop, 0, split.offset));
+  EXPECT_TRUE(is_const(step, 16)) << step;  // 16 floats: one line
 }
 
 }  // namespace

@@ -12,7 +12,8 @@
 #include <utility>
 
 extern "C" {
-#define POOLGEN_KERNEL(op, nd, k, s, p, layout, value, index, device, capability, cells, name)
+#define POOLGEN_KERNEL(op, nd, k, s, p, layout, value, index, device, capability, cells, \
+                       prefetches, name)
 #include "kernel_table.inc"  // for POOLGEN_CPU_TARGET_NAMES, POOLGEN_AVX512_*, POOLGEN_CUDA_TARGET_PREFIX
 #undef POOLGEN_KERNEL
 }

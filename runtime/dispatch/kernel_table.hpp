@@ -45,6 +45,9 @@ struct Kernel {
   Device device;
   int capability;             // CUDA kernels: the compute capability (70: sm_70); CPU: 0
   bool cell_vectors;          // a gather scheduled by vectors of cells (its `cell_vectors` knob)
+  // A pooling kernel whose schedule prefetches (its `prefetch_rows` knob): it takes the
+  // out_of_cache flag after its window, where alone its prefetches run (prefetch_pays).
+  bool prefetches;
   int (*entry)(void** args);  // Halide's <name>_argv
   const char* name;
   // Where the AVX-512 variant loses on narrow vectors (POOLGEN_AVX512_NARROW) or out of cache
@@ -96,16 +99,16 @@ void register_kernel_table(const KernelTable& table);
 const std::vector<const KernelTable*>& registered_kernel_tables();
 
 // A generated table's rows (POOLGEN_KERNEL(op, nd, k, s, p, layout, value, index, device,
-// capability, cell_vectors, name)) as declarations of the kernels' argv entry points, or as
-// Kernel entries.
+// capability, cell_vectors, prefetches, name)) as declarations of the kernels' argv entry
+// points, or as Kernel entries.
 #define POOLGEN_KERNEL_DECLARATION(op, nd, k, s, p, layout, value, index, device, capability, \
-                                   cell_vectors, name)                                        \
+                                   cell_vectors, prefetches, name)                            \
   int name##_argv(void** args);
 #define POOLGEN_KERNEL_ENTRY(op, nd, k, s, p, layout, value, index, device, capability,       \
-                             cell_vectors, name)                                              \
+                             cell_vectors, prefetches, name)                                  \
   {::poolgen::detail::Op::op, nd, k, s, p, ::poolgen::Layout::layout,                          \
    ::poolgen::DType::value, ::poolgen::DType::index, ::poolgen::Device::device, capability,    \
-   cell_vectors != 0, name##_argv, #name},
+   cell_vectors != 0, prefetches != 0, name##_argv, #name},
 
 // What a call needs of a kernel.
 struct KernelQuery {

@@ -173,6 +173,7 @@ struct PoolLaunch : Launch {
       add_int32(static_cast<int32_t>(views[0].shape[3]));  // a served side
     } else {
       add_window(window);
+      if (kernel.prefetches) add_flag(prefetch_pays(total_bytes(views)));
     }
     add_view(flat ? flat_view(views[1]) : views[1], kernel.value, Access::write);
     add_view(flat ? flat_view(views[2]) : views[2], kernel.index, Access::write);

@@ -81,6 +81,8 @@ int64_t out_of_cache_bytes() {
   return bytes >= 0 ? bytes : listed_cache_bytes();
 }
 
+bool prefetch_pays(int64_t call_bytes) { return call_bytes >= out_of_cache_bytes() / 8 * 5; }
+
 int64_t settings_changes() { return settings_changed.load(std::memory_order_relaxed); }
 
 void note_settings_change() { settings_changed.fetch_add(1, std::memory_order_relaxed); }

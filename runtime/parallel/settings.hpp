@@ -43,6 +43,13 @@ void note_settings_change();
 // unpooling by windows, gather_pays) start from it.
 int64_t out_of_cache_bytes();
 
+// Whether a call moving `call_bytes` runs its kernel's software prefetches (pooling's
+// `prefetch_rows`: the kernel's out_of_cache flag): from 5/8 of out_of_cache_bytes(), where on
+// the Zen 4 VM (32 MiB of L3, shared) a repeated call's input no longer stayed in cache
+// (docs/kernels.md, "Prefetching pooling's input rows out of cache"). Below, the prefetches
+// would only cost instructions.
+bool prefetch_pays(int64_t call_bytes);
+
 // Whether the processor's masked vector loads (AVX-512's, under a mask register) run at memory
 // latency when they miss the caches: AMD's (cpuid's vendor; measured on a Zen 5, where the
 // AVX-512 variants that load under masks lost 1.3-2.3x out of cache: docs/kernels.md, "Rows
