@@ -384,10 +384,11 @@ function(poolgen_kernel name op nd k s p layout value index)
   if (cpu_schedule MATCHES "cell_vectors:true")
     set(cell_vectors 1)
   endif ()
-  # Pooling kernels whose schedule prefetches take the out_of_cache flag (the generator asks
-  # the same of the string: sets_knob).
+  # Kernels whose prefetches run out of cache only take the out_of_cache flag (the generators
+  # ask the same of the string: sets_knob).
   set(prefetches 0)
-  if (ARG_GENERATOR STREQUAL "max_pool" AND cpu_schedule MATCHES "prefetch_rows:[1-9]")
+  if ((ARG_GENERATOR STREQUAL "max_pool" AND cpu_schedule MATCHES "prefetch_rows:[1-9]") OR
+      (ARG_GENERATOR STREQUAL "max_unpool_scatter" AND cpu_schedule MATCHES "prefetch_pixels:[1-9]"))
     set(prefetches 1)
   endif ()
   string(APPEND ${table} "POOLGEN_KERNEL(${op}, ${nd}, ${k}, ${s}, ${p}, ${layout}, "

@@ -25,6 +25,7 @@
 #include "cpu_schedules.h"
 #include "gpu_schedules.h"
 #include "knobs.h"
+#include "prefetch_lines.h"
 
 namespace poolgen {
 namespace {
@@ -52,6 +53,10 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
     if (get_target().has_gpu_feature()) {
       gate_ = add_input<Buffer<>>("gate", Int(32), 0);
       always_ = add_input<bool>("always");
+    } else if (sets_knob(cpu_schedule, "prefetch_pixels")) {
+      // Whether the call moves more bytes than the caches keep (the runtime's prefetch_pays):
+      // the schedule's prefetches (CpuScatterSchedule::prefetch_pixels) run then only.
+      out_of_cache_ = add_input<bool>("out_of_cache");
     }
     output_ = add_output<Buffer<>>("output", value_type, 3);
   }
@@ -166,6 +171,14 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
     }
   }
 
+  // The prefetches of pixels, each line, on calls out of cache only.
+  void schedule() {
+    if (out_of_cache_) {
+      get_pipeline().add_custom_lowering_pass(
+          new PrefetchEveryLine(get_target(), Expr(*out_of_cache_)));
+    }
+  }
+
  private:
   Input<Buffer<>>* values_ = nullptr;
   Input<Buffer<>>* indices_ = nullptr;
@@ -173,6 +186,7 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
   Input<int64_t>* plane_stride_ = nullptr;
   Input<Buffer<>>* gate_ = nullptr;
   Input<bool>* always_ = nullptr;
+  Input<bool>* out_of_cache_ = nullptr;
   Output<Buffer<>>* output_ = nullptr;
   Var p_{"p"}, c_{"c"}, n_{"n"};
 };

@@ -46,7 +46,12 @@ set(POOLGEN_KNOBS_max_pool_backward_scatter_f32 from_first_slot:true)
 # channels unrolled by 4 share the loop's count and branch: 16 -> 12 instructions an element
 # (1x64x8x8 k3s2p1 1.13-1.19 -> 0.75-0.84 us, 16x16 5.2-8.3 -> 4.3-5.3, 32x32 23-26 -> 16-21,
 # 3-D 1x16x8x16x16 on two threads 6.4 -> 5.2; ATen 4.1 at 16x16, 21 at 32x32).
-set(POOLGEN_KNOBS_max_pool_backward_scatter_cl_f32 scalar_index_bits:64,unroll:4)
+# Out of cache it prefetches the values and indices of the pixel two ahead (every line of them:
+# prefetch_lines.h; the runtime's prefetch_pays sets the flag): f32 i64, ms, one / two threads,
+# Zen 4 VM, four interleaved rounds, medians, 8x64x112x112 k3s2p1 3.05 / 1.52 -> 2.53 / 1.34 (one,
+# two and four pixels ahead alike: 2.51, 2.53, 2.47); in cache they cost 4-6% (1x64x56x56 50.5 ->
+# 52.9 us) and do not run.
+set(POOLGEN_KNOBS_max_pool_backward_scatter_cl_f32 scalar_index_bits:64,unroll:4,prefetch_pixels:2)
 # The channels-last gathers read values in place: staging them measured slower (2-D k2s2p0 on
 # 8x64x112x112: 4.7 -> 2.95 ms on one thread). The 2-D k2s2p0 one, built by default, keeps one
 # loop per stage (partition_cells:false: 33 -> 18 KB of AVX2 code, 1x64x56x56 and 8x64x112x112 at

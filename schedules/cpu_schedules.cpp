@@ -359,6 +359,7 @@ void CpuScatterSchedule::read(Knobs& knobs) {
   knobs.take("scalar_index_bits", &scalar_index_bits);
   knobs.take("prefetch_elements", &prefetch_elements);
   knobs.take("from_first_slot", &from_first_slot);
+  knobs.take("prefetch_pixels", &prefetch_pixels);
 }
 
 void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) const {
@@ -377,6 +378,11 @@ void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) con
     if (unroll > 1) {
       Var outer("c_o"), inner("c_i");
       out.update().split(s.c, outer, inner, unroll, TailStrategy::GuardWithIf).unroll(inner);
+    }
+    for (const Parameter& read : {s.values, s.indices}) {
+      if (prefetch_pixels > 0) {
+        out.update().prefetch(read, s.r, s.r, prefetch_pixels, PrefetchBoundStrategy::NonFaulting);
+      }
     }
     from_plane_start(out.update());
   } else if (s.layout == Layout::contiguous) {

@@ -156,6 +156,10 @@ struct CpuScatterSchedule {
   // index itself, and each element goes without the subtraction of the first slot and the
   // 32-bit re-add and widening of its address (contiguous f32 i64: 10 -> 6 instructions).
   bool from_first_slot = false;
+  // Channels-last scalar loops: the values and indices of the pixel this many ahead are
+  // prefetched, every line, on calls out of cache only (0: none): the kernel then takes the
+  // out_of_cache flag, which the runtime sets where prefetch_pays.
+  int prefetch_pixels = 0;
 
   void read(Knobs& knobs);
   void apply(const ScatterStages& s, const Halide::Target& target) const;

@@ -45,8 +45,9 @@ struct Kernel {
   Device device;
   int capability;             // CUDA kernels: the compute capability (70: sm_70); CPU: 0
   bool cell_vectors;          // a gather scheduled by vectors of cells (its `cell_vectors` knob)
-  // A pooling kernel whose schedule prefetches (its `prefetch_rows` knob): it takes the
-  // out_of_cache flag after its window, where alone its prefetches run (prefetch_pays).
+  // A kernel whose schedule prefetches out of cache only (pooling's `prefetch_rows`, the
+  // scatter's `prefetch_pixels` knob): it takes the out_of_cache flag (pooling's after its
+  // window, the scatter's before its output), set where prefetch_pays.
   bool prefetches;
   int (*entry)(void** args);  // Halide's <name>_argv
   const char* name;

@@ -109,6 +109,7 @@ struct ScatterGroups {
   Status failure;  // the first kernel failure (not a declined run), if any
   Status rewrite_failed;
   int64_t slab = slab_bytes();  // a slab's output bytes at most
+  bool out_of_cache = false;  // the call's: the kernel's prefetches run (prefetch_pays)
 
   // Planes [first, first + count) of `v` (never crossing a batch).
   [[gnu::noinline]] static View part(const View& v, int64_t first, int64_t count) {
@@ -177,7 +178,7 @@ struct ScatterGroups {
   Status launch(const View& v, const View& i, const View& o, int64_t first, int64_t first_slot,
                 bool* declined) const {
     const Layout layout = kernel->layout;
-    ScatterLaunch call(*kernel, v, i, o, first, global ? o.plane() : 0);
+    ScatterLaunch call(*kernel, v, i, o, first, global ? o.plane() : 0, out_of_cache);
     call.view_buffer(2).dim[layout == Layout::channels_last ? 1 : 0].min =
         static_cast<int32_t>(first_slot);
     zero_elements(o, layout);  // the CPU kernel scatters into zeroed planes
@@ -362,6 +363,7 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
                                                           call_bytes)),
                        rewrite, global, output_streams(o.view()), slab_stride,
                        1, {}, {}, {}, {}};
+  groups.out_of_cache = prefetch_pays(call_bytes);
   const int64_t planes = output.shape[0] * output.shape[1];
   // Halide numbers tasks with an int.
   groups.planes = std::max(groups.planes, planes / std::numeric_limits<int32_t>::max() + 1);
@@ -405,7 +407,7 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
 }
 
 ScatterLaunch::ScatterLaunch(const Kernel& kernel, const View& v, const View& i, const View& o,
-                             int64_t origin, int64_t stride)
+                             int64_t origin, int64_t stride, bool out_of_cache)
     : Launch(kernel, true) {
   add_view(v, kernel.value, Access::read);
   add_view(i, kernel.index, Access::read);
@@ -413,6 +415,7 @@ ScatterLaunch::ScatterLaunch(const Kernel& kernel, const View& v, const View& i,
     add_scalar(origin);
     add_scalar(stride);
   }
+  if (kernel.prefetches) add_flag(out_of_cache);
   add_view(o, kernel.value, Access::write);
   fit_variant(o);
 }

@@ -69,8 +69,9 @@ inline bool output_streams(const View& output) { return output.bytes() >= stream
 // A scatter kernel's launch over flat views (values, indices, output) in its layout; the
 // unpooling kernel takes its plane origin and stride between the indices and the output.
 struct ScatterLaunch : Launch {
+  // `out_of_cache`: the call's prefetch_pays, for kernels that take the flag.
   ScatterLaunch(const Kernel& kernel, const View& v, const View& i, const View& o,
-                int64_t origin = 0, int64_t stride = 0);
+                int64_t origin = 0, int64_t stride = 0, bool out_of_cache = false);
 };
 
 // A CPU scatter in one kernel call (no index rewrite): built once for a call that repeats its
