@@ -368,7 +368,7 @@ void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) con
   Func out = s.out;
   // from_first_slot: the accumulating scalar loops specialized for outputs whose flat dimension
   // starts at a plane's first slot (every call but a slab's).
-  const auto from_plane_start = [&](Stage stage) {
+  const auto first_slot_copy = [&](Stage stage) {
     if (!s.skips || !from_first_slot) return;
     const int plane_dim = s.layout == Layout::channels_last ? 1 : 0;
     stage.specialize(out.output_buffer().dim(plane_dim).min() == 0);
@@ -379,12 +379,12 @@ void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) con
       Var outer("c_o"), inner("c_i");
       out.update().split(s.c, outer, inner, unroll, TailStrategy::GuardWithIf).unroll(inner);
     }
-    for (const Parameter& read : {s.values, s.indices}) {
-      if (prefetch_pixels > 0) {
+    if (prefetch_pixels > 0) {  // out of cache only: the generator's flag
+      for (const Parameter& read : {s.values, s.indices}) {
         out.update().prefetch(read, s.r, s.r, prefetch_pixels, PrefetchBoundStrategy::NonFaulting);
       }
     }
-    from_plane_start(out.update());
+    first_slot_copy(out.update());
   } else if (s.layout == Layout::contiguous) {
     // One element after another, by design; unrolled, the loop's count and branch are shared.
     if (s.r.dimensions() == 2) {  // whole steps, then the rest (prefetch_elements)
@@ -393,15 +393,15 @@ void CpuScatterSchedule::apply(const ScatterStages& s, const Target& target) con
         out.update(0).prefetch(read, s.r.y, s.r.y, prefetch_elements / unroll,
                                PrefetchBoundStrategy::NonFaulting);
       }
-      from_plane_start(out.update(0));
+      first_slot_copy(out.update(0));
       out.update(1).unscheduled();
     } else if (unroll > 1) {
       RVar outer("element_o"), inner("element_i");
       out.update().split(s.r, outer, inner, unroll, TailStrategy::GuardWithIf).unroll(inner);
-      from_plane_start(out.update());
+      first_slot_copy(out.update());
     } else {
       out.update().unscheduled();
-      from_plane_start(out.update());
+      first_slot_copy(out.update());
     }
   } else {
     const int lanes = vector_lanes(vector_width, out, target, s.layout);

@@ -443,7 +443,7 @@ DirectScatter::DirectScatter(const Kernel& kernel, ScatterMode mode, const Views
       call_bytes_(call_bytes),
       slab_stride_(slab_stride),
       output_packed_(is_packed(views[2], kernel.layout)),
-      call_(kernel, views[0], views[1], views[2]) {}
+      call_(kernel, views[0], views[1], views[2], 0, 0, prefetch_pays(call_bytes)) {}
 
 Status DirectScatter::run(void* const (&data)[3]) {
   for (int k = 0; k < 3; ++k) views_[k].data = data[k];

@@ -94,7 +94,7 @@ class DirectScatter : public DirectRun {
   View views_[3];
   int64_t call_bytes_, slab_stride_;
   bool output_packed_;  // asked once: a tenth of a 1x1x2x2 unpooling's repeated call
-  ScatterLaunch call_;  // plane offsets: origin and stride 0
+  ScatterLaunch call_;  // plane offsets (origin and stride 0); the call's prefetch_pays
 };
 
 // The window's stride in its outermost spatial dimension where every window lies within it
