@@ -99,7 +99,7 @@ poolgen_target_features(POOLGEN_CPU_FLOOR_FEATURES ${POOLGEN_CPU_FLOOR_TARGET})
 # lose (8x8x224x224 0.78-0.89 against 0.65-0.68, 8x16x224x224 1.83-1.98 against 1.77-1.84).
 # Unpooling's gradients by index and the channels-last pooling gradient's scatter measured even
 # or slower.
-set(POOLGEN_AVX512_FAMILIES "max_pool1d;max_pool2d;max_pool3d;max_pool1d_cl;max_pool2d_cl;max_pool3d_cl;max_pool2d_k2s2p0;max_pool3d_k2s2p0;max_pool2d_k3s2p1;max_pool2d_k3s2p1_cl;max_pool3d_k3s2p1_cl;max_pool2d_k2s2p0_cl;max_unpool2d_k2s2p0_cl;max_unpool3d_k2s2p0_cl;max_pool2d_backward_k2s2p0_cl;max_unpool2d_backward_k2s2p0_cl;max_pool2d_k2s2p0_flat;max_pool1d_backward_k2s2p0;max_pool3d_backward_k2s2p0_cl;max_unpool_scatter_cl"
+set(POOLGEN_AVX512_FAMILIES "max_pool1d;max_pool2d;max_pool3d;max_pool1d_cl;max_pool2d_cl;max_pool3d_cl;max_pool2d_k2s2p0;max_pool3d_k2s2p0;max_pool2d_k3s2p1;max_pool2d_k3s2p1_cl;max_pool3d_k3s2p1_cl;max_pool2d_k2s2p0_cl;max_unpool2d_k2s2p0_cl;max_unpool3d_k2s2p0_cl;max_pool2d_backward_k2s2p0_cl;max_unpool2d_backward_k2s2p0_cl;max_pool2d_k2s2p0_flat;max_pool1d_backward_k2s2p0;max_pool3d_backward_k2s2p0_cl;max_unpool_scatter_cl;max_pool2d_k3s2p1_flat"
     CACHE STRING
     "Kernel families (names without types) with an AVX-512 variant besides POOLGEN_CPU_TARGETS")
 set(POOLGEN_AVX512_TYPES "f32" CACHE STRING
@@ -140,9 +140,11 @@ set(POOLGEN_AVX512_ONLY_FAMILIES "max_pool2d_backward_k3s2p1_cl" CACHE STRING
 # 6.6-6.7, of 14 (1x64x28x28) 5.9 / 8.0; 3-D rows of 12 (1x32x16x24x24) 28-29 / 63-67, of 14
 # (1x64x8x28x28) 51-53 / 78-89 (docs/kernels.md); rows of 7 in 2-D 2.7 / 2.5-2.6. Not re-measured
 # on a Zen 4. 2-D k3s2p1 NCHW likewise from rows of 12 (schedules/cpu_knobs.cmake): 1x64x28x28
-# 39-49 / 30 us. The 1-D pooling gradient's gather runs whole vectors of cells, two slots each:
+# 39-49 / 30 us. k3s2p1 over flat planes has an AVX-512 variant for side 28 (rows of 14) alone:
+# on a Zen 4 it took 1x64x28x28 0.87-0.89x AVX2's time, sides 7 and 14 0.99-1.02x
+# (docs/kernels.md). The 1-D pooling gradient's gather runs whole vectors of cells, two slots each:
 # on rows of fewer than 32 slots its AVX-512 variant would leave the call to the scatter.
-set(POOLGEN_AVX512_NARROW "max_pool2d_k2s2p0:8;max_pool3d_k2s2p0:8;max_pool1d_cl:16;max_pool2d_cl:16;max_pool3d_cl:16;max_pool2d_k3s2p1:12;max_unpool2d_k2s2p0_cl:16;max_unpool3d_k2s2p0_cl:16;max_pool2d_backward_k2s2p0_cl:16;max_pool1d_backward_k2s2p0:32;max_pool3d_backward_k2s2p0_cl:16;max_unpool_scatter_cl:32" CACHE STRING
+set(POOLGEN_AVX512_NARROW "max_pool2d_k2s2p0:8;max_pool3d_k2s2p0:8;max_pool1d_cl:16;max_pool2d_cl:16;max_pool3d_cl:16;max_pool2d_k3s2p1:12;max_unpool2d_k2s2p0_cl:16;max_unpool3d_k2s2p0_cl:16;max_pool2d_backward_k2s2p0_cl:16;max_pool1d_backward_k2s2p0:32;max_pool3d_backward_k2s2p0_cl:16;max_unpool_scatter_cl:32;max_pool2d_k3s2p1_flat:14" CACHE STRING
     "family:lanes entries: calls of fewer lanes run the AVX2 variant of that family's kernels")
 # Families whose AVX-512 variant loads under masks (a gather's taps, selected lane by lane) and
 # pays in cache only where masked loads that miss the caches run at memory latency (AMD's:

@@ -270,7 +270,10 @@ void split_runs(Stage result, const Var& k, int whole, int per_task, int lanes, 
 
 }  // namespace
 
-void CpuFlatPoolSchedule::read(Knobs& knobs) { knobs.take("outputs_per_task", &outputs_per_task); }
+void CpuFlatPoolSchedule::read(Knobs& knobs) {
+  knobs.take("outputs_per_task", &outputs_per_task);
+  knobs.take("handed_off_below", &handed_off_below);
+}
 
 void CpuFlatPoolSchedule::apply(const FlatPoolStages& s, const Target& /*target*/) const {
   if (s.padded) {
@@ -285,6 +288,7 @@ void CpuFlatPoolSchedule::apply(const FlatPoolStages& s, const Target& /*target*
   for (int side : s.sides) {
     const Expr served = s.side == side;  // on the parameter itself: its value then replaces it
     const int out_width = side / 2, row_width = 2 * out_width;
+    if (out_width < handed_off_below) continue;
     // Whole planes and whole vectors: no task ends in a guarded vector (whose stride-2 loads go
     // lane by lane).
     const int step = std::lcm(out_width * (side / 2), lanes);
@@ -329,6 +333,7 @@ void CpuFlatPoolSchedule::apply_padded(const FlatPoolStages& s) const {
   for (int side : s.sides) {
     const Expr served = s.side == side;
     const int out_width = (side + 1) / 2, whole = std::lcm(out_width, lanes);
+    if (out_width < handed_off_below) continue;
     const int per_task = std::max(outputs_per_task / whole, 1) * whole;
     const int plane_slots = out_width * 2 * out_width;
     most_slots = std::max(most_slots, (per_task / (out_width * out_width) + 3) * plane_slots);

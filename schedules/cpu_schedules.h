@@ -113,6 +113,9 @@ struct FlatPoolStages {
 // a run of whole rows, whose row breaks then fall at constant lanes.
 struct CpuFlatPoolSchedule {
   int outputs_per_task = 1;  // vectors: FlatPoolStages::lanes
+  // Sides whose output rows are narrower than this run another variant (the runtime hands
+  // them over: POOLGEN_AVX512_NARROW, cmake/PoolgenKernels.cmake), so this one builds none.
+  int handed_off_below = 0;
 
   void read(Knobs& knobs);
   void apply(const FlatPoolStages& s, const Halide::Target& target) const;
