@@ -548,8 +548,13 @@ set(POOLGEN_FLAT_PLANES_I32 "7;14;28" CACHE STRING
 # NHWC, across planes before -> over flat planes (AMD EPYC Zen 3, AVX2): 1x64x7x7 2.97-3.73 ->
 # 1.26-1.30 (NHWC 0.86-0.98), 1x64x14x14 8.9-9.6 -> 4.61-4.70 (2.75-3.0), 1x64x28x28 35.7-36.7 ->
 # 20.5-21.2 (10.9-11.7), for 36.7 KB; i32 would cost as much again, and keeps the vectors across
-# planes. No AVX-512 variant (none measured: out of POOLGEN_AVX512_FAMILIES).
-set(POOLGEN_FLAT_PLANES_K3S2P1 "7;14;28" CACHE STRING
+# planes. Its AVX-512 variant serves side 28 and up (POOLGEN_AVX512_NARROW). Side 112 (ResNet's
+# stem pools 112x112 planes at 224 pixels), whose stage goes by bands of rows, on calls in cache
+# only (flat_planes_served): against the fixed window's kernel, Zen 4 VM, one / two threads,
+# poolgen_ab_bench's medians of alternating trials, 1x64x112x112 0.64-0.78 / 0.74-0.78; 26.9 KB
+# (three variants). Side 56 took 0.58-0.65 (1x64x56x56 and 8x64x56x56) for as much again, which
+# issue 62's 3 MB for an f32 program could not spare: add it here where it pays.
+set(POOLGEN_FLAT_PLANES_K3S2P1 "7;14;28;112" CACHE STRING
     "Sides of the square NCHW planes 2-D k3s2p1 f32 pooling with i64 indices runs over flat planes (empty: none)")
 set(POOLGEN_FLAT_PLANES_K3S2P1_I32 "" CACHE STRING
     "The same with i32 indices (empty: none)")

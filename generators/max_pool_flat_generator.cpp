@@ -216,9 +216,15 @@ class MaxPoolFlat : public Generator<MaxPoolFlat> {
     };
     // A plane's rows are unrolled (constant rows, clamps and positions): the plane alone is
     // clamped, and an odd side's last row takes the plane before (the update redoes it).
+    // The plane from the stage row (its rows never straddle two): written j / (width *
+    // out_width), or left for the simplifier to fold into that, it is a division per lane where
+    // the schedule runs bands of rows instead of whole planes. unsafe_promise_clamped keeps the
+    // row's division apart and changes no value; its range is true (a task's stage begins at
+    // most a plane before the input), so the plane's clamp stays.
     const Expr y = j / width % out_width;
+    const Expr row = unsafe_promise_clamped(j / width, -out_width, last_row);
     const Expr last_plane = planes - 1 - select(odd == 1 && y == out_width - 1, 1, 0);
-    const Tap inside = winner(clamp(j / (width * out_width), 0, max(last_plane, 0)), y, j % width);
+    const Tap inside = winner(clamp(row / out_width, 0, max(last_plane, 0)), y, j % width);
     columns(j) = Tuple(inside.value, inside.at);
     RDom once(0, 1, "once");
     once.where(odd == 1 && j / width >= last_row);

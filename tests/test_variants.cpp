@@ -169,6 +169,8 @@ const std::pair<int, Ints> kShapes[] = {
     // take 2 to 4 rows of 7 outputs, or 2 rows of 14.
     {2, {1, 16, 14, 14}},
     {2, {1, 4, 28, 28}},
+    // k3s2p1 planes of 112 over flat planes, their stage by bands of rows.
+    {2, {1, 1, 112, 112}},
     {3, {1, 3, 7, 9, 11}},
     {3, {1, 2, 3, 4, 14}},  // rows of 7, and of 15: exact rows in 3-D
     {3, {1, 2, 2, 4, 30}},

@@ -718,7 +718,10 @@ TEST(TypedKernelChoice, SmallSquarePlanesRunOverFlatPlanesK3s2p1) {
                           {{1, 64, 14, 14}, false, true},  {{1, 16, 14, 14}, false, true},
                           {{1, 8, 14, 14}, false, false},  {{1, 64, 14, 14}, true, false},
                           {{1, 4, 28, 28}, false, true},   {{1, 2, 28, 28}, false, false},
-                          {{1, 64, 28, 29}, false, false}, {{1, 64, 6, 6}, false, false}};
+                          {{1, 64, 28, 29}, false, false}, {{1, 64, 6, 6}, false, false},
+                          {{1, 64, 56, 56}, false, false}, {{1, 4, 112, 112}, false, true},
+                          {{1, 1, 112, 112}, false, true}};
+    set_streaming_bytes(int64_t{1} << 30);  // every call above in cache, whatever this CPU's
     for (const Case& c : cases) {
       PoolOptions o;
       o.kernel_size = {3};
@@ -730,6 +733,20 @@ TEST(TypedKernelChoice, SmallSquarePlanesRunOverFlatPlanesK3s2p1) {
       EXPECT_EQ(name, c.flat ? flat->name : fixed) << str(c.shape) << " ceil_mode " << c.ceil_mode;
       ++checked;
     }
+    // Side 112 only in cache (flat_planes_served): with 64 KiB of cache, a 1x4x112x112 call (0.4
+    // MB) is out of it and keeps the fixed window; side 28 goes flat whatever the call.
+    set_streaming_bytes(64 << 10);
+    PoolOptions o;
+    o.kernel_size = {3};
+    o.stride = {2};
+    o.padding = {1};
+    for (const auto& [shape, flat_kernel] :
+         {std::pair{Ints{1, 4, 112, 112}, false}, std::pair{Ints{1, 64, 28, 28}, true}}) {
+      std::string name;
+      ASSERT_TRUE(max_pool_kernel_name(2, contiguous(fake, DType::f32, shape), index, o, &name).ok());
+      EXPECT_EQ(name, flat_kernel ? flat->name : fixed) << str(shape) << " out of cache";
+    }
+    set_streaming_bytes(-1);
   }
   if (checked == 0) GTEST_SKIP() << "no k3s2p1 kernel over flat planes in this build";
 }
@@ -756,7 +773,9 @@ TEST(FlatPlanes, StayInsideTheirBuffers) {
                                                  {1, 16, 14, 14},
                                                  {2, 32, 14, 14},
                                                  {1, 4, 28, 28},
-                                                 {1, 64, 28, 28}}) {
+                                                 {1, 64, 28, 28},
+                                                 {1, 2, 112, 112},
+                                                 {2, 3, 112, 112}}) {
         for (const auto align :
              {test::GuardedBuffer::catch_overrun, test::GuardedBuffer::catch_underrun}) {
           const auto pooled_side = [&](int64_t side) {
