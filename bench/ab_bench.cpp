@@ -93,6 +93,7 @@ struct Call {
   std::vector<float> input, grad_pooled, grad_unpooled;
   std::vector<float> values, outputs[2];  // the pooled values (from A); each build's result
   std::vector<int64_t> indices, pooled_indices[2];  // as bytes of the index type (i32: half used)
+  std::string pool_error;  // the pooling that made `indices`, where it failed
 
   Call(const Case& c_, Op op_, const Library& a) : c(c_), op(op_) {
     for (int i = 0; i < c.nd; ++i) {
@@ -116,7 +117,10 @@ struct Call {
     const poolgen_tensor in = tensor(c, input.data(), POOLGEN_F32, c.shape),
                          v = tensor(c, values.data(), POOLGEN_F32, c.pooled_shape()),
                          i = index_tensor(indices.data());
-    a.pool(c.nd, &in, &v, &i, &pool_options, nullptr, 0);
+    char message[512] = "";
+    if (a.pool(c.nd, &in, &v, &i, &pool_options, message, sizeof message) != POOLGEN_OK) {
+      pool_error = message;
+    }
     for (auto& out : outputs) out.resize(static_cast<size_t>(to_pooled(op) ? c.out_elems() : c.in_elems()));
     for (auto& idx : pooled_indices) idx.resize(indices.size());
   }
@@ -240,6 +244,11 @@ int main(int argc, char** argv) {
     for (Op op : bench::kOps) {
       if (!c.times(op)) continue;
       Call call(c, op, lib[0]);
+      if (!call.pool_error.empty()) {
+        std::fprintf(stderr, "%s: pooling its input on %s: %s\n", c.name().c_str(),
+                     libs[0].c_str(), call.pool_error.c_str());
+        return 1;
+      }
       for (int64_t t : threads) {
         for (auto& l : lib) l.set_num_threads(static_cast<int32_t>(t));
         char message[512] = "";
