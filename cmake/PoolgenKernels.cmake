@@ -34,6 +34,19 @@ set(POOLGEN_CPU_TARGETS "${poolgen_default_cpu_targets}"
 # poolgen_target_features(<out> <target>): a CPU target's instruction-set features as a C list
 # of Halide's feature enum ("halide_target_feature_avx2, halide_target_feature_fma, "): its
 # string minus arch-bits-os, without processor tunings; empty for an architecture's baseline.
+# poolgen_floor_knobs_apply(<out> <avx512_only>): whether a family's floor variant takes its own
+# knobs (POOLGEN_FLOOR_KNOBS_<family>): the floor's target must name an instruction set, and the
+# family have a variant above it for the CPUs the floor's knobs leave out (its AVX-512 one, in a
+# family of POOLGEN_AVX512_ONLY_FAMILIES; else POOLGEN_CPU_TARGETS' others).
+function(poolgen_floor_knobs_apply out avx512_only)
+  list(LENGTH POOLGEN_CPU_TARGETS count)
+  if ((avx512_only OR count GREATER 1) AND
+      POOLGEN_CPU_FLOOR_TARGET MATCHES "-(sse41|avx|avx2)(-|$)")
+    set(${out} TRUE PARENT_SCOPE)
+  else ()
+    set(${out} FALSE PARENT_SCOPE)
+  endif ()
+endfunction()
 function(poolgen_target_features out target)
   string(REPLACE "-" ";" fields "${target}")
   list(LENGTH fields length)
@@ -351,12 +364,14 @@ function(poolgen_kernel name op nd k s p layout value index)
   if (wide AND wide_knobs)
     string(APPEND cpu_schedule "/x86-64-linux-${POOLGEN_AVX512_FEATURE}@${wide_knobs}")
   endif ()
-  # The floor variant's own hand knobs (POOLGEN_FLOOR_KNOBS_<family>), for the families whose
-  # floor is only the multitarget wrapper's fallback (POOLGEN_AVX512_ONLY_FAMILIES). Keyed on
-  # the floor's target, which must name an instruction set: a floor of the baseline
-  # (x86-64-linux) would match the AVX-512 variant too, and keeps the family's schedule.
-  if (avx512_only AND DEFINED POOLGEN_FLOOR_KNOBS_${ARG_KNOBS} AND
-      POOLGEN_CPU_FLOOR_TARGET MATCHES "-(sse41|avx|avx2)(-|$)")
+  # The floor variant's own hand knobs (POOLGEN_FLOOR_KNOBS_<family>), where the family has a
+  # variant above it: the families whose floor is only the multitarget wrapper's fallback
+  # (POOLGEN_AVX512_ONLY_FAMILIES), and any family where POOLGEN_CPU_TARGETS has more than the
+  # floor (poolgen_floor_knobs_apply). Keyed on the floor's target, which must name an
+  # instruction set: a floor of the baseline (x86-64-linux) would match the AVX-512 variant too,
+  # and keeps the family's schedule.
+  poolgen_floor_knobs_apply(floor_knobs ${avx512_only})
+  if (floor_knobs AND DEFINED POOLGEN_FLOOR_KNOBS_${ARG_KNOBS})
     string(APPEND cpu_schedule "/${POOLGEN_CPU_FLOOR_TARGET}@${POOLGEN_FLOOR_KNOBS_${ARG_KNOBS}}")
   endif ()
   string(APPEND cpu_schedule "${POOLGEN_TUNED_${ARG_KNOBS}}")
@@ -552,12 +567,29 @@ set(POOLGEN_FLAT_PLANES_I32 "7;14;28" CACHE STRING
 # stem pools 112x112 planes at 224 pixels), whose stage goes by bands of rows, on calls in cache
 # only (flat_planes_served): against the fixed window's kernel, Zen 4 VM, one / two threads,
 # poolgen_ab_bench's medians of alternating trials, 1x64x112x112 0.64-0.78 / 0.74-0.78; 26.9 KB
-# (three variants). Side 56 took 0.58-0.65 (1x64x56x56 and 8x64x56x56) for as much again, which
-# issue 62's 3 MB for an f32 program could not spare: add it here where it pays.
-set(POOLGEN_FLAT_PLANES_K3S2P1 "7;14;28;112" CACHE STRING
+# (three variants). Sides 16 and 32 (rows of 8 and 16 outputs, which the fixed window ran across
+# planes and as one vector a row), same bench: 1x64x16x16 0.45-0.48 / 0.48, 1x16x16x16 0.45,
+# 1x64x32x32 0.49 / 0.52, 8x64x32x32 0.52 / 0.40; 14.6 KB. Side 56 took 0.58-0.65 (1x64x56x56
+# and 8x64x56x56) for 26 KB, which issue 62's 3 MB for an f32 program could not spare: add it
+# here where it pays.
+set(POOLGEN_FLAT_PLANES_K3S2P1 "7;14;16;28;32;112" CACHE STRING
     "Sides of the square NCHW planes 2-D k3s2p1 f32 pooling with i64 indices runs over flat planes (empty: none)")
 set(POOLGEN_FLAT_PLANES_K3S2P1_I32 "" CACHE STRING
     "The same with i32 indices (empty: none)")
+# The floor variant (SSE4.1) builds the k3s2p1 sides up to this one alone: CPUs that run a
+# variant above it (AVX2: Intel's since Haswell, 2013, but for Atom-class and some Pentium and
+# Celeron parts before 2021; AMD's since 2015) take the wider sides over flat planes, the
+# floor's keep the fixed window there (flat_planes_served). Sides 32 and 112 were 15.3 KB of
+# SSE4.1 code, which paid for sides 16 and 32 in the variants above it within issue 62's 3 MB for
+# an f32 program. 0: the floor builds every side.
+set(POOLGEN_FLAT_PLANES_K3S2P1_FLOOR_WIDEST 28 CACHE STRING
+    "Widest k3s2p1 side the floor variant of the kernels over flat planes builds (0: every side)")
+poolgen_floor_knobs_apply(poolgen_flat_floor_knobs FALSE)
+set(POOLGEN_FLAT_K3S2P1_FLOOR_WIDEST 0)  # for the runtime: 0 where the floor builds every side
+if (poolgen_flat_floor_knobs AND POOLGEN_FLAT_PLANES_K3S2P1_FLOOR_WIDEST GREATER 0)
+  set(POOLGEN_FLOOR_KNOBS_max_pool2d_k3s2p1_flat widest_side:${POOLGEN_FLAT_PLANES_K3S2P1_FLOOR_WIDEST})
+  set(POOLGEN_FLAT_K3S2P1_FLOOR_WIDEST ${POOLGEN_FLAT_PLANES_K3S2P1_FLOOR_WIDEST})
+endif ()
 foreach (window k2s2p0 k3s2p1)
   set(list_var POOLGEN_FLAT_PLANES)  # the cache variables of this window's sides
   set(numbers 2 2 0)
@@ -740,6 +772,7 @@ file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/kernel_table.inc
 #define POOLGEN_FLAT_PLANES_I32 ${POOLGEN_FLAT_PLANES_I32_LIST}\n\
 #define POOLGEN_FLAT_PLANES_K3S2P1 ${POOLGEN_FLAT_PLANES_K3S2P1_LIST}\n\
 #define POOLGEN_FLAT_PLANES_K3S2P1_I32 ${POOLGEN_FLAT_PLANES_K3S2P1_I32_LIST}\n\
+#define POOLGEN_FLAT_K3S2P1_FLOOR_WIDEST ${POOLGEN_FLAT_K3S2P1_FLOOR_WIDEST}\n\
 #define POOLGEN_CPU_FLOOR_FEATURES ${POOLGEN_CPU_FLOOR_FEATURES}\n\
 #define POOLGEN_CUDA_TARGET_PREFIX \"${POOLGEN_CUDA_TARGET_PREFIX}\"\n${POOLGEN_KERNEL_TABLE}")
 file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/backward_kernel_table.inc

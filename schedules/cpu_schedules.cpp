@@ -279,6 +279,7 @@ void split_runs(Stage result, const Var& k, int whole, int per_task, int lanes, 
 void CpuFlatPoolSchedule::read(Knobs& knobs) {
   knobs.take("outputs_per_task", &outputs_per_task);
   knobs.take("handed_off_below", &handed_off_below);
+  knobs.take("widest_side", &widest_side);
 }
 
 void CpuFlatPoolSchedule::apply(const FlatPoolStages& s, const Target& /*target*/) const {
@@ -294,7 +295,7 @@ void CpuFlatPoolSchedule::apply(const FlatPoolStages& s, const Target& /*target*
   for (int side : s.sides) {
     const Expr served = s.side == side;  // on the parameter itself: its value then replaces it
     const int out_width = side / 2, row_width = 2 * out_width;
-    if (out_width < handed_off_below) continue;
+    if (!builds(side, out_width)) continue;
     // Whole planes and whole vectors: no task ends in a guarded vector (whose stride-2 loads go
     // lane by lane).
     const int step = std::lcm(out_width * (side / 2), lanes);
@@ -346,7 +347,7 @@ void CpuFlatPoolSchedule::apply_padded(const FlatPoolStages& s) const {
   for (int side : s.sides) {
     const Expr served = s.side == side;
     const int out_width = (side + 1) / 2, whole = std::lcm(out_width, lanes);
-    if (out_width < handed_off_below) continue;
+    if (!builds(side, out_width)) continue;
     int per_task = std::max(outputs_per_task / whole, 1) * whole;
     const int row_slots = 2 * out_width, plane_slots = out_width * row_slots;
     int band_outputs = per_task;  // a task's: the stage of whole planes

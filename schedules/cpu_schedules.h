@@ -116,11 +116,17 @@ struct CpuFlatPoolSchedule {
   // Sides whose output rows are narrower than this run another variant (the runtime hands
   // them over: POOLGEN_AVX512_NARROW, cmake/PoolgenKernels.cmake), so this one builds none.
   int handed_off_below = 0;
+  // Sides above this are built for the variants above the floor alone (the floor's knob: the
+  // runtime serves them over flat planes only on CPUs that run one, flat_planes_served); 0: all.
+  int widest_side = 0;
 
   void read(Knobs& knobs);
   void apply(const FlatPoolStages& s, const Halide::Target& target) const;
 
  private:
+  bool builds(int side, int out_width) const {
+    return out_width >= handed_off_below && (widest_side == 0 || side <= widest_side);
+  }
   void apply_padded(const FlatPoolStages& s) const;
 };
 

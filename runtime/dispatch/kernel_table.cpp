@@ -142,6 +142,14 @@ bool flat_planes_served(int64_t side, int64_t planes, DType index, int64_t kerne
   // k3s2p1 on an odd side reads a column past each row but the last plane's last one, which
   // the plane before stands in for until the kernel redoes it: two planes at least.
   if (!built || (padded && side % 2 && planes < 2)) return false;
+  // The floor variant builds the k3s2p1 sides up to POOLGEN_FLAT_K3S2P1_FLOOR_WIDEST alone
+  // (cmake/PoolgenKernels.cmake): wider ones need a CPU that runs the variant above it. Asked
+  // once, as the wrapper asks on its first call.
+  if (padded && POOLGEN_FLAT_K3S2P1_FLOOR_WIDEST > 0 && side > POOLGEN_FLAT_K3S2P1_FLOOR_WIDEST) {
+    static const bool above_floor =
+        cpu_runs({POOLGEN_NARROW_FEATURES halide_target_feature_end});
+    if (!above_floor) return false;
+  }
   // k3s2p1 planes of 56 and more, whose stage goes by bands of rows (CpuFlatPoolSchedule), took
   // 0.55-0.83x the fixed window's time in cache but 0.96-1.4x out of it (8x64x112x112, Zen 4
   // VM; docs/kernels.md): calls out of cache keep the fixed window's kernel.
