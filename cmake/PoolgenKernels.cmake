@@ -572,24 +572,35 @@ set(POOLGEN_FLAT_PLANES_I32 "7;14;28" CACHE STRING
 # 1x64x32x32 0.49 / 0.52, 8x64x32x32 0.52 / 0.40; 14.6 KB. Side 56 took 0.58-0.65 (1x64x56x56
 # and 8x64x56x56) for 26 KB, which issue 62's 3 MB for an f32 program could not spare: add it
 # here where it pays.
-set(POOLGEN_FLAT_PLANES_K3S2P1 "7;14;16;28;32;112" CACHE STRING
+set(POOLGEN_FLAT_PLANES_K3S2P1 "7;14;16;28;32;56;112" CACHE STRING
     "Sides of the square NCHW planes 2-D k3s2p1 f32 pooling with i64 indices runs over flat planes (empty: none)")
 set(POOLGEN_FLAT_PLANES_K3S2P1_I32 "" CACHE STRING
     "The same with i32 indices (empty: none)")
-# The floor variant (SSE4.1) builds the k3s2p1 sides up to this one alone: CPUs that run a
-# variant above it (AVX2: Intel's since Haswell, 2013, but for Atom-class and some Pentium and
-# Celeron parts before 2021; AMD's since 2015) take the wider sides over flat planes, the
-# floor's keep the fixed window there (flat_planes_served). Sides 32 and 112 were 15.3 KB of
-# SSE4.1 code, which paid for sides 16 and 32 in the variants above it within issue 62's 3 MB for
-# an f32 program. 0: the floor builds every side.
-set(POOLGEN_FLAT_PLANES_K3S2P1_FLOOR_WIDEST 28 CACHE STRING
+# The floor variant (SSE4.1) of the kernels over flat planes builds the sides up to these alone:
+# CPUs that run a variant above it (AVX2: Intel's since Haswell, 2013, but for Atom-class and
+# some Pentium and Celeron parts before 2021; AMD's since 2015) take the wider sides over flat
+# planes, the floor's keep the fixed window there (flat_planes_served). The floor's sides of 28
+# and more (k3s2p1: 16 too) were 31 KB of SSE4.1 code (k2s2p0's 28 for both index types 11 KB,
+# k3s2p1's 16, 28, 32, 112 and 56 24 KB), which paid for k3s2p1's sides 16, 32 and 56 in the
+# variants above it within issue 62's 3 MB for an f32 program; SSE4.1 had measured 2.6x for
+# k3s2p1 over flat planes at 28x28 (docs/kernels.md). 0: the floor builds every side.
+set(POOLGEN_FLAT_PLANES_FLOOR_WIDEST 14 CACHE STRING
+    "Widest k2s2p0 side the floor variant of the kernels over flat planes builds (0: every side)")
+set(POOLGEN_FLAT_PLANES_K3S2P1_FLOOR_WIDEST 14 CACHE STRING
     "Widest k3s2p1 side the floor variant of the kernels over flat planes builds (0: every side)")
 poolgen_floor_knobs_apply(poolgen_flat_floor_knobs FALSE)
-set(POOLGEN_FLAT_K3S2P1_FLOOR_WIDEST 0)  # for the runtime: 0 where the floor builds every side
-if (poolgen_flat_floor_knobs AND POOLGEN_FLAT_PLANES_K3S2P1_FLOOR_WIDEST GREATER 0)
-  set(POOLGEN_FLOOR_KNOBS_max_pool2d_k3s2p1_flat widest_side:${POOLGEN_FLAT_PLANES_K3S2P1_FLOOR_WIDEST})
-  set(POOLGEN_FLAT_K3S2P1_FLOOR_WIDEST ${POOLGEN_FLAT_PLANES_K3S2P1_FLOOR_WIDEST})
-endif ()
+foreach (window k2s2p0 k3s2p1)
+  set(suffix "")
+  if (window STREQUAL "k3s2p1")
+    set(suffix _K3S2P1)
+  endif ()
+  set(POOLGEN_FLAT${suffix}_FLOOR_WIDEST 0)  # for the runtime: 0 where the floor builds every side
+  if (poolgen_flat_floor_knobs AND POOLGEN_FLAT_PLANES${suffix}_FLOOR_WIDEST GREATER 0)
+    set(POOLGEN_FLOOR_KNOBS_max_pool2d_${window}_flat
+        widest_side:${POOLGEN_FLAT_PLANES${suffix}_FLOOR_WIDEST})
+    set(POOLGEN_FLAT${suffix}_FLOOR_WIDEST ${POOLGEN_FLAT_PLANES${suffix}_FLOOR_WIDEST})
+  endif ()
+endforeach ()
 foreach (window k2s2p0 k3s2p1)
   set(list_var POOLGEN_FLAT_PLANES)  # the cache variables of this window's sides
   set(numbers 2 2 0)
@@ -772,6 +783,7 @@ file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/kernel_table.inc
 #define POOLGEN_FLAT_PLANES_I32 ${POOLGEN_FLAT_PLANES_I32_LIST}\n\
 #define POOLGEN_FLAT_PLANES_K3S2P1 ${POOLGEN_FLAT_PLANES_K3S2P1_LIST}\n\
 #define POOLGEN_FLAT_PLANES_K3S2P1_I32 ${POOLGEN_FLAT_PLANES_K3S2P1_I32_LIST}\n\
+#define POOLGEN_FLAT_FLOOR_WIDEST ${POOLGEN_FLAT_FLOOR_WIDEST}\n\
 #define POOLGEN_FLAT_K3S2P1_FLOOR_WIDEST ${POOLGEN_FLAT_K3S2P1_FLOOR_WIDEST}\n\
 #define POOLGEN_CPU_FLOOR_FEATURES ${POOLGEN_CPU_FLOOR_FEATURES}\n\
 #define POOLGEN_CUDA_TARGET_PREFIX \"${POOLGEN_CUDA_TARGET_PREFIX}\"\n${POOLGEN_KERNEL_TABLE}")

@@ -169,10 +169,11 @@ const std::pair<int, Ints> kShapes[] = {
     // take 2 to 4 rows of 7 outputs, or 2 rows of 14.
     {2, {1, 16, 14, 14}},
     {2, {1, 4, 28, 28}},
-    // k3s2p1 planes of 16 and 32 over flat planes (32 and 112 above the floor's widest, 28: the
-    // SSE4.1 variant's calls keep the fixed window there), and of 112 by bands of rows.
+    // k3s2p1 planes of 16 and 32 over flat planes, and of 56 and 112 by bands of rows: above the
+    // floor's widest side, 14, so that the SSE4.1 variant's calls keep the fixed window there.
     {2, {1, 2, 16, 16}},
     {2, {1, 1, 32, 32}},
+    {2, {1, 1, 56, 56}},
     {2, {1, 1, 112, 112}},
     {3, {1, 3, 7, 9, 11}},
     {3, {1, 2, 3, 4, 14}},  // rows of 7, and of 15: exact rows in 3-D

@@ -639,6 +639,17 @@ TEST(TypedKernelChoice, OverhangingWindowsLeaveUnpaddedKernels) {
 // POOLGEN_FLAT_PLANES_I32: 7, 14 and 28 by default)
 // run that kernel under PyTorch's rules; other sides, other layouts, the general path,
 // overhanging windows and other frameworks' rules keep theirs.
+// Whether the sides above 14 go over flat planes here: the floor variant (SSE4.1) builds the
+// sides up to 14 alone (POOLGEN_FLAT_PLANES_FLOOR_WIDEST and its k3s2p1 twin), and the runtime
+// gives the wider ones to CPUs that run the variant above it (AVX2).
+bool wide_sides_served() {
+#if defined(__x86_64__)
+  return __builtin_cpu_supports("avx2");
+#else
+  return true;
+#endif
+}
+
 TEST(TypedKernelChoice, SmallSquarePlanesRunOverFlatPlanes) {
   const std::vector<KernelInfo> kernels = compiled_kernels();
   void* const fake = reinterpret_cast<void*>(uintptr_t{0x1000});  // never read
@@ -651,6 +662,7 @@ TEST(TypedKernelChoice, SmallSquarePlanesRunOverFlatPlanes) {
     EXPECT_EQ(flat->nd, 2);
     EXPECT_EQ(flat->layout, Layout::contiguous);
     const std::string fixed = "max_pool2d_k2s2p0" + suffix;
+    const bool wide = wide_sides_served();
     struct Case {
       Ints shape;
       bool flat;
@@ -663,7 +675,7 @@ TEST(TypedKernelChoice, SmallSquarePlanesRunOverFlatPlanes) {
                           {{1, 8, 7, 7}, false},     {{1, 64, 7, 8}, false},
                           {{1, 64, 6, 6}, false},    {{1, 64, 14, 14}, true},
                           {{1, 16, 14, 14}, true},   {{1, 3, 14, 14}, false},
-                          {{1, 4, 28, 28}, true},    {{2, 32, 28, 28}, true},
+                          {{1, 4, 28, 28}, wide},    {{2, 32, 28, 28}, wide},
                           {{1, 2, 28, 28}, false},   {{1, 16, 14, 15}, false}};
     for (const Case& c : cases) {
       PoolOptions o;
@@ -709,13 +721,7 @@ TEST(TypedKernelChoice, SmallSquarePlanesRunOverFlatPlanesK3s2p1) {
     if (flat == nullptr) continue;
     EXPECT_EQ(flat->op, "pool_flat");
     const std::string fixed = "max_pool2d_k3s2p1" + suffix;
-    // Sides above 28 go over flat planes where the CPU runs a variant above the floor, which
-    // builds up to 28 (POOLGEN_FLAT_PLANES_K3S2P1_FLOOR_WIDEST).
-#if defined(__x86_64__)
-    const bool wide = __builtin_cpu_supports("avx2");
-#else
-    const bool wide = true;
-#endif
+    const bool wide = wide_sides_served();
     struct Case {
       Ints shape;
       bool ceil_mode, flat;
@@ -724,11 +730,11 @@ TEST(TypedKernelChoice, SmallSquarePlanesRunOverFlatPlanesK3s2p1) {
                           {{1, 1, 7, 7}, false, false},    {{1, 64, 7, 7}, true, true},
                           {{1, 64, 14, 14}, false, true},  {{1, 16, 14, 14}, false, true},
                           {{1, 8, 14, 14}, false, false},  {{1, 64, 14, 14}, true, false},
-                          {{1, 4, 28, 28}, false, true},   {{1, 2, 28, 28}, false, false},
+                          {{1, 4, 28, 28}, false, wide},   {{1, 2, 28, 28}, false, false},
                           {{1, 64, 28, 29}, false, false}, {{1, 64, 6, 6}, false, false},
-                          {{1, 64, 56, 56}, false, false}, {{1, 4, 112, 112}, false, wide},
-                          {{1, 1, 112, 112}, false, wide}, {{1, 64, 16, 16}, false, true},
-                          {{1, 1, 16, 16}, false, true},   {{1, 64, 16, 16}, true, false},
+                          {{1, 64, 56, 56}, false, wide},  {{1, 4, 112, 112}, false, wide},
+                          {{1, 1, 112, 112}, false, wide}, {{1, 64, 16, 16}, false, wide},
+                          {{1, 1, 16, 16}, false, wide},   {{1, 64, 16, 16}, true, false},
                           {{1, 1, 32, 32}, false, wide},   {{2, 64, 32, 32}, false, wide},
                           {{1, 64, 22, 22}, false, false}};
     set_streaming_bytes(int64_t{1} << 30);  // every call above in cache, whatever this CPU's
@@ -743,15 +749,17 @@ TEST(TypedKernelChoice, SmallSquarePlanesRunOverFlatPlanesK3s2p1) {
       EXPECT_EQ(name, c.flat ? flat->name : fixed) << str(c.shape) << " ceil_mode " << c.ceil_mode;
       ++checked;
     }
-    // Side 112 only in cache (flat_planes_served): with 64 KiB of cache, a 1x4x112x112 call (0.4
-    // MB) is out of it and keeps the fixed window; side 28 goes flat whatever the call.
+    // Sides 56 and 112 only in cache (flat_planes_served): with 64 KiB of cache, a 1x4x112x112
+    // call (0.4 MB) is out of it and keeps the fixed window, as 1x64x56x56 (1.2 MB); side 28
+    // goes flat whatever the call.
     set_streaming_bytes(64 << 10);
     PoolOptions o;
     o.kernel_size = {3};
     o.stride = {2};
     o.padding = {1};
     for (const auto& [shape, flat_kernel] :
-         {std::pair{Ints{1, 4, 112, 112}, false}, std::pair{Ints{1, 64, 28, 28}, true}}) {
+         {std::pair{Ints{1, 4, 112, 112}, false}, std::pair{Ints{1, 64, 56, 56}, false},
+          std::pair{Ints{1, 64, 28, 28}, wide}}) {
       std::string name;
       ASSERT_TRUE(max_pool_kernel_name(2, contiguous(fake, DType::f32, shape), index, o, &name).ok());
       EXPECT_EQ(name, flat_kernel ? flat->name : fixed) << str(shape) << " out of cache";
@@ -786,6 +794,7 @@ TEST(FlatPlanes, StayInsideTheirBuffers) {
                                                  {1, 64, 28, 28},
                                                  {1, 3, 16, 16},
                                                  {2, 5, 32, 32},
+                                                 {1, 3, 56, 56},
                                                  {1, 2, 112, 112},
                                                  {2, 3, 112, 112}}) {
         for (const auto align :

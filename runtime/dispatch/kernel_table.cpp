@@ -142,10 +142,12 @@ bool flat_planes_served(int64_t side, int64_t planes, DType index, int64_t kerne
   // k3s2p1 on an odd side reads a column past each row but the last plane's last one, which
   // the plane before stands in for until the kernel redoes it: two planes at least.
   if (!built || (padded && side % 2 && planes < 2)) return false;
-  // The floor variant builds the k3s2p1 sides up to POOLGEN_FLAT_K3S2P1_FLOOR_WIDEST alone
-  // (cmake/PoolgenKernels.cmake): wider ones need a CPU that runs the variant above it. Asked
+  // The floor variant builds the sides up to its widest alone (POOLGEN_FLAT_PLANES_FLOOR_WIDEST,
+  // cmake/PoolgenKernels.cmake): wider ones need a CPU that runs the variant above it. Asked
   // once, as the wrapper asks on its first call.
-  if (padded && POOLGEN_FLAT_K3S2P1_FLOOR_WIDEST > 0 && side > POOLGEN_FLAT_K3S2P1_FLOOR_WIDEST) {
+  const int64_t floor_widest =
+      padded ? POOLGEN_FLAT_K3S2P1_FLOOR_WIDEST : POOLGEN_FLAT_FLOOR_WIDEST;
+  if (floor_widest > 0 && side > floor_widest) {
     static const bool above_floor =
         cpu_runs({POOLGEN_NARROW_FEATURES halide_target_feature_end});
     if (!above_floor) return false;
