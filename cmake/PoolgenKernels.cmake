@@ -34,19 +34,6 @@ set(POOLGEN_CPU_TARGETS "${poolgen_default_cpu_targets}"
 # poolgen_target_features(<out> <target>): a CPU target's instruction-set features as a C list
 # of Halide's feature enum ("halide_target_feature_avx2, halide_target_feature_fma, "): its
 # string minus arch-bits-os, without processor tunings; empty for an architecture's baseline.
-# poolgen_floor_knobs_apply(<out> <avx512_only>): whether a family's floor variant takes its own
-# knobs (POOLGEN_FLOOR_KNOBS_<family>): the floor's target must name an instruction set, and the
-# family have a variant above it for the CPUs the floor's knobs leave out (its AVX-512 one, in a
-# family of POOLGEN_AVX512_ONLY_FAMILIES; else POOLGEN_CPU_TARGETS' others).
-function(poolgen_floor_knobs_apply out avx512_only)
-  list(LENGTH POOLGEN_CPU_TARGETS count)
-  if ((avx512_only OR count GREATER 1) AND
-      POOLGEN_CPU_FLOOR_TARGET MATCHES "-(sse41|avx|avx2)(-|$)")
-    set(${out} TRUE PARENT_SCOPE)
-  else ()
-    set(${out} FALSE PARENT_SCOPE)
-  endif ()
-endfunction()
 function(poolgen_target_features out target)
   string(REPLACE "-" ";" fields "${target}")
   list(LENGTH fields length)
@@ -60,6 +47,19 @@ function(poolgen_target_features out target)
     endforeach ()
   endif ()
   set(${out} "${features}" PARENT_SCOPE)
+endfunction()
+# poolgen_floor_knobs_apply(<out> <avx512_only>): whether a family's floor variant takes its own
+# knobs (POOLGEN_FLOOR_KNOBS_<family>): the floor's target must name an instruction set, and the
+# family have a variant above it for the CPUs the floor's knobs leave out (its AVX-512 one, in a
+# family of POOLGEN_AVX512_ONLY_FAMILIES; else POOLGEN_CPU_TARGETS' others).
+function(poolgen_floor_knobs_apply out avx512_only)
+  list(LENGTH POOLGEN_CPU_TARGETS count)
+  if ((avx512_only OR count GREATER 1) AND
+      POOLGEN_CPU_FLOOR_TARGET MATCHES "-(sse41|avx|avx2)(-|$)")
+    set(${out} TRUE PARENT_SCOPE)
+  else ()
+    set(${out} FALSE PARENT_SCOPE)
+  endif ()
 endfunction()
 list(GET POOLGEN_CPU_TARGETS -1 POOLGEN_CPU_FLOOR_TARGET)
 poolgen_target_features(POOLGEN_CPU_FLOOR_FEATURES ${POOLGEN_CPU_FLOOR_TARGET})
@@ -579,11 +579,11 @@ set(POOLGEN_FLAT_PLANES_K3S2P1_I32 "" CACHE STRING
 # The floor variant (SSE4.1) of the kernels over flat planes builds the sides up to these alone:
 # CPUs that run a variant above it (AVX2: Intel's since Haswell, 2013, but for Atom-class and
 # some Pentium and Celeron parts before 2021; AMD's since 2015) take the wider sides over flat
-# planes, the floor's keep the fixed window there (flat_planes_served). The floor's sides of 28
-# and more (k3s2p1: 16 too) were 31 KB of SSE4.1 code (k2s2p0's 28 for both index types 11 KB,
-# k3s2p1's 16, 28, 32, 112 and 56 24 KB), which paid for k3s2p1's sides 16, 32 and 56 in the
-# variants above it within issue 62's 3 MB for an f32 program; SSE4.1 had measured 2.6x for
-# k3s2p1 over flat planes at 28x28 (docs/kernels.md). 0: the floor builds every side.
+# planes, the floor's keep the fixed window there (flat_planes_served). The SSE4.1 objects went
+# from 29.3 KB (k3s2p1: sides 7, 14, 28 and 112) to 11.9 and from 14.1 and 13.3 (k2s2p0, i64 and
+# i32) to 9.9 and 9.5, which paid for k3s2p1's sides 16, 32 and 56 in the variants above it
+# within issue 62's 3 MB for an f32 program; SSE4.1 CPUs pay about 2x at 28x28 (k3s2p1 51 us
+# through the fixed window on the Zen 4 VM; docs/kernels.md). 0: the floor builds every side.
 set(POOLGEN_FLAT_PLANES_FLOOR_WIDEST 14 CACHE STRING
     "Widest k2s2p0 side the floor variant of the kernels over flat planes builds (0: every side)")
 set(POOLGEN_FLAT_PLANES_K3S2P1_FLOOR_WIDEST 14 CACHE STRING

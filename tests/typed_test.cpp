@@ -635,10 +635,6 @@ TEST(TypedKernelChoice, OverhangingWindowsLeaveUnpaddedKernels) {
   }
 }
 
-// Small square NCHW planes the build pools over flat planes (POOLGEN_FLAT_PLANES and
-// POOLGEN_FLAT_PLANES_I32: 7, 14 and 28 by default)
-// run that kernel under PyTorch's rules; other sides, other layouts, the general path,
-// overhanging windows and other frameworks' rules keep theirs.
 // Whether the sides above 14 go over flat planes here: the floor variant (SSE4.1) builds the
 // sides up to 14 alone (POOLGEN_FLAT_PLANES_FLOOR_WIDEST and its k3s2p1 twin), and the runtime
 // gives the wider ones to CPUs that run the variant above it (AVX2).
@@ -650,6 +646,10 @@ bool wide_sides_served() {
 #endif
 }
 
+// Small square NCHW planes the build pools over flat planes (POOLGEN_FLAT_PLANES and
+// POOLGEN_FLAT_PLANES_I32: 7, 14 and 28 by default)
+// run that kernel under PyTorch's rules; other sides, other layouts, the general path,
+// overhanging windows and other frameworks' rules keep theirs.
 TEST(TypedKernelChoice, SmallSquarePlanesRunOverFlatPlanes) {
   const std::vector<KernelInfo> kernels = compiled_kernels();
   void* const fake = reinterpret_cast<void*>(uintptr_t{0x1000});  // never read
