@@ -569,9 +569,10 @@ set(POOLGEN_FLAT_PLANES_I32 "7;14;28" CACHE STRING
 # poolgen_ab_bench's medians of alternating trials, 1x64x112x112 0.64-0.78 / 0.74-0.78; 26.9 KB
 # (three variants). Sides 16 and 32 (rows of 8 and 16 outputs, which the fixed window ran across
 # planes and as one vector a row), same bench: 1x64x16x16 0.45-0.48 / 0.48, 1x16x16x16 0.45,
-# 1x64x32x32 0.49 / 0.52, 8x64x32x32 0.52 / 0.40; 14.6 KB. Side 56 took 0.58-0.65 (1x64x56x56
-# and 8x64x56x56) for 26 KB, which issue 62's 3 MB for an f32 program could not spare: add it
-# here where it pays.
+# 1x64x32x32 0.49 / 0.52, 8x64x32x32 0.52 / 0.40; 14.6 KB. Side 56 (0.37-0.60, docs/kernels.md)
+# came when the floor variant left the wide sides (below). Side 22 took 0.50-0.58 (1x16, 1x64
+# and 2x64 planes) for 9.6 KB of AVX2 code (runs of lcm(11, 8) outputs), 3.4 KB more than issue
+# 62's 3 MB for an f32 program had left: add it here where it pays.
 set(POOLGEN_FLAT_PLANES_K3S2P1 "7;14;16;28;32;56;112" CACHE STRING
     "Sides of the square NCHW planes 2-D k3s2p1 f32 pooling with i64 indices runs over flat planes (empty: none)")
 set(POOLGEN_FLAT_PLANES_K3S2P1_I32 "" CACHE STRING
