@@ -591,18 +591,6 @@ set(POOLGEN_FLAT_PLANES_K3S2P1_FLOOR_WIDEST 14 CACHE STRING
     "Widest k3s2p1 side the floor variant of the kernels over flat planes builds (0: every side)")
 poolgen_floor_knobs_apply(poolgen_flat_floor_knobs FALSE)
 foreach (window k2s2p0 k3s2p1)
-  set(suffix "")
-  if (window STREQUAL "k3s2p1")
-    set(suffix _K3S2P1)
-  endif ()
-  set(POOLGEN_FLAT${suffix}_FLOOR_WIDEST 0)  # for the runtime: 0 where the floor builds every side
-  if (poolgen_flat_floor_knobs AND POOLGEN_FLAT_PLANES${suffix}_FLOOR_WIDEST GREATER 0)
-    set(POOLGEN_FLOOR_KNOBS_max_pool2d_${window}_flat
-        widest_side:${POOLGEN_FLAT_PLANES${suffix}_FLOOR_WIDEST})
-    set(POOLGEN_FLAT${suffix}_FLOOR_WIDEST ${POOLGEN_FLAT_PLANES${suffix}_FLOOR_WIDEST})
-  endif ()
-endforeach ()
-foreach (window k2s2p0 k3s2p1)
   set(list_var POOLGEN_FLAT_PLANES)  # the cache variables of this window's sides
   set(numbers 2 2 0)
   if (window STREQUAL "k3s2p1")
@@ -611,6 +599,11 @@ foreach (window k2s2p0 k3s2p1)
   endif ()
   set(${list_var}_LIST "")  # the sides built, for the runtime (kernel_table.inc)
   set(${list_var}_I32_LIST "")
+  set(${list_var}_FLOOR_LIST 0)  # the floor's widest side, for the runtime (0: every side)
+  if (poolgen_flat_floor_knobs AND ${list_var}_FLOOR_WIDEST GREATER 0)
+    set(POOLGEN_FLOOR_KNOBS_max_pool2d_${window}_flat widest_side:${${list_var}_FLOOR_WIDEST})
+    set(${list_var}_FLOOR_LIST ${${list_var}_FLOOR_WIDEST})
+  endif ()
   if (NOT "f32" IN_LIST POOLGEN_VALUE_TYPES OR NOT "f32" IN_LIST POOLGEN_FIXED_WINDOW_TYPES)
     continue ()
   endif ()
@@ -784,8 +777,8 @@ file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/kernel_table.inc
 #define POOLGEN_FLAT_PLANES_I32 ${POOLGEN_FLAT_PLANES_I32_LIST}\n\
 #define POOLGEN_FLAT_PLANES_K3S2P1 ${POOLGEN_FLAT_PLANES_K3S2P1_LIST}\n\
 #define POOLGEN_FLAT_PLANES_K3S2P1_I32 ${POOLGEN_FLAT_PLANES_K3S2P1_I32_LIST}\n\
-#define POOLGEN_FLAT_FLOOR_WIDEST ${POOLGEN_FLAT_FLOOR_WIDEST}\n\
-#define POOLGEN_FLAT_K3S2P1_FLOOR_WIDEST ${POOLGEN_FLAT_K3S2P1_FLOOR_WIDEST}\n\
+#define POOLGEN_FLAT_PLANES_FLOOR_WIDEST ${POOLGEN_FLAT_PLANES_FLOOR_LIST}\n\
+#define POOLGEN_FLAT_PLANES_K3S2P1_FLOOR_WIDEST ${POOLGEN_FLAT_PLANES_K3S2P1_FLOOR_LIST}\n\
 #define POOLGEN_CPU_FLOOR_FEATURES ${POOLGEN_CPU_FLOOR_FEATURES}\n\
 #define POOLGEN_CUDA_TARGET_PREFIX \"${POOLGEN_CUDA_TARGET_PREFIX}\"\n${POOLGEN_KERNEL_TABLE}")
 file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/backward_kernel_table.inc

@@ -45,6 +45,14 @@ bool cpu_runs(std::initializer_list<int> features) {
   return !any || halide_can_use_target_features(kWords, wanted) != 0;
 }
 
+// Whether the CPU runs the first CPU target's variant (AVX2 by default), above the floor: the
+// narrow calls' variant (variant_for) and the wider sides over flat planes need it. Asked once,
+// as the multitarget wrapper asks on its first call.
+bool runs_first_target() {
+  static const bool runs = cpu_runs({POOLGEN_NARROW_FEATURES halide_target_feature_end});
+  return runs;
+}
+
 }  // namespace
 
 std::vector<Kernel> with_variants(std::vector<Kernel> kernels) {
@@ -90,9 +98,7 @@ KernelEntry variant_for(const Kernel& kernel, int64_t lanes, int64_t call_bytes)
   const bool out_of_cache = kernel.in_cache_only && call_bytes >= out_of_cache_bytes() &&
                             masked_loads_miss_slowly();
   if (lanes >= kernel.narrow_lanes && !out_of_cache) return kernel.entry;
-  // Asked once, as the wrapper asks on its first call.
-  static const bool runs = cpu_runs({POOLGEN_NARROW_FEATURES halide_target_feature_end});
-  return runs ? kernel.narrow_entry : kernel.entry;
+  return runs_first_target() ? kernel.narrow_entry : kernel.entry;
 }
 
 namespace {
@@ -143,15 +149,10 @@ bool flat_planes_served(int64_t side, int64_t planes, DType index, int64_t kerne
   // the plane before stands in for until the kernel redoes it: two planes at least.
   if (!built || (padded && side % 2 && planes < 2)) return false;
   // The floor variant builds the sides up to its widest alone (POOLGEN_FLAT_PLANES_FLOOR_WIDEST,
-  // cmake/PoolgenKernels.cmake): wider ones need a CPU that runs the variant above it. Asked
-  // once, as the wrapper asks on its first call.
+  // cmake/PoolgenKernels.cmake): wider ones need a CPU that runs the variant above it.
   const int64_t floor_widest =
-      padded ? POOLGEN_FLAT_K3S2P1_FLOOR_WIDEST : POOLGEN_FLAT_FLOOR_WIDEST;
-  if (floor_widest > 0 && side > floor_widest) {
-    static const bool above_floor =
-        cpu_runs({POOLGEN_NARROW_FEATURES halide_target_feature_end});
-    if (!above_floor) return false;
-  }
+      padded ? POOLGEN_FLAT_PLANES_K3S2P1_FLOOR_WIDEST : POOLGEN_FLAT_PLANES_FLOOR_WIDEST;
+  if (floor_widest > 0 && side > floor_widest && !runs_first_target()) return false;
   // k3s2p1 planes of 56 and more, whose stage goes by bands of rows (CpuFlatPoolSchedule), took
   // 0.55-0.83x the fixed window's time in cache but 0.96-1.4x out of it (8x64x112x112, Zen 4
   // VM; docs/kernels.md): calls out of cache keep the fixed window's kernel.
