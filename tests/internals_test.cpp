@@ -506,13 +506,16 @@ Kernel fixed_kernel(Op op, int nd, int k, int s, int p, Layout layout, bool cell
 
 // When a fixed-window CPU gather is tried before the scatter (gather_pays): channels-last ones
 // of windows that do not overlap from their small calls up (below); contiguous ones scheduled by
-// vectors of cells (their table row says so) from 4 MiB with output rows of 64 slots; the other
+// vectors of cells (their table row says so) from 4 MiB with output rows of 64 slots (2-D
+// pooling's gradient from 512 KiB); the other
 // contiguous ones, and unpooling's gradient by windows, from streaming_bytes() on rows of fewer
 // than 512 slots; every one when streaming_bytes() is 0.
 TEST(Gather, PaysByLayoutWindowSizeAndRow) {
   const Kernel tiled = fixed_kernel(Op::unpool_gather, 2, 2, 2, 0, Layout::contiguous, true);
   const Kernel tiled_3d =
       fixed_kernel(Op::pool_backward_gather, 3, 2, 2, 0, Layout::contiguous, true);
+  const Kernel tiled_gradient =
+      fixed_kernel(Op::pool_backward_gather, 2, 2, 2, 0, Layout::contiguous, true);
   const Kernel overlapping =
       fixed_kernel(Op::unpool_gather, 2, 3, 2, 1, Layout::contiguous, false);
   const Kernel one_d = fixed_kernel(Op::unpool_gather, 1, 2, 2, 0, Layout::contiguous, false);
@@ -525,6 +528,9 @@ TEST(Gather, PaysByLayoutWindowSizeAndRow) {
     EXPECT_FALSE(pays(*k, 4 * mib - 1, 64));
     EXPECT_FALSE(pays(*k, streaming, 63));
   }
+  EXPECT_TRUE(pays(tiled_gradient, 512 << 10, 64));
+  EXPECT_FALSE(pays(tiled_gradient, (512 << 10) - 1, 64));
+  EXPECT_FALSE(pays(tiled_gradient, streaming, 63));
   for (const Kernel* k : {&overlapping, &one_d, &windows}) {
     EXPECT_FALSE(pays(*k, streaming - 1, 1));
     EXPECT_TRUE(pays(*k, streaming, 1));
@@ -533,7 +539,8 @@ TEST(Gather, PaysByLayoutWindowSizeAndRow) {
   }
   EXPECT_TRUE(pays(cl, 1, 2));
   set_streaming_bytes(0);
-  for (const Kernel* k : {&tiled, &tiled_3d, &overlapping, &one_d, &windows, &cl}) {
+  for (const Kernel* k :
+       {&tiled, &tiled_3d, &tiled_gradient, &overlapping, &one_d, &windows, &cl}) {
     EXPECT_TRUE(pays(*k, 1, 1));
   }
   set_streaming_bytes(-1);
