@@ -207,6 +207,11 @@ endforeach ()
 # 6.2-7.8 / 6.1-7.9 / 7.0-7.3 (one line in four, six ahead: 18.2-19.5), 16x64x224x224 11.6-15.0
 # / 11.9-12.4 / 11.8-13.5; six and twelve ahead slower (4x64x320x320 9.8-10.4).
 set(POOLGEN_KNOBS_max_unpool2d_backward_k2s2p0 ${POOLGEN_KNOBS_max_unpool2d_backward_k2s2p0},prefetch_rows:3)
+# k3s2p1 over flat planes: tasks of about 1024 outputs (a 1x64x7x7 call is one task), each
+# computing its stage from the plane before its first output. 4096 (a larger stage, fewer planes
+# recomputed), f32 i64, us, one / two threads: 1x64x14x14 4.5 -> 5.4, 1x64x28x28 19.6 / 11.1 ->
+# 18.5 / 12.5, 8x64x28x28 156 / 86 -> 149 / 80, 1x64x7x7 1.25 -> 1.33.
+set(POOLGEN_KNOBS_max_pool2d_k3s2p1_flat outputs_per_task:1024)
 # A family's knobs given on the command line (-DPOOLGEN_KNOBS_<family>=..., a value type's too)
 # replace the ones above: those are plain variables, which would otherwise hide the cache entry.
 get_cmake_property(poolgen_cached_variables CACHE_VARIABLES)
@@ -215,8 +220,3 @@ foreach (name IN LISTS poolgen_cached_variables)
     set(${name} "$CACHE{${name}}")
   endif ()
 endforeach ()
-# k3s2p1 over flat planes: tasks of about 1024 outputs (a 1x64x7x7 call is one task), each
-# computing its stage from the plane before its first output. 4096 (a larger stage, fewer planes
-# recomputed), f32 i64, us, one / two threads: 1x64x14x14 4.5 -> 5.4, 1x64x28x28 19.6 / 11.1 ->
-# 18.5 / 12.5, 8x64x28x28 156 / 86 -> 149 / 80, 1x64x7x7 1.25 -> 1.33.
-set(POOLGEN_KNOBS_max_pool2d_k3s2p1_flat outputs_per_task:1024)
