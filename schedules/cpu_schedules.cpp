@@ -335,7 +335,8 @@ void CpuFlatPoolSchedule::apply(const FlatPoolStages& s, const Target& /*target*
 // quarter), an even side's stage goes by bands of output rows instead, each with the row before
 // it, in buffers of about kBandBytes: used right after they are written, they stay in L1
 // (1x64x112x112 on the Zen 4 VM, f32 i64, against the row kernel: bands of 4 KB 0.64-0.78x its
-// time, of 16 KB 0.75-0.83x; out of cache, 8x64x112x112, 0.96-1.2x and 1.2-1.4x).
+// time, of 16 KB 0.75-0.83x; out of cache, 8x64x112x112, 0.96-1.2x and 1.2-1.4x, measured
+// again later 0.99-1.01x with bands of 4 KB: docs/kernels.md).
 void CpuFlatPoolSchedule::apply_padded(const FlatPoolStages& s) const {
   constexpr int kBandBytes = 4 << 10;  // about a band's stage, each of its two buffers
   constexpr int kSlotBytes = 4;        // a slot of either: f32 or i32

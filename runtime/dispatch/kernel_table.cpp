@@ -130,8 +130,7 @@ const char* op_name(Op op) {
   return kNames[static_cast<int>(op)];
 }
 
-bool flat_planes_served(int64_t side, int64_t planes, DType index, int64_t kernel,
-                        int64_t call_bytes) {
+bool flat_planes_served(int64_t side, int64_t planes, DType index, int64_t kernel) {
   // The outputs go by whole runs of the schedule's: k2s2p0 on an even side, and k3s2p1, of whole
   // rows and vectors (lcm(out_side, lanes) outputs), k2s2p0 on an odd side of whole planes and
   // vectors (lcm(plane, lanes)), whose multiples for 16 lanes are for any target's (16, 8, 4).
@@ -153,11 +152,6 @@ bool flat_planes_served(int64_t side, int64_t planes, DType index, int64_t kerne
   const int64_t floor_widest =
       padded ? POOLGEN_FLAT_PLANES_K3S2P1_FLOOR_WIDEST : POOLGEN_FLAT_PLANES_FLOOR_WIDEST;
   if (floor_widest > 0 && side > floor_widest && !runs_first_target()) return false;
-  // k3s2p1 planes of 56 and more, whose stage goes by bands of rows (CpuFlatPoolSchedule), took
-  // 0.55-0.83x the fixed window's time in cache but 0.96-1.4x out of it (8x64x112x112, Zen 4
-  // VM; docs/kernels.md): calls out of cache keep the fixed window's kernel.
-  constexpr int64_t kBandedSide = 56;
-  if (padded && side >= kBandedSide && prefetch_pays(call_bytes)) return false;
   const int64_t out_side = padded ? (side + 1) / 2 : side / 2;  // a side built is 2 or more
   const int64_t plane = out_side * out_side;
   const bool by_planes = side % 2 && !padded;

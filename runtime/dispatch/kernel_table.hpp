@@ -126,10 +126,8 @@ struct KernelQuery {
 // k2s2p0, 3: k3s2p1 under PyTorch's floor rule) serves `planes` square input planes of `side`: a
 // side listed in POOLGEN_FLAT_PLANES (_I32 for i32 indices; POOLGEN_FLAT_PLANES_K3S2P1 for
 // k3s2p1) whose outputs are whole runs of the schedule's (schedules/cpu_schedules.cpp,
-// CpuFlatPoolSchedule); k3s2p1 sides of 56 and more on calls in cache alone (a call moving
-// `call_bytes`: prefetch_pays false).
-bool flat_planes_served(int64_t side, int64_t planes, DType index, int64_t kernel,
-                        int64_t call_bytes);
+// CpuFlatPoolSchedule).
+bool flat_planes_served(int64_t side, int64_t planes, DType index, int64_t kernel);
 
 // The fastest kernel of `table` serving `query`: one whose fixed window matches, else the
 // general one; on CUDA, of the largest capability the device meets. Null if the build has none.

@@ -126,8 +126,7 @@ void drop_unit_dims(PoolPlan* plan) {
   if (plan->kernel->kernel != 0 && nd == 2 && !plan->passes && plan->device == Device::cpu &&
       plan->query.layout == Layout::contiguous && in.shape[2] == in.shape[3] && floor_outputs &&
       flat_planes_served(in.shape[3], in.shape[0] * in.shape[1], index_dtype,
-                         plan->kernel->kernel,
-                         total_bytes({plan->views[0], plan->views[1], plan->views[2]}))) {
+                         plan->kernel->kernel)) {
     query.op = Op::pool_flat;
     plan->flat = find_kernel(forward_kernels(), query);
   }
