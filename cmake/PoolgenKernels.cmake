@@ -662,7 +662,8 @@ endforeach ()
 # window, and the scatter runs), the 2-D one takes 0.68-0.81x the scatter's time in cache and
 # 0.6x at 8x64x112x112, the 3-D one 0.74-0.80x at 2x16x32x64x64 (docs/kernels.md). And f32's
 # contiguous 2-D k2s2p0 one, with vectors of cells: 0.7-0.85x the scatter's time on calls no
-# cache holds, the only ones the runtime gives it (runtime/dispatch/kernel_table.hpp, gather_pays).
+# cache holds, and on the Zen 4 VM 0.82-0.96x in cache from 1 MB (the runtime gives it calls
+# from 512 KiB with rows of 64 slots: runtime/dispatch/kernel_table.hpp, gather_pays).
 # And the contiguous 1-D one, the same vectors of cells along each row: 1.05-1.3x the scatter's
 # speed from 4 MiB (Intel Xeon, ms, one / two threads, scatter / gather: 8x64x65536 44.3-44.4 /
 # 21.98-23.71 -> 39.4-40.2 / 20.3-20.4, i32 indices 37.3-37.6 / 18.7-18.8 -> 28.5-29.0 /

@@ -507,9 +507,9 @@ Kernel fixed_kernel(Op op, int nd, int k, int s, int p, Layout layout, bool cell
 // When a fixed-window CPU gather is tried before the scatter (gather_pays): channels-last ones
 // of windows that do not overlap from their small calls up (below); contiguous ones scheduled by
 // vectors of cells (their table row says so) from 4 MiB with output rows of 64 slots (2-D
-// pooling's gradient from 512 KiB); the other
-// contiguous ones, and unpooling's gradient by windows, from streaming_bytes() on rows of fewer
-// than 512 slots; every one when streaming_bytes() is 0.
+// pooling's gradient from 512 KiB); the other contiguous ones, and unpooling's gradient by
+// windows, from streaming_bytes() on rows of fewer than 512 slots; every one when
+// streaming_bytes() is 0.
 TEST(Gather, PaysByLayoutWindowSizeAndRow) {
   const Kernel tiled = fixed_kernel(Op::unpool_gather, 2, 2, 2, 0, Layout::contiguous, true);
   const Kernel tiled_3d =

@@ -336,9 +336,9 @@ bool small_scatter_wins(const Kernel& gather, int64_t bytes, const View& cells,
 
 bool gather_pays(const Kernel& gather, int64_t bytes, const View& cells, const View& slots) {
   constexpr int64_t kMinBytes = int64_t{4} << 20, kMinRow = 64, kOverlapMinBytes = 1 << 20;
-  // Pooling's 2-D gradient by vectors of cells, in cache too (Zen 4 VM, f32 i64, one / two threads,
-  // time against the scatter's: 1x16x128x128 0.82 / 0.83, 1x64x64x64 0.95 / 0.96, 1x32x64x64
-  // 0.96 / 0.93; below, its fixed cost: 1x16x64x64 1.02 / 0.91, 1x1x64x64 1.23 / 1.21).
+  // Pooling's 2-D gradient by vectors of cells, in cache too (Zen 4 VM, f32 i64, one / two
+  // threads, time against the scatter's: 1x16x128x128 0.82 / 0.83, 1x64x64x64 0.95 / 0.96,
+  // 1x32x64x64 0.96 / 0.93; below, its fixed cost: 1x16x64x64 1.02 / 0.91, 1x1x64x64 1.23 / 1.21).
   constexpr int64_t kAddingMinBytes = 512 << 10;
   if (streaming_bytes() == 0) return true;
   if (gather.layout == Layout::channels_last) {

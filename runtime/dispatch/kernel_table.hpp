@@ -154,10 +154,10 @@ Status choose_kernel(const KernelTable& table, const KernelQuery& query, const c
 // threads: 1x64x56x56 42-44 / 58-82 (decided by the thread count at plan time, which changing
 // it redoes). The contiguous ones whose windows tile the output (kernel = stride, no padding:
 // vectors of cells) write each slot once, which beyond the L2 saves the scatter's zeroing
-// pass; but each row of cells pays its marks and its check: in cache they lose, and on rows of
-// fewer than 64 slots (32 cells, four vectors) up to 22 MB, winning by 5-15% at 45 MB
-// (docs/kernels.md). They are tried on calls of at least 4 MiB with rows of at least 64 slots;
-// pooling's 2-D gradient from 512 KiB, where on the Zen 4 VM it won in cache too.
+// pass; but each row of cells pays its marks and its check: in cache they lost on the Intel
+// Xeon VM, and on rows of fewer than 64 slots (32 cells, four vectors) up to 22 MB, winning by
+// 5-15% at 45 MB (docs/kernels.md). They are tried on calls of at least 4 MiB with rows of at
+// least 64 slots; pooling's 2-D gradient from 512 KiB, where on the Zen 4 VM it won in cache.
 // The other contiguous ones (opt-in) and unpooling's gradient by windows are tried from
 // out_of_cache_bytes() on, where no cache holds the call. With streaming_bytes() 0 (every call
 // as if out of cache; the tests run small tensors so) every gather is tried.
