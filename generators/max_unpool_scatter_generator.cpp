@@ -26,6 +26,7 @@
 #include "gpu_schedules.h"
 #include "knobs.h"
 #include "prefetch_lines.h"
+#include "reuse_equal_lets.h"
 
 namespace poolgen {
 namespace {
@@ -173,6 +174,7 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
 
   // The prefetches of pixels, each line, on calls out of cache only.
   void schedule() {
+    get_pipeline().add_custom_lowering_pass(new ReuseEqualLets);
     if (out_of_cache_) {
       get_pipeline().add_custom_lowering_pass(
           new PrefetchEveryLine(get_target(), Expr(*out_of_cache_)));
