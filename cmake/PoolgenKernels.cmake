@@ -553,10 +553,13 @@ endforeach ()
 # one thread, Zen 5 VM, us, NCHW against NHWC (docs/kernels.md, "Small NCHW planes over flat
 # planes"): 1x64x7x7 0.49 -> 0.26 (NHWC 0.15), 1x64x14x14 1.44 -> 0.92-0.96 (0.63-0.68),
 # 1x64x28x28 3.6 -> 2.75-2.89 (2.2-2.36); with i32 indices 1x64x14x14 1.31-1.36 -> 0.85-0.88,
-# 1x64x28x28 3.38-3.46 -> 2.60-2.65. Sides 14 and 28 cost 34-41 KB an index type.
-set(POOLGEN_FLAT_PLANES "7;14;28" CACHE STRING
+# 1x64x28x28 3.38-3.46 -> 2.60-2.65. Sides 14 and 28 cost 34-41 KB an index type. Side 16 (rows
+# of 8 outputs; Zen 4 VM, poolgen_ab_bench against the fixed window, one / two threads):
+# 1x64x16x16 0.90 / 0.90, i32 indices 0.80 / 0.79, for 4.8 KB of an f32 program; side 32 measured
+# 0.96-1.04 for 5.2 KB more, not built.
+set(POOLGEN_FLAT_PLANES "7;14;16;28" CACHE STRING
     "Sides of the square NCHW planes 2-D k2s2p0 f32 pooling with i64 indices runs over flat planes (empty: none)")
-set(POOLGEN_FLAT_PLANES_I32 "7;14;28" CACHE STRING
+set(POOLGEN_FLAT_PLANES_I32 "7;14;16;28" CACHE STRING
     "The same with i32 indices (empty: none)")
 # k3s2p1 likewise, through a stage of each output row's column winners over its three input rows
 # (docs/kernels.md, "Small NCHW planes over flat planes"): f32 i64, one thread, us, NCHW against

@@ -166,11 +166,12 @@ const std::pair<int, Ints> kShapes[] = {
     {2, {1, 48, 7, 7}},
     {2, {2, 9, 7, 7}},
     // Planes of even sides, whole runs of rows and vectors (i64 indices): vectors whose lanes
-    // take 2 to 4 rows of 7 outputs, or 2 rows of 14.
+    // take 2 to 4 rows of 7 outputs, or 2 rows of 14 (and below, 2 rows of 8 at side 16).
     {2, {1, 16, 14, 14}},
     {2, {1, 4, 28, 28}},
-    // k3s2p1 planes of 16 and 32 over flat planes, and of 56 and 112 by bands of rows: above the
-    // floor's widest side, 14, so that the SSE4.1 variant's calls keep the fixed window there.
+    // Planes of 16 over flat planes (both windows), k3s2p1's of 32 too, and of 56 and 112 by
+    // bands of rows: above the floor's widest side, 14, so that the SSE4.1 variant's calls keep
+    // the fixed window there.
     {2, {1, 2, 16, 16}},
     {2, {1, 1, 32, 32}},
     {2, {1, 1, 56, 56}},

@@ -647,7 +647,7 @@ bool wide_sides_served() {
 }
 
 // Small square NCHW planes the build pools over flat planes (POOLGEN_FLAT_PLANES and
-// POOLGEN_FLAT_PLANES_I32: 7, 14 and 28 by default)
+// POOLGEN_FLAT_PLANES_I32: 7, 14, 16 and 28 by default)
 // run that kernel under PyTorch's rules; other sides, other layouts, the general path,
 // overhanging windows and other frameworks' rules keep theirs.
 TEST(TypedKernelChoice, SmallSquarePlanesRunOverFlatPlanes) {
@@ -669,14 +669,16 @@ TEST(TypedKernelChoice, SmallSquarePlanesRunOverFlatPlanes) {
     };
     // Whole runs of outputs: of 7, whole steps of lcm(9, 16) outputs (16 planes: 1x64, 2x8,
     // 48 unbatched; not 2x3 nor 1x8); of even sides (both index types' default lists),
-    // lcm(side / 2, 16): 1x16 and 1x64 planes of 14, 1x4 of 28; not 1x3x14x14 nor 1x2x28x28.
+    // lcm(side / 2, 16): 1x16 and 1x64 planes of 14, 1x4 of 28, any count of 16 (64 outputs a
+    // plane); not 1x3x14x14 nor 1x2x28x28.
     const Case cases[] = {{{1, 64, 7, 7}, true},     {{2, 8, 7, 7}, true},
                           {{48, 7, 7}, true},        {{2, 3, 7, 7}, false},
                           {{1, 8, 7, 7}, false},     {{1, 64, 7, 8}, false},
                           {{1, 64, 6, 6}, false},    {{1, 64, 14, 14}, true},
                           {{1, 16, 14, 14}, true},   {{1, 3, 14, 14}, false},
                           {{1, 4, 28, 28}, wide},    {{2, 32, 28, 28}, wide},
-                          {{1, 2, 28, 28}, false},   {{1, 16, 14, 15}, false}};
+                          {{1, 2, 28, 28}, false},   {{1, 16, 14, 15}, false},
+                          {{1, 64, 16, 16}, wide},   {{1, 3, 16, 16}, wide}};
     for (const Case& c : cases) {
       PoolOptions o;
       o.kernel_size = {2};
@@ -708,7 +710,7 @@ TEST(TypedKernelChoice, SmallSquarePlanesRunOverFlatPlanes) {
   if (checked == 0) GTEST_SKIP() << "no kernel over flat planes in this build";
 }
 
-// k3s2p1 likewise (POOLGEN_FLAT_PLANES_K3S2P1: 7, 14 and 28 with i64 indices by default), for
+// k3s2p1 likewise (POOLGEN_FLAT_PLANES_K3S2P1: 7 to 112 with i64 indices by default), for
 // whole runs of lcm(out_side, 16) outputs and two planes at least on an odd side; ceil_mode
 // keeps it on an odd side alone (an even one's ceil_mode adds an output row and column).
 TEST(TypedKernelChoice, SmallSquarePlanesRunOverFlatPlanesK3s2p1) {
