@@ -98,18 +98,26 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
     }
     const Expr local = offset_in_window(index, window_start, out_extent, k);
 
-    // in_window: the cell's index names a slot inside the cell's own window. A tap outside the
-    // plane is compared as -2, which no cell holds.
+    // in_window: the cell's index names a slot inside the cell's own window: for some row of
+    // taps (the taps of the outer dimensions) inside the plane, local minus the row's offset
+    // is one of the row's taps inside the plane along dimension 0, [first_x, end_x). One
+    // unsigned comparison a row (k^(nd-1) of them) where comparing with every tap took k^nd.
+    Expr first_x = 0, end_x = k;
+    if (!tiles) {
+      first_x = max(0, -window_start[0]);
+      end_x = max(first_x, min(k, out_extent[0] - window_start[0]));  // no taps: none
+    }
     Expr in_window = Internal::const_false();
-    for_each_tap(nd, k, [&](const std::vector<int>& tap) {
+    for_each_tap(nd - 1, k, [&](const std::vector<int>& outer_tap) {
       Expr inside = Internal::const_true();
-      std::vector<Expr> tap_offset(nd);
-      for (int i = 0; i < nd; ++i) {
-        const Expr slot = window_start[i] + tap[i];
+      std::vector<Expr> row_offset(nd, 0);
+      for (int i = 1; i < nd; ++i) {
+        const Expr slot = window_start[i] + outer_tap[i - 1];
         if (!tiles) inside = inside && slot >= 0 && slot < out_extent[i];
-        tap_offset[i] = tap[i];
+        row_offset[i] = outer_tap[i - 1];
       }
-      in_window = in_window || local == select(inside, flat_offset(tap_offset, out_extent, Int(32)), -2);
+      const Expr along = local - flat_offset(row_offset, out_extent, Int(32)) - first_x;
+      in_window = in_window || (inside && cast<uint32_t>(along) < cast<uint32_t>(end_x - first_x));
     });
     // marked(cell): the cell's local offset, -1 beyond the input (no slot), -3 where the index
     // breaks its window. A group of cells is checked as a whole (a vectorizable reduction, the

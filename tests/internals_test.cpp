@@ -752,6 +752,114 @@ TEST(Gather, ServesGlobalOffsetsGivenThePlaneStride) {
   }
 }
 
+// The window gathers' check, exhaustively: one cell (a corner, the far corner, a cell on an
+// edge) takes each slot of its plane as its index (and one each side of the plane), every other
+// cell its window's first tap inside the plane. A gather must serve exactly the indices that
+// name a slot of their cell's window inside the plane, with the scatter's result (unpooling:
+// the latest cell naming a slot wins; pooling's gradient: sums in cell order), and decline
+// every other, for the scatter to serve.
+TEST(Gather, ServesExactlyTheIndicesInsideTheirWindows) {
+  int tested = 0;
+  for (const KernelTable* table : {&forward_kernels(), &backward_kernels()}) {
+    for (const Kernel& k : table->kernels()) {
+      if ((k.op != Op::unpool_gather && k.op != Op::pool_backward_gather) ||
+          k.device != Device::cpu || k.kernel == 0 || k.nd < 2 ||
+          (k.value != DType::f32 && k.value != DType::i32)) {
+        continue;
+      }
+      SCOPED_TRACE(k.name);
+      const int nd = k.nd;
+      const bool cl = k.layout == Layout::channels_last;
+      const int64_t c = 16;
+      // Cells per dimension (outermost first, as in shapes): k3s2p1's five reach the padding on
+      // both sides of nine slots; contiguous gathers take rows of whole vectors.
+      std::vector<int64_t> cells_at(static_cast<size_t>(nd), k.kernel == 3 ? 5 : 3);
+      if (!cl) cells_at.back() = 16;
+      Ints cell_shape{1, c}, slot_shape{1, c};
+      int64_t cells = 1, slots = 1;
+      for (int64_t e : cells_at) {
+        const int64_t slot_extent = k.kernel == 3 ? 2 * e - 1 : 2 * e;
+        cell_shape.push_back(e);
+        slot_shape.push_back(slot_extent);
+        cells *= e;
+        slots *= slot_extent;
+      }
+      // Plane coordinates (outermost first) of cell j and slot p.
+      auto coords = [&](int64_t j, const Ints& shape) {
+        std::vector<int64_t> at(static_cast<size_t>(nd));
+        for (int d = nd - 1; d >= 0; --d) {
+          at[d] = j % shape[2 + d];
+          j /= shape[2 + d];
+        }
+        return at;
+      };
+      auto in_window = [&](int64_t cell, int64_t p) {
+        if (p < 0 || p >= slots) return false;
+        const std::vector<int64_t> at = coords(cell, cell_shape), slot = coords(p, slot_shape);
+        for (int d = 0; d < nd; ++d) {
+          const int64_t tap = slot[d] - (at[d] * k.stride - k.padding);
+          if (tap < 0 || tap >= k.kernel) return false;
+        }
+        return true;
+      };
+      auto first_tap = [&](int64_t cell) {
+        const std::vector<int64_t> at = coords(cell, cell_shape);
+        int64_t p = 0;
+        for (int d = 0; d < nd; ++d) {
+          p = p * slot_shape[2 + d] + std::max<int64_t>(0, at[d] * k.stride - k.padding);
+        }
+        return p;
+      };
+      std::vector<float> values(static_cast<size_t>(c * cells)), out(static_cast<size_t>(c * slots));
+      std::vector<int64_t> indices(values.size());
+      std::vector<int32_t> indices32(values.size());
+      // Element (channel, position) of a plane-major count in the kernel's layout.
+      auto at = [&](int64_t channel, int64_t position, int64_t plane) {
+        return cl ? position * c + channel : channel * plane + position;
+      };
+      for (int64_t ch = 0; ch < c; ++ch) {
+        for (int64_t j = 0; j < cells; ++j) {
+          values[at(ch, j, cells)] = static_cast<float>(1 + (ch * cells + j) % 97) * 0.375f;
+        }
+      }
+      const Views views{dense(values.data(), k.value, cell_shape, k.layout),
+                        dense(k.index == DType::i64 ? static_cast<void*>(indices.data())
+                                                    : indices32.data(),
+                              k.index, cell_shape, k.layout),
+                        dense(out.data(), k.value, slot_shape, k.layout)};
+      bool takes = false;
+      ASSERT_TRUE(gather_takes(k, views, &takes).ok());
+      if (!takes) continue;
+      ++tested;
+      for (const int64_t probe : {int64_t{0}, cells - 1, cell_shape[2 + nd - 1] * (cells_at[0] / 2 + 1) - 1}) {
+        for (int64_t p = -1; p <= slots; ++p) {
+          for (int64_t ch = 0; ch < c; ++ch) {
+            for (int64_t j = 0; j < cells; ++j) {
+              indices[at(ch, j, cells)] = j == probe && ch == c / 2 ? p : first_tap(j);
+              indices32[at(ch, j, cells)] = static_cast<int32_t>(indices[at(ch, j, cells)]);
+            }
+          }
+          std::fill(out.begin(), out.end(), -1.0f);
+          bool served = false;
+          ASSERT_TRUE(gather_if_served(k, views, 0, &served).ok());
+          ASSERT_EQ(served, in_window(probe, p)) << "cell " << probe << ", index " << p;
+          if (!served) continue;
+          std::vector<float> want(out.size(), 0.0f);
+          for (int64_t ch = 0; ch < c; ++ch) {
+            for (int64_t j = 0; j < cells; ++j) {
+              float& slot = want[at(ch, indices[at(ch, j, cells)], slots)];
+              const float v = values[at(ch, j, cells)];
+              slot = k.op == Op::pool_backward_gather ? slot + v : v;
+            }
+          }
+          ASSERT_EQ(out, want) << "cell " << probe << ", index " << p;
+        }
+      }
+    }
+  }
+  EXPECT_GT(tested, 0) << "no window gather built";
+}
+
 // Unpooling's gradient by windows: each cell reads its k2s2p0 window and keeps the slot its
 // index names, the gather by index's result; an index outside its cell's window (here the next
 // cell's slot) declines, for the gather by index to serve.
