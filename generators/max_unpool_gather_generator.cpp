@@ -136,8 +136,10 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
     Func claimed("claimed");  // marked, once its group is checked
     claimed(cell_at) = marked_(cell_at) + group_checked_(group);
 
-    // Each slot takes the latest candidate cell (row-major order) that claims it; a candidate
-    // whose window misses the slot is compared as -2.
+    // Each slot takes the latest candidate cell (row-major order) that claims it, among those
+    // whose windows cover it. Where a schedule's tile makes a slot's position constant in its
+    // cell (slot_tile), `covers` is a constant: a candidate that misses the slot then costs
+    // nothing (k3s2p1's 2x2 tile compares 9 candidates, not 16).
     std::vector<Var> out_vars(nd);
     std::vector<Expr> x(out_vars.begin(), out_vars.end());
     Expr result = cast(value_type, 0);
@@ -149,10 +151,10 @@ class MaxUnpoolGather : public Generator<MaxUnpoolGather> {
         tap[i] = x[i] - (candidate[i] * s - p);
         covers = covers && tap[i] >= 0 && tap[i] < k;
       }
-      const Expr here = select(covers, flat_offset(tap, out_extent, Int(32)), -2);
+      const Expr here = flat_offset(tap, out_extent, Int(32));
       const std::vector<Expr> at = tensor_args(candidate, c_, n_, l);
-      result = select(claimed(at) == here, accumulate ? add_in_type(result, value(at)) : value(at),
-                      result);
+      result = select(covers && claimed(at) == here,
+                      accumulate ? add_in_type(result, value(at)) : value(at), result);
     });
     (*output_)(tensor_args(x, c_, n_, l)) = result;
     // The runtime's buffers start at 0: the slots of a tile of stride x stride are then known

@@ -622,6 +622,14 @@ TEST(Gather, AvxOnlyGatherFollowsTheMaskedLoads) {
     } else if (masked_loads_miss_slowly()) {
       EXPECT_EQ(pays(k, in_cache, 2), shared);
       EXPECT_FALSE(pays(k, cache, 2));
+      // An image of half the cache (32 MiB of f32 here) or more, whatever the call.
+      auto image = [&](int64_t side) {
+        const Ints cells{2, 64, side / 2, side / 2}, slots{2, 64, side, side};
+        return gather_pays(k, cache, dense(nullptr, DType::f32, cells, k.layout),
+                           dense(nullptr, DType::f32, slots, k.layout));
+      };
+      EXPECT_TRUE(image(364));
+      EXPECT_FALSE(image(360));
     } else {
       EXPECT_TRUE(pays(k, in_cache, 2));
       EXPECT_TRUE(pays(k, cache, 2));
@@ -810,7 +818,8 @@ TEST(Gather, ServesExactlyTheIndicesInsideTheirWindows) {
         }
         return p;
       };
-      std::vector<float> values(static_cast<size_t>(c * cells)), out(static_cast<size_t>(c * slots));
+      std::vector<float> values(static_cast<size_t>(c * cells));
+      std::vector<float> out(static_cast<size_t>(c * slots));
       std::vector<int64_t> indices(values.size());
       std::vector<int32_t> indices32(values.size());
       // Element (channel, position) of a plane-major count in the kernel's layout.
@@ -831,7 +840,9 @@ TEST(Gather, ServesExactlyTheIndicesInsideTheirWindows) {
       ASSERT_TRUE(gather_takes(k, views, &takes).ok());
       if (!takes) continue;
       ++tested;
-      for (const int64_t probe : {int64_t{0}, cells - 1, cell_shape[2 + nd - 1] * (cells_at[0] / 2 + 1) - 1}) {
+      // A corner, the far corner, and the last cell of a middle row (an edge).
+      const int64_t edge = cell_shape[2 + nd - 1] * (cells_at[0] / 2 + 1) - 1;
+      for (const int64_t probe : {int64_t{0}, cells - 1, edge}) {
         for (int64_t p = -1; p <= slots; ++p) {
           for (int64_t ch = 0; ch < c; ++ch) {
             for (int64_t j = 0; j < cells; ++j) {

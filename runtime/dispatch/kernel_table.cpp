@@ -347,11 +347,17 @@ bool gather_pays(const Kernel& gather, int64_t bytes, const View& cells, const V
     static const bool avx512 = cpu_runs({POOLGEN_AVX512_FEATURES halide_target_feature_end});
     if (!avx512 && gather.avx512_only) return false;
     const bool shared = sharing_threads(bytes) > 1;
-    // Where masked loads miss slowly (Zen 5), the AVX-512-only gather (its taps' masked loads)
-    // lost to the scatter on one thread and out of cache, and won only where one image's
-    // scatter kept to one thread (docs/kernels.md, "Rows outside the plane").
+    // Where masked loads miss slowly (AMD: Zen 4 and 5), the AVX-512-only gather (its taps'
+    // masked loads) lost to the scatter on one thread and out of cache, and won only where one
+    // image's scatter kept to one thread (docs/kernels.md, "Rows outside the plane"), or where one
+    // image's output reaches half the cache: the scatter zeroes an image, then adds into it,
+    // and the cache no longer holds it in between (Zen 4 VM, 32 MiB, 1x64xSxS, one thread,
+    // gather / scatter: S = 160 (6.6 MB) 0.99-1.13, 224 (12.8 MB) 0.91-1.15, 256 0.74-0.87,
+    // 320 0.84-0.87; two threads 320 0.47; docs/kernels.md, "Large images").
     if (gather.avx512_only && masked_loads_miss_slowly()) {
-      return shared && bytes >= kOverlapMinBytes && bytes < out_of_cache_bytes();
+      const int64_t image = slots.bytes() / std::max<int64_t>(1, slots.shape[0]);
+      return image >= out_of_cache_bytes() / 2 ||
+             (shared && bytes >= kOverlapMinBytes && bytes < out_of_cache_bytes());
     }
     return bytes >= (shared ? kOverlapMinBytes : kMinBytes);
   }
