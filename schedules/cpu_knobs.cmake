@@ -152,6 +152,8 @@ set(POOLGEN_AVX512_KNOBS_max_pool2d_k3s2p1 exact_rows:12)
 # 13.1-14.7 -> 22-25 / 13.5-13.8, 8x64x112x112 (ms) 1.25-1.36 / 0.72-0.89 -> 1.22-1.36 /
 # 0.73-0.86 (4 rows: 1x512x14x14 5.9-8.4 on two; 1 row: 1x64x56x56 22-25 on one).
 set(POOLGEN_KNOBS_max_pool2d_cl rows_per_task:8)
+# Prefetching the input rows out of cache, as NCHW does (prefetch_rows:1), measured 1.16-1.29x
+# the time (Zen 4 VM, 8x64x112x112, i64 and i32 indices, one and two threads, poolgen_ab_bench).
 set(POOLGEN_KNOBS_max_pool2d_k2s2p0_cl rows_per_task:2)
 # 2-D k3s2p1 channels-last likewise keeps one row loop: 43 -> 30 KB of f32 AVX2 code, 31 -> 22 KB
 # SSE4.1, at the same speed (f32, ms on one / two threads, two runs each: 1x64x56x56 0.131 /
