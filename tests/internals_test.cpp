@@ -492,6 +492,17 @@ TEST(HandWrittenKernels, ScatterLargeStoresAndAdds) {
   for (size_t k = 2; k < sums.size(); ++k) EXPECT_EQ(sums[k], 0) << k;
 }
 
+// The spatial coordinates (outermost first) of position j of a plane of an (N, C, spatial...)
+// `shape`, counted in memory order.
+std::vector<int64_t> plane_coords(int64_t j, const Ints& shape) {
+  std::vector<int64_t> at(shape.size() - 2);
+  for (size_t d = at.size(); d-- > 0;) {
+    at[d] = j % shape[2 + d];
+    j /= shape[2 + d];
+  }
+  return at;
+}
+
 // gather_pays on a 2-D call whose output rows hold `row` slots: 1x64 cells of half its extents
 // unpooled into 1x64x2xrow slots, in the kernel's layout.
 bool pays(const Kernel& k, int64_t bytes, int64_t row) {
@@ -792,18 +803,10 @@ TEST(Gather, ServesExactlyTheIndicesInsideTheirWindows) {
         cells *= e;
         slots *= slot_extent;
       }
-      // Plane coordinates (outermost first) of cell j and slot p.
-      auto coords = [&](int64_t j, const Ints& shape) {
-        std::vector<int64_t> at(static_cast<size_t>(nd));
-        for (int d = nd - 1; d >= 0; --d) {
-          at[d] = j % shape[2 + d];
-          j /= shape[2 + d];
-        }
-        return at;
-      };
       auto in_window = [&](int64_t cell, int64_t p) {
         if (p < 0 || p >= slots) return false;
-        const std::vector<int64_t> at = coords(cell, cell_shape), slot = coords(p, slot_shape);
+        const std::vector<int64_t> at = plane_coords(cell, cell_shape);
+        const std::vector<int64_t> slot = plane_coords(p, slot_shape);
         for (int d = 0; d < nd; ++d) {
           const int64_t tap = slot[d] - (at[d] * k.stride - k.padding);
           if (tap < 0 || tap >= k.kernel) return false;
@@ -811,7 +814,7 @@ TEST(Gather, ServesExactlyTheIndicesInsideTheirWindows) {
         return true;
       };
       auto first_tap = [&](int64_t cell) {
-        const std::vector<int64_t> at = coords(cell, cell_shape);
+        const std::vector<int64_t> at = plane_coords(cell, cell_shape);
         int64_t p = 0;
         for (int d = 0; d < nd; ++d) {
           p = p * slot_shape[2 + d] + std::max<int64_t>(0, at[d] * k.stride - k.padding);
@@ -911,9 +914,8 @@ TEST(Gather, UnpoolGradientReadsEachCellsWindow) {
     };
     for (int64_t q = 0; q < planes; ++q) {
       for (int64_t cell = 0; cell < cells; ++cell) {
-        int64_t slot = 0, rest = cell, scale = 1;  // the cell's window start, then a random tap
-        std::vector<int64_t> coord(nd);
-        for (int d = nd - 1; d >= 0; --d) coord[d] = rest % cell_shape[2 + d], rest /= cell_shape[2 + d];
+        int64_t slot = 0, scale = 1;  // the cell's window start, then a random tap
+        const std::vector<int64_t> coord = plane_coords(cell, cell_shape);
         for (int d = nd - 1; d >= 0; --d) {
           slot += (2 * coord[d] + static_cast<int64_t>(rng() % 2)) * scale;
           scale *= slot_shape[2 + d];
