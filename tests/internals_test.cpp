@@ -641,6 +641,19 @@ TEST(Gather, AvxOnlyGatherFollowsTheMaskedLoads) {
       };
       EXPECT_TRUE(image(364));
       EXPECT_FALSE(image(360));
+      // Below 1 MiB, shared calls whose image it splits: 128 KiB or more of one image, with 32
+      // channels or more and 24 rows or more.
+      auto split = [&](int64_t channels, int64_t side) {
+        const Ints cells{1, channels, side / 2, side / 2}, slots{1, channels, side, side};
+        const View c = dense(nullptr, DType::f32, cells, k.layout),
+                   s = dense(nullptr, DType::f32, slots, k.layout);
+        return gather_pays(k, s.bytes() + 3 * c.bytes(), c, s);
+      };
+      EXPECT_EQ(split(64, 24), shared);
+      EXPECT_EQ(split(32, 32), shared);
+      EXPECT_FALSE(split(48, 24));   // 110 KiB
+      EXPECT_FALSE(split(16, 64));   // 16 channels
+      EXPECT_FALSE(split(256, 14));  // 14 rows
     } else {
       EXPECT_TRUE(pays(k, in_cache, 2));
       EXPECT_TRUE(pays(k, cache, 2));

@@ -354,10 +354,20 @@ bool gather_pays(const Kernel& gather, int64_t bytes, const View& cells, const V
     // and the cache no longer holds it in between (Zen 4 VM, 32 MiB, 1x64xSxS, one thread,
     // gather / scatter: S = 160 (6.6 MB) 0.99-1.13, 224 (12.8 MB) 0.91-1.15, 256 0.74-0.87,
     // 320 0.84-0.87; two threads 320 0.47; docs/kernels.md, "Large images").
+    // Shared by threads, it also splits an image whose scatter keeps to one thread: it pays
+    // from images of 128 KiB with two vectors of channels and 24 rows (Zen 4 VM, f32 i64, two
+    // threads, time against the scatter's: 1x64x24x24 0.86, 1x64x32x32 0.65, 1x64x48x48 0.67,
+    // 1x32x32x32 0.76, 1x128x28x28 0.61; below: 1x48x24x24 1.0, 1x32x24x24 1.4, 1x16x48x48
+    // 1.35, 1x64x16x16 1.2, 1x256x14x14 and 1x512x14x14 1.11; docs/kernels.md, "Large images").
+    constexpr int64_t kSharedImageBytes = 128 << 10, kSharedMinChannels = 32, kSharedMinRows = 24;
     if (gather.avx512_only && masked_loads_miss_slowly()) {
       const int64_t image = slots.bytes() / std::max<int64_t>(1, slots.shape[0]);
+      const bool splits_image = image >= kSharedImageBytes &&
+                                slots.shape[1] >= kSharedMinChannels &&
+                                slots.shape[2] >= kSharedMinRows;
       return image >= out_of_cache_bytes() / 2 ||
-             (shared && bytes >= kOverlapMinBytes && bytes < out_of_cache_bytes());
+             (shared && (bytes >= kOverlapMinBytes || splits_image) &&
+              bytes < out_of_cache_bytes());
     }
     return bytes >= (shared ? kOverlapMinBytes : kMinBytes);
   }
