@@ -318,7 +318,7 @@ Status max_unpool_backward(int nd, const TensorView& grad_output, const TensorVi
 // the call's argument order, for views of those same shapes and strides, checks only that they
 // are present and that the outputs overlap nothing, and runs. It skips the conversions and the
 // comparison with the thread's last call that a repeated call pays (a 1x1x2x2 pooling call
-// through the C API: 3,007 instructions, prepared 1,398; docs/kernels.md, "Threads and
+// through the C API: 2,499 instructions, prepared 926; docs/kernels.md, "Threads and
 // per-call cost").
 // Each run gives the same result as the call on those views would; a run after a setting
 // changed (threads, streaming, ...) follows the new settings, and a CUDA call is prepared only

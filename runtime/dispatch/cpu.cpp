@@ -62,31 +62,37 @@ int do_par_for(void* user_context, halide_task_t task, int min, int size, uint8_
       context->bytes);
 }
 
-}  // namespace
-
-int with_error_capture(const std::function<int(void* user_context)>& f, std::string* error,
-                       int64_t call_bytes) {
-  static const bool installed = [] {  // once, thread-safe; later calls test a flag
+// The handlers, installed once (thread-safe; later calls test a flag), and a call's context.
+KernelContext& begin_capture(KernelContext& context, int64_t call_bytes) {
+  static const bool installed = [] {
     halide_set_error_handler(capture_error);
     halide_set_custom_do_par_for(do_par_for);
     return true;
   }();
   (void)installed;
-  KernelContext context;
   context.share = worth_sharing(call_bytes);
   context.bytes = call_bytes;
-  const int result = f(&context);
+  return context;
+}
+
+}  // namespace
+
+int with_error_capture(const std::function<int(void* user_context)>& f, std::string* error,
+                       int64_t call_bytes) {
+  KernelContext context;
+  const int result = f(&begin_capture(context, call_bytes));
   *error = std::move(context.message);
   return result;
 }
 
+// As with_error_capture, without the std::function: this is every CPU call's path.
 int run_on_cpu(KernelEntry entry, KernelArgs& args, std::string* error, int64_t call_bytes) {
-  return with_error_capture(
-      [&](void* user_context) {
-        args[0] = &user_context;
-        return entry(args.data());
-      },
-      error, call_bytes);
+  KernelContext context;
+  void* user_context = &begin_capture(context, call_bytes);
+  args[0] = &user_context;
+  const int result = entry(args.data());
+  if (result != 0 || !context.message.empty()) *error = std::move(context.message);
+  return result;
 }
 
 }  // namespace poolgen::detail

@@ -16,9 +16,14 @@ struct CallKey::Writer {
     if (size < kCapacity) key.values_[size] = value;
     ++size;  // past the capacity the key is unusable, not truncated
   }
-  void add(const Ints& list) {
-    add(static_cast<int64_t>(list.size()));
-    for (int64_t value : list) add(value);
+  void add(const Ints& list) {  // one capacity test a list: the key is a third of a C call
+    const size_t count = list.size();
+    if (size + 1 + count <= kCapacity) {
+      int64_t* to = key.values_ + size;
+      *to++ = static_cast<int64_t>(count);
+      for (size_t k = 0; k < count; ++k) to[k] = list[k];
+    }
+    size += 1 + count;
   }
   void add(const TensorView& view) {  // everything of a view but its data
     add(static_cast<int64_t>(view.dtype));  // each field whole: codes need not be valid ones

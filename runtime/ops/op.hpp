@@ -41,7 +41,9 @@ template <typename Op>
                                      const typename Op::Options& options,
                                      const typename Op::Plan& plan) {
   for (int k = 0; k < 3; ++k) {
-    POOLGEN_RETURN_IF_ERROR(check_data(Op::kNames[k], *tensors[k], plan.views[k]));
+    if (!has_data(*tensors[k], plan.views[k])) {
+      return check_data(Op::kNames[k], *tensors[k], plan.views[k]);
+    }
   }
   void* const data[3] = {tensors[0]->data, tensors[1]->data, tensors[2]->data};
   DirectRun* direct = plan.direct.get();
@@ -60,7 +62,8 @@ template <typename Op>
 template <typename Op>
 [[gnu::noinline]] Status plan_and_run(int nd, const TensorView& a, const TensorView& b,
                                       const TensorView& c, const typename Op::Options& options) {
-  thread_local CallMemo<typename Op::Plan> memo;
+  thread_local CallMemo<typename Op::Plan> kept;
+  CallMemo<typename Op::Plan>& memo = kept;  // its address once (c_api.cpp, pool_options)
   const TensorView* const tensors[3] = {&a, &b, &c};
   const CallKey key(nd, {&a, &b, &c}, options);
   if (const typename Op::Plan* plan = memo.find(key)) {  // every check but the data's holds

@@ -19,6 +19,11 @@ Status check_view(const char* argument, const TensorView& view, DType dtype, con
 // The rest of check_view, for a view check_view_shape built (`checked`): data where it has
 // elements.
 Status check_data(const char* argument, const TensorView& view, const View& checked);
+// check_data's condition, for callers on the repeated calls' path: a Status built and destroyed
+// per view there cost more than the test.
+inline bool has_data(const TensorView& view, const View& checked) {
+  return view.data != nullptr || checked.elements() == 0;
+}
 
 // A dtype the API knows (whatever this build compiled).
 Status check_dtype(const char* argument, DType dtype);
