@@ -159,7 +159,12 @@ set(POOLGEN_KNOBS_max_pool2d_k2s2p0_cl rows_per_task:2)
 # SSE4.1, at the same speed (f32, ms on one / two threads, two runs each: 1x64x56x56 0.131 /
 # 0.078 and 0.129 / 0.086 before, 0.130 / 0.078 and 0.132 / 0.085 after; 8x64x112x112 4.13 /
 # 2.07 and 4.19 / 2.30 before, 4.21 / 2.18 and 4.36 / 2.31 after).
-set(POOLGEN_KNOBS_max_pool2d_k3s2p1_cl rows_per_task:8,partition_rows:false)
+# Tasks of 2 output rows, as 2-D k2s2p0 channels-last: with 8, an image of 7 or fewer output rows
+# (1x512x14x14) was one task, and two threads took one thread's time; the runtime still hands
+# each thread several rows of small calls (poolgen_ab_bench against tasks of 8, Zen 4 VM, f32
+# i64, AVX-512, two threads: 1x512x14x14 0.62, 1x1024x7x7 0.59, 1x64x56x56 0.89, 1x64x112x112
+# 0.92; one thread and 8x64x112x112 within noise; tools/tune.py confirmed it for AVX-512).
+set(POOLGEN_KNOBS_max_pool2d_k3s2p1_cl rows_per_task:2,partition_rows:false)
 set(POOLGEN_KNOBS_max_pool3d_cl rows_per_task:8)
 # 2-D k2s2p0 contiguous: rows of fewer than 4 outputs (a 7x7 plane pools to rows of 3) run
 # vectors of 8 planes, not the scalar loop (1x64x7x7 f32 AVX2 on one thread, us, three

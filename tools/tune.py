@@ -52,7 +52,7 @@ HOST_BUILD = Path(os.environ.get("POOLGEN_BUILD_DIR", ROOT / "build"))
 # of compares, which a scan of dependent taps needs (channels-last k3s2p1 on AVX-512 ran 2x faster
 # at 4x and 8x; docs/kernels.md). Tuning runs on f32; an explicit width applies to every value
 # type of the family.
-POOL_KNOBS = {"rows_per_task": [8, 16, 32, 64, 128],
+POOL_KNOBS = {"rows_per_task": [2, 4, 8, 16, 32, 64, 128],
               "vector_width": ["lanes/2", "2*lanes", "4*lanes", "8*lanes"],
               "stage_rows": [True, False]}
 POOL_DEFAULTS = {"rows_per_task": 64, "vector_width": 0, "stage_rows": True}
@@ -79,7 +79,9 @@ SHAPES = {1: ["8x64x65536", "1x64x8192"], 2: ["8x64x112x112", "1x64x56x56", "1x6
 # vector width that suits 64 channels alone (one whole vector of them, no channel loop) must not
 # win for every channel count (2-D k2s2p0 at 8x64 lanes: 64 channels 1.3x faster, 128 1.12x
 # slower).
-CHANNELS_LAST_SHAPES = {1: [], 2: ["8x128x56x56"], 3: []}
+# And one of many channels on few rows (seven output rows of 512 channels), which threads share
+# only in tasks of few rows: with tasks of 8 rows, 2-D k3s2p1 took one thread's time on two.
+CHANNELS_LAST_SHAPES = {1: [], 2: ["8x128x56x56", "1x512x14x14"], 3: []}
 GENERAL_WINDOWS = {1: ["k2s2p0", "k3s2p1"], 2: ["k3s1p1", "k2s1p0"], 3: ["k3s1p1", "k2s1p0"]}
 
 
