@@ -106,9 +106,13 @@ set(POOLGEN_KNOBS_max_pool3d_backward_k2s2p0 ${POOLGEN_KNOBS_max_unpool2d_k2s2p0
 # Channels-last 3-D fixed windows: row loops not split into border and interior pieces (the
 # bounds tests of a row's taps are scalar, one per row) halves their code (3-D k3s2p1 f32 AVX2:
 # 122 -> 60 KB) at the same speed (2x16x32x64x64 on one thread: k3s2p1 4.72 -> 4.69 ms,
-# k2s2p0 2.06 -> 1.82 ms).
-set(POOLGEN_KNOBS_max_pool3d_k2s2p0_cl partition_rows:false,rows_per_task:8)
-set(POOLGEN_KNOBS_max_pool3d_k3s2p1_cl partition_rows:false,rows_per_task:8)
+# k2s2p0 2.06 -> 1.82 ms). Tasks of one output depth slice: with 8, an image of 8 or fewer
+# (1x64x8x28x28 pools to 4) was one task, and two threads took one thread's time
+# (poolgen_ab_bench against 8, Zen 4 VM, f32 i64, AVX-512, two threads: k2s2p0 1x64x8x28x28
+# 0.56, 1x256x4x14x14 0.60, 1x16x16x32x32 0.54; k3s2p1 1x256x8x14x14 0.58, 1x64x8x14x14 0.63;
+# 2x16x32x64x64 1.02 and 0.89; one thread 1.00-1.02).
+set(POOLGEN_KNOBS_max_pool3d_k2s2p0_cl partition_rows:false,rows_per_task:1)
+set(POOLGEN_KNOBS_max_pool3d_k3s2p1_cl partition_rows:false,rows_per_task:1)
 # The contiguous general kernels (any window; 1-D above) vectorize full widths only: the halved
 # vectors for rows narrower than a vector were a third to a half of their code (2-D and 3-D, f32
 # and u8, AVX2: 395 -> 207 KB) and served only such rows in uncommon windows, which now run the
