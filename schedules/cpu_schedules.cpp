@@ -585,8 +585,12 @@ void CpuIndexGatherSchedule::apply(const IndexGatherStages& s, const Target& tar
     return;
   }
   // Channels-last: channels are the vectors; a task is a run of one image's pixels, split at the
-  // chunks' bounds so that each vector's chunk (and its check) is one.
-  const int chunks_per_task = std::max(1, elements_per_task / (64 * s.chunk));  // ~64 channels
+  // chunks' bounds so that each vector's chunk (and its check) is one, and about
+  // elements_per_task elements: fewer chunks where pixels hold more channels than 64 (with four
+  // chunks of 512 channels, a 1x512x14x14 image was one task).
+  const int most_chunks = std::max(1, elements_per_task / (64 * s.chunk));
+  const Expr channels = max(out.output_buffers()[0].dim(0).extent(), 1);
+  const Expr chunks_per_task = clamp(elements_per_task / (channels * s.chunk), 1, most_chunks);
   out.vectorize(s.c, lanes, TailStrategy::GuardWithIf)
       .split(s.p, chunk, inner, s.chunk, TailStrategy::GuardWithIf)
       .split(chunk, block, chunk, chunks_per_task, TailStrategy::GuardWithIf)
@@ -594,7 +598,7 @@ void CpuIndexGatherSchedule::apply(const IndexGatherStages& s, const Target& tar
   if (Func invalid = s.invalid; invalid.defined()) {
     // A task's flags fit on the stack: one per chunk.
     invalid.compute_at(out, tasks)
-        .bound_storage(invalid.args()[0], chunks_per_task)
+        .bound_storage(invalid.args()[0], most_chunks)
         .update().atomic().vectorize(s.in_chunk[0], lanes, TailStrategy::GuardWithIf);
   }
 }
