@@ -127,10 +127,7 @@ Status bad_nd(int32_t nd) {
 }
 
 const PoolOptions& pool_options(int32_t nd, const poolgen_pool_options& o) {
-  thread_local PoolOptions kept;
-  // Its address once: in the shared library each use of a thread_local asked the dynamic
-  // linker for it again (__tls_get_addr, a tenth of a small call's conversions).
-  PoolOptions& p = kept;
+  thread_local PoolOptions p;
   assign(&p.kernel_size, o.kernel_size, nd);
   assign_or_default(&p.stride, o.stride, nd);
   assign(&p.padding, o.padding, nd);
@@ -154,8 +151,7 @@ const PoolOptions& pool_options(int32_t nd, const poolgen_pool_options& o) {
 
 Status tensor_views(const char* const (&names)[3], const poolgen_tensor* const (&tensors)[3],
                     const TensorView* (&views)[3]) {
-  thread_local TensorView kept[3];
-  TensorView* const converted = kept;  // its address once (pool_options)
+  thread_local TensorView converted[3];
   for (int k = 0; k < 3; ++k) {
     POOLGEN_RETURN_IF_ERROR(tensor_view(names[k], tensors[k], &converted[k]));
     views[k] = &converted[k];

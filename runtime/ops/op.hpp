@@ -62,8 +62,7 @@ template <typename Op>
 template <typename Op>
 [[gnu::noinline]] Status plan_and_run(int nd, const TensorView& a, const TensorView& b,
                                       const TensorView& c, const typename Op::Options& options) {
-  thread_local CallMemo<typename Op::Plan> kept;
-  CallMemo<typename Op::Plan>& memo = kept;  // its address once (c_api.cpp, pool_options)
+  thread_local CallMemo<typename Op::Plan> memo;
   const TensorView* const tensors[3] = {&a, &b, &c};
   const CallKey key(nd, {&a, &b, &c}, options);
   if (const typename Op::Plan* plan = memo.find(key)) {  // every check but the data's holds
