@@ -347,6 +347,30 @@ TEST(MemoryKernels, CopyElementsSharedMatchesCopyElements) {
   }
 }
 
+// zero_elements_shared on two threads: a packed view large enough to share, zeroed whole by
+// runs (whose bounds fall inside elements), and a strided one as zero_elements does; nothing
+// outside either.
+TEST(MemoryKernels, ZeroElementsSharedZeroesTheViewOnly) {
+  set_num_threads(2);
+  const Ints shape{1, 3, 701, 301};
+  const int64_t n = shape[1] * shape[2] * shape[3];
+  std::vector<float> memory(static_cast<size_t>(2 * n), 5.0f);
+  const View packed_view = dense(memory.data(), DType::f32, shape, Layout::contiguous);
+  ASSERT_GT(sharing_threads(packed_view.bytes()), 1) << "the view would not share its threads";
+  zero_elements_shared(packed_view, Layout::contiguous);
+  for (int64_t k = 0; k < 2 * n; ++k) {
+    ASSERT_EQ(memory[static_cast<size_t>(k)], k < n ? 0.0f : 5.0f) << k;
+  }
+  std::fill(memory.begin(), memory.end(), 5.0f);
+  View strided = packed_view;
+  for (int i = 0; i < 4; ++i) strided.strides[i] *= 2;
+  zero_elements_shared(strided, Layout::contiguous);
+  for (int64_t k = 0; k < 2 * n; ++k) {
+    ASSERT_EQ(memory[static_cast<size_t>(k)], k % 2 ? 5.0f : 0.0f) << k;
+  }
+  set_num_threads(0);
+}
+
 // zero_elements: packed (one memset) and strided, nothing outside the view.
 TEST(MemoryKernels, ZeroElementsOnlyTheView) {
   std::vector<float> memory(2 * 3 * 4 * 4 * 2, 5.0f);

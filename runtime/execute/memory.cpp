@@ -244,6 +244,21 @@ void zero_elements(const View& view, bool packed) {
   copy_elements(zeros, view);
 }
 
+void zero_elements_shared(const View& view, Layout layout) {
+  const int64_t bytes = view.bytes();
+  const int threads = sharing_threads(bytes);
+  if (threads <= 1 || !is_packed(view, layout)) return zero_elements(view, layout);
+  char* const data = static_cast<char*>(view.data);
+  parallel_for(
+      threads,
+      [&](int run) {
+        const int64_t begin = bytes * run / threads, end = bytes * (run + 1) / threads;
+        std::memset(data + begin, 0, static_cast<size_t>(end - begin));
+        return 0;
+      },
+      bytes);
+}
+
 void copy_streaming(void* to, const void* from, size_t bytes) {
 #ifdef POOLGEN_SSE2
   auto* dst = static_cast<char*>(to);

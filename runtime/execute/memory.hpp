@@ -26,6 +26,9 @@ void copy_elements_shared(const View& from, const View& to);
 void zero_elements(const View& view, Layout layout);
 // The same where the caller has asked is_packed once (a repeated call's output).
 void zero_elements(const View& view, bool packed);
+// zero_elements on the threads a view of its bytes shares (parallel_for), a run of its bytes
+// each, where it is packed in `layout`: never from inside a parallel task.
+void zero_elements_shared(const View& view, Layout layout);
 
 // Copies `bytes` from `from` to `to` with non-temporal stores where the target has them (x86-64:
 // SSE2's, 16 bytes at a time after an aligning head), ordered before the function returns; a

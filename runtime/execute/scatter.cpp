@@ -391,14 +391,7 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
   // of each pixel with a copy of its own (NHWC k3s2p1 unpooling of 1x64x80x80 took twice as
   // long on two threads as on one): the threads zero the packed output by runs first.
   if (image > groups.planes && is_packed(o.view(), kernel.layout)) {
-    const View& out = o.view();
-    const int64_t bytes = out.bytes(), runs = std::max(1, cores);
-    char* const data = static_cast<char*>(out.data);
-    parallel_for(static_cast<int>(runs), [&](int run) {
-      const int64_t begin = bytes * run / runs, end = bytes * (run + 1) / runs;
-      std::memset(data + begin, 0, static_cast<size_t>(end - begin));
-      return 0;
-    }, call_bytes);
+    zero_elements_shared(o.view(), kernel.layout);
     groups.zeroed = true;
   }
   const int tasks = static_cast<int>((planes + groups.planes - 1) / groups.planes * groups.parts);
