@@ -169,7 +169,7 @@ set(POOLGEN_KNOBS_max_pool2d_k2s2p0_cl rows_per_task:2)
 # i64, AVX-512, two threads: 1x512x14x14 0.62, 1x1024x7x7 0.59, 1x64x56x56 0.89, 1x64x112x112
 # 0.92; one thread and 8x64x112x112 within noise; tools/tune.py confirmed it for AVX-512).
 set(POOLGEN_KNOBS_max_pool2d_k3s2p1_cl rows_per_task:2,partition_rows:false)
-# 3-D general channels-last: tasks of one depth slice, as the fixed windows (below); with 8, an
+# 3-D general channels-last: tasks of one depth slice, as the fixed windows (above); with 8, an
 # image of 8 output slices or fewer (1x64x8x28x28 k3s1p1, 0.84 ms) was one task.
 set(POOLGEN_KNOBS_max_pool3d_cl rows_per_task:1)
 # 2-D k2s2p0 contiguous: rows of fewer than 4 outputs (a 7x7 plane pools to rows of 3) run
