@@ -214,7 +214,7 @@ TEST(Pieces, SplitPlanesInOrderAndHandOverLonePlanes) {
 
 // The scatter's groups: contiguous ones hold 16 KiB to scatter_group_bytes() of output (fewer
 // planes where the cores want more groups); channels-last ones whole images, split into blocks
-// of whole cache lines only for unpooling calls of 2 to 16 MiB with fewer images than cores.
+// of whole cache lines only for unpooling calls of 4 to 16 MiB with fewer images than cores.
 TEST(ScatterGroups, SizedForTheCacheAndTheCores) {
   auto output = [](Ints shape) { return dense(nullptr, DType::f32, shape, Layout::contiguous); };
   const int64_t MiB = 1 << 20;
@@ -240,6 +240,7 @@ TEST(ScatterGroups, SizedForTheCacheAndTheCores) {
   const View image = dense(nullptr, DType::f32, {1, 64, 64, 64}, Layout::channels_last);
   EXPECT_EQ(planes_per_group(image, Layout::channels_last, ScatterMode::store, 2, 4 * MiB), 32);
   EXPECT_EQ(planes_per_group(image, Layout::channels_last, ScatterMode::store, 2, MiB), 64);
+  EXPECT_EQ(planes_per_group(image, Layout::channels_last, ScatterMode::store, 2, 4 * MiB - 1), 64);
   EXPECT_EQ(planes_per_group(image, Layout::channels_last, ScatterMode::store, 2, 32 * MiB), 64);
   EXPECT_EQ(planes_per_group(image, Layout::channels_last, ScatterMode::accumulate, 2, 4 * MiB),
             64);

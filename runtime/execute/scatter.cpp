@@ -51,13 +51,17 @@ int64_t slab_stride(const Window& w) {
 // plane's elements lie C apart, interleaved with the other channels': groups are whole images,
 // split into channel blocks of whole cache lines only when there are fewer images than cores
 // and the call moves at least kSplitLeastBytes (`call_bytes`): below that the threads
-// contend for the same lines and pages (measured: 1x64x56x56 f32, 1.4 MB, 10% slower on two
-// threads than on one; 1x64x80x80, 2.9 MB, 30% faster), and at most kSplitBytes: above it each
+// contend for the same lines and pages, which the joint zeroing of the blocks (scatter())
+// does not make up for (Zen 4 VM, f32 i64 NHWC k3s2p1 unpooling, two threads, split / one
+// thread's time, us: 1x64x72x72, 2.3 MB, 113-130 / 97-103; 1x32x112x112, 2.8 MB, 146-163 /
+// 114-129; 1x64x80x80, 2.9 MB, 130-154 / 120-126; 1x128x64x64, 3.7 MB, 158-181 / 156-157;
+// 1x64x90x90, 3.6 MB, even; 1x64x100x100, 4.5 MB, 178-199 / 182-220; 1x64x128x128, 7.3 MB,
+// 249-288 / 313-356; 1x64x160x160 351-397 / 500-544), and at most kSplitBytes: above it each
 // thread's half-pixel stripes go to memory twice (zero, then scatter) and two threads measured
-// 1.1-1.75x slower than one (1x64x256x256 to 1x64x1024x1024, 29 MB to 470 MB; 1x64x90x90 to
-// 1x64x182x182, 3.6 to 15 MB, were 1.1-1.4x faster). The accumulating scatter (pooling's
-// gradient) never splits an image: split, it measured slower at every size (k2s2p0 f32, us on
-// one / two threads: 1x64x90x90 269 / 432, 1x64x128x128 535 / 649, 1x64x182x182 1067 / 1163).
+// 1.1-1.75x slower than one (1x64x256x256 to 1x64x1024x1024, 29 MB to 470 MB). The
+// accumulating scatter (pooling's gradient) never splits an image: split, it measured slower at
+// every size (k2s2p0 f32, us on one / two threads: 1x64x90x90 269 / 432, 1x64x128x128 535 /
+// 649, 1x64x182x182 1067 / 1163).
 // A streaming call whose images go by slabs shares each image's rows instead (scatter()).
 // Contiguous groups hold at least 16 KiB of output where the planes allow: a kernel call costs
 // more than tiny planes' work (1x64x7x7 f32, four groups of 16 planes -> one, us on one thread,
@@ -65,7 +69,7 @@ int64_t slab_stride(const Window& w) {
 int64_t planes_per_group(const View& o, Layout layout, ScatterMode mode, int64_t cores,
                          int64_t call_bytes) {
   constexpr int64_t kLineBytes = 64;
-  constexpr int64_t kSplitLeastBytes = 2 << 20, kSplitBytes = 16 << 20;
+  constexpr int64_t kSplitLeastBytes = 4 << 20, kSplitBytes = 16 << 20;
   constexpr int64_t kLeastGroupBytes = 16 << 10;
   const int64_t size = element_size(o.dtype);
   const int64_t planes = o.shape[0] * o.shape[1], channels = o.shape[1];

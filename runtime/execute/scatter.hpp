@@ -57,7 +57,7 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
 // `layout` of a call moving `call_bytes` on `cores` threads: contiguous groups hold at least 16
 // KiB and at most scatter_group_bytes() of output (fewer where the cores want more groups);
 // channels-last ones whole images, but for unpooling's images split into blocks of whole cache
-// lines when there are fewer images than cores and the call moves 2 to 16 MiB (scatter.cpp has
+// lines when there are fewer images than cores and the call moves 4 to 16 MiB (scatter.cpp has
 // the measurements).
 int64_t planes_per_group(const View& o, Layout layout, ScatterMode mode, int64_t cores,
                          int64_t call_bytes);
