@@ -153,11 +153,11 @@ set(POOLGEN_AVX512_ONLY_FAMILIES "max_pool2d_backward_k3s2p1_cl" CACHE STRING
 # 6.6-6.7, of 14 (1x64x28x28) 5.9 / 8.0; 3-D rows of 12 (1x32x16x24x24) 28-29 / 63-67, of 14
 # (1x64x8x28x28) 51-53 / 78-89 (docs/kernels.md); rows of 7 in 2-D 2.7 / 2.5-2.6. Not re-measured
 # on a Zen 4. 2-D k3s2p1 NCHW likewise from rows of 12 (schedules/cpu_knobs.cmake): 1x64x28x28
-# 39-49 / 30 us. k3s2p1 over flat planes has an AVX-512 variant for side 28 (rows of 14) alone:
-# on a Zen 4 it took 1x64x28x28 0.87-0.89x AVX2's time, sides 7 and 14 0.99-1.02x
-# (docs/kernels.md). The 1-D pooling gradient's gather runs whole vectors of cells, two slots each:
+# 39-49 / 30 us. k3s2p1 over flat planes runs AVX-512 on every side: on a Zen 4 it took
+# 1x64x28x28 0.87-0.89x AVX2's time, sides 7 and 14 0.99-1.02x; on an Intel Xeon (full-width
+# AVX-512) sides 7, 14 and 16 0.57-0.74x, for 14 KB (docs/kernels.md). The 1-D pooling gradient's gather runs whole vectors of cells, two slots each:
 # on rows of fewer than 32 slots its AVX-512 variant would leave the call to the scatter.
-set(POOLGEN_AVX512_NARROW "max_pool2d_k2s2p0:8;max_pool3d_k2s2p0:8;max_pool1d_cl:16;max_pool2d_cl:16;max_pool3d_cl:16;max_pool2d_k3s2p1:12;max_unpool2d_k2s2p0_cl:16;max_unpool3d_k2s2p0_cl:16;max_pool2d_backward_k2s2p0_cl:16;max_pool1d_backward_k2s2p0:32;max_pool3d_backward_k2s2p0_cl:16;max_unpool_scatter_cl:32;max_pool2d_k3s2p1_flat:14" CACHE STRING
+set(POOLGEN_AVX512_NARROW "max_pool2d_k2s2p0:8;max_pool3d_k2s2p0:8;max_pool1d_cl:16;max_pool2d_cl:16;max_pool3d_cl:16;max_pool2d_k3s2p1:12;max_unpool2d_k2s2p0_cl:16;max_unpool3d_k2s2p0_cl:16;max_pool2d_backward_k2s2p0_cl:16;max_pool1d_backward_k2s2p0:32;max_pool3d_backward_k2s2p0_cl:16;max_unpool_scatter_cl:32" CACHE STRING
     "family:lanes entries: calls of fewer lanes run the AVX2 variant of that family's kernels")
 # Families whose AVX-512 variant loads under masks (a gather's taps, selected lane by lane) and
 # pays in cache only where masked loads that miss the caches run at memory latency (AMD's:
@@ -566,7 +566,7 @@ set(POOLGEN_FLAT_PLANES_I32 "7;14;16;28" CACHE STRING
 # NHWC, across planes before -> over flat planes (AMD EPYC Zen 3, AVX2): 1x64x7x7 2.97-3.73 ->
 # 1.26-1.30 (NHWC 0.86-0.98), 1x64x14x14 8.9-9.6 -> 4.61-4.70 (2.75-3.0), 1x64x28x28 35.7-36.7 ->
 # 20.5-21.2 (10.9-11.7), for 36.7 KB; i32 would cost as much again, and keeps the vectors across
-# planes. Its AVX-512 variant serves side 28 and up (POOLGEN_AVX512_NARROW). Side 112 (ResNet's
+# planes. Its AVX-512 variant serves every side (no POOLGEN_AVX512_NARROW entry). Side 112 (ResNet's
 # stem pools 112x112 planes at 224 pixels), whose stage goes by bands of rows, on calls in cache
 # only (flat_planes_served): against the fixed window's kernel, Zen 4 VM, one / two threads,
 # poolgen_ab_bench's medians of alternating trials, 1x64x112x112 0.64-0.78 / 0.74-0.78; 26.9 KB
