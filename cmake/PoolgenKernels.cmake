@@ -401,11 +401,12 @@ function(poolgen_kernel name op nd k s p layout value index)
   if (cpu_schedule MATCHES "cell_vectors:true")
     set(cell_vectors 1)
   endif ()
-  # Kernels whose prefetches run out of cache only take the out_of_cache flag (the generators
-  # ask the same of the string: sets_knob).
+  # Kernels whose prefetches run on some calls only take a flag (pooling's out_of_cache, the
+  # scatter's prefetch; the generators ask the same of the string: sets_knob).
   set(prefetches 0)
   if ((ARG_GENERATOR STREQUAL "max_pool" AND cpu_schedule MATCHES "prefetch_rows:[1-9]") OR
-      (ARG_GENERATOR STREQUAL "max_unpool_scatter" AND cpu_schedule MATCHES "prefetch_pixels:[1-9]"))
+      (ARG_GENERATOR STREQUAL "max_unpool_scatter" AND
+       cpu_schedule MATCHES "prefetch_(pixels|elements):[1-9]"))
     set(prefetches 1)
   endif ()
   string(APPEND ${table} "POOLGEN_KERNEL(${op}, ${nd}, ${k}, ${s}, ${p}, ${layout}, "

@@ -54,10 +54,12 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
     if (get_target().has_gpu_feature()) {
       gate_ = add_input<Buffer<>>("gate", Int(32), 0);
       always_ = add_input<bool>("always");
-    } else if (sets_knob(cpu_schedule, "prefetch_pixels")) {
-      // Whether the call moves more bytes than the caches keep (the runtime's prefetch_pays):
-      // the schedule's prefetches (CpuScatterSchedule::prefetch_pixels) run then only.
-      out_of_cache_ = add_input<bool>("out_of_cache");
+    } else if (sets_knob(cpu_schedule, "prefetch_pixels") ||
+               sets_knob(cpu_schedule, "prefetch_elements")) {
+      // Whether the schedule's prefetches (CpuScatterSchedule::prefetch_pixels,
+      // prefetch_elements) run: the runtime's scatter_prefetches (pixels out of cache only;
+      // elements where the processor gains from them).
+      prefetch_ = add_input<bool>("prefetch");
     }
     output_ = add_output<Buffer<>>("output", value_type, 3);
   }
@@ -172,12 +174,12 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
     }
   }
 
-  // The prefetches of pixels, each line, on calls out of cache only.
+  // The prefetches, each line, on the calls the flag names.
   void schedule() {
     get_pipeline().add_custom_lowering_pass(new ReuseEqualLets);
-    if (out_of_cache_) {
+    if (prefetch_) {
       get_pipeline().add_custom_lowering_pass(
-          new PrefetchEveryLine(get_target(), Expr(*out_of_cache_)));
+          new PrefetchEveryLine(get_target(), Expr(*prefetch_)));
     }
   }
 
@@ -188,7 +190,7 @@ class MaxUnpoolScatter : public Generator<MaxUnpoolScatter> {
   Input<int64_t>* plane_stride_ = nullptr;
   Input<Buffer<>>* gate_ = nullptr;
   Input<bool>* always_ = nullptr;
-  Input<bool>* out_of_cache_ = nullptr;
+  Input<bool>* prefetch_ = nullptr;
   Output<Buffer<>>* output_ = nullptr;
   Var p_{"p"}, c_{"c"}, n_{"n"};
 };

@@ -28,6 +28,8 @@ set(POOLGEN_KNOBS_max_pool1d_f32 channel_vectors:4)
 # 1.38-1.48 / 0.76-0.80, k2s2p0 1.82-2.08 / 0.98-1.02 -> 1.32-1.35 / 0.72-0.76, NCDHW
 # 2x16x32x64x64 k2s2p0 0.51-0.55 / 0.25-0.26 -> 0.41-0.45 / 0.21-0.22, 1x64x56x56 k3s2p1 0.032-
 # 0.037 -> 0.030-0.031 (unrolled by 4 without prefetching it had measured 5% slower).
+# The prefetches run under the kernel's flag, which the runtime sets on AMD's processors alone
+# (element_prefetches_pay): on the Intel Xeon VM they cost 1.2-1.9x (docs/kernels.md).
 set(POOLGEN_KNOBS_max_unpool_scatter unroll:8,prefetch_elements:512)
 set(POOLGEN_KNOBS_max_pool_backward_scatter ${POOLGEN_KNOBS_max_unpool_scatter})
 # f32's gets a copy for outputs that start at a plane's first slot (every call's but a slab's):

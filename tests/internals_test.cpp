@@ -269,6 +269,52 @@ TEST(Settings, StreamingAndOutOfCacheThresholds) {
   EXPECT_EQ(streaming_bytes(), bytes);
 }
 
+// The scatters' prefetches run by their flag: the contiguous kernels' where the processor gains
+// from them (element_prefetches_pay, whatever the call's size), the channels-last ones' out of
+// cache. Either way the kernel's results are the same: unpooling's (the later duplicate wins)
+// and pooling's gradient (duplicates add), over a tail shorter than a step of the loop.
+TEST(Scatter, PrefetchesRunByTheirFlagAndChangeNoResult) {
+  const int64_t planes = 3, cells = 517, slots = 4 * cells;  // 517: not a whole step of 8
+  std::mt19937 rng(11);
+  std::vector<float> values(static_cast<size_t>(planes * cells));
+  std::vector<int64_t> indices(values.size());
+  for (size_t j = 0; j < values.size(); ++j) {
+    values[j] = static_cast<float>(rng() % 1000) - 500.0f;
+    indices[j] = rng() % (cells / 2);  // duplicates in every plane
+  }
+  for (const char* name : {"max_unpool_scatter_b32_i64", "max_pool_backward_scatter_f32_i64"}) {
+    SCOPED_TRACE(name);
+    const Kernel* found = built_kernel(forward_kernels(), name);
+    if (!found) found = built_kernel(backward_kernels(), name);
+    ASSERT_NE(found, nullptr);
+    const Kernel& k = *found;
+    const bool adds = k.op != Op::unpool_scatter;
+    EXPECT_EQ(scatter_prefetches(k, 0), element_prefetches_pay());
+    EXPECT_EQ(scatter_prefetches(k, int64_t{1} << 40), scatter_prefetches(k, 0));
+    std::vector<float> want(static_cast<size_t>(planes * slots), 0.0f);
+    for (int64_t q = 0; q < planes; ++q) {
+      for (int64_t j = 0; j < cells; ++j) {
+        float& slot = want[q * slots + indices[q * cells + j]];
+        slot = adds ? slot + values[q * cells + j] : values[q * cells + j];
+      }
+    }
+    for (const bool prefetch : {false, true}) {
+      std::vector<float> got(want.size(), 0.0f);
+      ScatterLaunch launch(k, dense(values.data(), DType::f32, {1, planes, cells}, k.layout),
+                           dense(indices.data(), DType::i64, {1, planes, cells}, k.layout),
+                           dense(got.data(), DType::f32, {1, planes, slots}, k.layout), 0, 0,
+                           prefetch);
+      ASSERT_TRUE(launch.run(0, nullptr).ok());
+      EXPECT_EQ(got, want) << (prefetch ? "prefetching" : "not prefetching");
+    }
+  }
+  for (const Kernel& k : backward_kernels().kernels()) {
+    if (k.op != Op::pool_backward_scatter || k.layout != Layout::channels_last) continue;
+    EXPECT_TRUE(scatter_prefetches(k, int64_t{1} << 40)) << k.name;
+    EXPECT_FALSE(scatter_prefetches(k, 0)) << k.name;
+  }
+}
+
 // packed_like: the leading view's batch and channels, another dtype and spatial extents,
 // packed in the layout.
 TEST(Views, PackedLikeTakesTheOtherTensorsExtents) {

@@ -113,7 +113,7 @@ struct ScatterGroups {
   Status failure;  // the first kernel failure (not a declined run), if any
   Status rewrite_failed;
   int64_t slab = slab_bytes();  // a slab's output bytes at most
-  bool out_of_cache = false;  // the call's: the kernel's prefetches run (prefetch_pays)
+  bool prefetch = false;  // the call's: the kernel's prefetches run (scatter_prefetches)
   bool zeroed = false;  // the output was zeroed whole before the groups ran (channel blocks)
 
   // Planes [first, first + count) of `v` (never crossing a batch).
@@ -183,7 +183,7 @@ struct ScatterGroups {
   Status launch(const View& v, const View& i, const View& o, int64_t first, int64_t first_slot,
                 bool* declined) const {
     const Layout layout = kernel->layout;
-    ScatterLaunch call(*kernel, v, i, o, first, global ? o.plane() : 0, out_of_cache);
+    ScatterLaunch call(*kernel, v, i, o, first, global ? o.plane() : 0, prefetch);
     call.view_buffer(2).dim[layout == Layout::channels_last ? 1 : 0].min =
         static_cast<int32_t>(first_slot);
     if (!zeroed) zero_elements(o, layout);  // the CPU kernel scatters into zeroed planes
@@ -368,7 +368,7 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
                                                           call_bytes)),
                        rewrite, global, output_streams(o.view()), slab_stride,
                        1, {}, {}, {}, {}};
-  groups.out_of_cache = prefetch_pays(call_bytes);
+  groups.prefetch = scatter_prefetches(kernel, call_bytes);
   const int64_t planes = output.shape[0] * output.shape[1];
   // Halide numbers tasks with an int.
   groups.planes = std::max(groups.planes, planes / std::numeric_limits<int32_t>::max() + 1);
@@ -419,7 +419,7 @@ Status scatter(const Kernel& kernel, ScatterMode mode, const View& values, const
 }
 
 ScatterLaunch::ScatterLaunch(const Kernel& kernel, const View& v, const View& i, const View& o,
-                             int64_t origin, int64_t stride, bool out_of_cache)
+                             int64_t origin, int64_t stride, bool prefetch)
     : Launch(kernel, true) {
   add_view(v, kernel.value, Access::read);
   add_view(i, kernel.index, Access::read);
@@ -427,7 +427,7 @@ ScatterLaunch::ScatterLaunch(const Kernel& kernel, const View& v, const View& i,
     add_scalar(origin);
     add_scalar(stride);
   }
-  if (kernel.prefetches) add_flag(out_of_cache);
+  if (kernel.prefetches) add_flag(prefetch);
   add_view(o, kernel.value, Access::write);
   fit_variant(o);
 }
@@ -455,7 +455,7 @@ DirectScatter::DirectScatter(const Kernel& kernel, ScatterMode mode, const Views
       call_bytes_(call_bytes),
       slab_stride_(slab_stride),
       output_packed_(is_packed(views[2], kernel.layout)),
-      call_(kernel, views[0], views[1], views[2], 0, 0, prefetch_pays(call_bytes)) {}
+      call_(kernel, views[0], views[1], views[2], 0, 0, scatter_prefetches(kernel, call_bytes)) {}
 
 Status DirectScatter::run(void* const (&data)[3]) {
   for (int k = 0; k < 3; ++k) views_[k].data = data[k];

@@ -66,12 +66,20 @@ int64_t planes_per_group(const View& o, Layout layout, ScatterMode mode, int64_t
 // one rule the scatter's groups, its direct run and the choice of a gather over it follow.
 inline bool output_streams(const View& output) { return output.bytes() >= streaming_bytes(); }
 
+// Whether a scatter kernel's prefetches run on a call moving `call_bytes` (its flag, where it
+// takes one): the channels-last kernels' of pixels out of cache (prefetch_pays), the contiguous
+// ones' of elements where they pay, in cache or out (element_prefetches_pay).
+inline bool scatter_prefetches(const Kernel& kernel, int64_t call_bytes) {
+  return kernel.layout == Layout::contiguous ? element_prefetches_pay()
+                                             : prefetch_pays(call_bytes);
+}
+
 // A scatter kernel's launch over flat views (values, indices, output) in its layout; the
 // unpooling kernel takes its plane origin and stride between the indices and the output.
 struct ScatterLaunch : Launch {
-  // `out_of_cache`: the call's prefetch_pays, for kernels that take the flag.
+  // `prefetch`: the call's scatter_prefetches, for kernels that take the flag.
   ScatterLaunch(const Kernel& kernel, const View& v, const View& i, const View& o,
-                int64_t origin = 0, int64_t stride = 0, bool out_of_cache = false);
+                int64_t origin = 0, int64_t stride = 0, bool prefetch = false);
 };
 
 // A CPU scatter in one kernel call (no index rewrite): built once for a call that repeats its
@@ -94,7 +102,7 @@ class DirectScatter : public DirectRun {
   View views_[3];
   int64_t call_bytes_, slab_stride_;
   bool output_packed_;  // asked once: a tenth of a 1x1x2x2 unpooling's repeated call
-  ScatterLaunch call_;  // plane offsets (origin and stride 0); the call's prefetch_pays
+  ScatterLaunch call_;  // plane offsets (origin and stride 0); the call's scatter_prefetches
 };
 
 // The window's stride in its outermost spatial dimension where every window lies within it

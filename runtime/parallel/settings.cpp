@@ -137,9 +137,9 @@ int64_t listed_cache_bytes(unsigned level) {
   const int64_t intel = largest_cache(4, level);
   return intel > 0 ? intel : largest_cache(0x8000001D, level);
 }
-}  // namespace
 
-bool masked_loads_miss_slowly() {
+
+bool is_amd() {
   static const bool amd = [] {
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
@@ -147,6 +147,10 @@ bool masked_loads_miss_slowly() {
   }();
   return amd;
 }
+}  // namespace
+
+bool masked_loads_miss_slowly() { return is_amd(); }
+bool element_prefetches_pay() { return is_amd(); }
 
 int64_t listed_cache_bytes() {
   static const int64_t bytes = [] {
@@ -174,11 +178,13 @@ int64_t default_streaming_bytes() {
 }
 #elif defined(POOLGEN_SSE2)
 bool masked_loads_miss_slowly() { return false; }
+bool element_prefetches_pay() { return false; }
 int64_t listed_cache_bytes() { return int64_t{8} << 20; }
 int64_t default_streaming_bytes() { return listed_cache_bytes(); }
 int64_t scatter_group_bytes() { return kMostScatterGroupBytes; }
 #else
 bool masked_loads_miss_slowly() { return false; }
+bool element_prefetches_pay() { return false; }
 int64_t listed_cache_bytes() { return std::numeric_limits<int64_t>::max(); }
 int64_t default_streaming_bytes() { return listed_cache_bytes(); }
 int64_t scatter_group_bytes() { return kMostScatterGroupBytes; }

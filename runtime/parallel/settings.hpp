@@ -56,6 +56,13 @@ bool prefetch_pays(int64_t call_bytes);
 // outside the plane"). Read from the processor once; false off x86-64.
 bool masked_loads_miss_slowly();
 
+// Whether the contiguous scatters' software prefetches of their values and indices (a fixed
+// distance ahead, in cache or out: the kernel's flag) pay: on AMD's processors (cpuid's vendor;
+// Zen 5 VM, NCHW k3s2p1 unpooling 8x64x112x112 1.93-2.0 -> 1.28-1.36 ms on one thread), not on
+// the Intel Xeon VM, where every call measured took 1.04-1.9x the time with them, in cache and
+// out (docs/kernels.md, "Prefetching the scatter's elements"). False off x86-64 (unmeasured).
+bool element_prefetches_pay();
+
 // The size of the largest data cache a core reaches, as the processor lists it (x86-64: cpuid's
 // cache parameters, 8 MiB if it lists none; elsewhere unbounded). Read from the processor once.
 int64_t listed_cache_bytes();
