@@ -138,7 +138,7 @@ int64_t listed_cache_bytes(unsigned level) {
   return intel > 0 ? intel : largest_cache(0x8000001D, level);
 }
 
-
+// Whether cpuid's vendor string is AMD's: the rules measured to differ by vendor (below).
 bool is_amd() {
   static const bool amd = [] {
     unsigned a = 0, b = 0, c = 0, d = 0;
