@@ -310,8 +310,9 @@ TEST(Scatter, PrefetchesRunByTheirFlagAndChangeNoResult) {
   }
   for (const Kernel& k : backward_kernels().kernels()) {
     if (k.op != Op::pool_backward_scatter || k.layout != Layout::channels_last) continue;
-    EXPECT_TRUE(scatter_prefetches(k, int64_t{1} << 40)) << k.name;
-    EXPECT_FALSE(scatter_prefetches(k, 0)) << k.name;
+    for (const int64_t bytes : {int64_t{0}, out_of_cache_bytes()}) {  // in cache and out
+      EXPECT_EQ(scatter_prefetches(k, bytes), prefetch_pays(bytes)) << k.name << ", " << bytes;
+    }
   }
 }
 
