@@ -155,8 +155,9 @@ set(POOLGEN_AVX512_ONLY_FAMILIES "max_pool2d_backward_k3s2p1_cl" CACHE STRING
 # on a Zen 4. 2-D k3s2p1 NCHW likewise from rows of 12 (schedules/cpu_knobs.cmake): 1x64x28x28
 # 39-49 / 30 us. k3s2p1 over flat planes runs AVX-512 on every side: on a Zen 4 it took
 # 1x64x28x28 0.87-0.89x AVX2's time, sides 7 and 14 0.99-1.02x; on an Intel Xeon (full-width
-# AVX-512) sides 7, 14 and 16 0.57-0.74x, for 14 KB (docs/kernels.md). The 1-D pooling gradient's gather runs whole vectors of cells, two slots each:
-# on rows of fewer than 32 slots its AVX-512 variant would leave the call to the scatter.
+# AVX-512) sides 7, 14 and 16 0.57-0.74x, for 14 KB (docs/kernels.md). The 1-D pooling
+# gradient's gather runs whole vectors of cells, two slots each: on rows of fewer than 32 slots
+# its AVX-512 variant would leave the call to the scatter.
 set(POOLGEN_AVX512_NARROW "max_pool2d_k2s2p0:8;max_pool3d_k2s2p0:8;max_pool1d_cl:16;max_pool2d_cl:16;max_pool3d_cl:16;max_pool2d_k3s2p1:12;max_unpool2d_k2s2p0_cl:16;max_unpool3d_k2s2p0_cl:16;max_pool2d_backward_k2s2p0_cl:16;max_pool1d_backward_k2s2p0:32;max_pool3d_backward_k2s2p0_cl:16;max_unpool_scatter_cl:32" CACHE STRING
     "family:lanes entries: calls of fewer lanes run the AVX2 variant of that family's kernels")
 # Families whose AVX-512 variant loads under masks (a gather's taps, selected lane by lane) and
