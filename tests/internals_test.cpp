@@ -289,6 +289,8 @@ TEST(Scatter, PrefetchesRunByTheirFlagAndChangeNoResult) {
     ASSERT_NE(found, nullptr);
     const Kernel& k = *found;
     const bool adds = k.op != Op::unpool_scatter;
+    // The default knobs prefetch (prefetch_elements): else the flag below would not reach it.
+    EXPECT_TRUE(k.prefetches);
     EXPECT_EQ(scatter_prefetches(k, 0), element_prefetches_pay());
     EXPECT_EQ(scatter_prefetches(k, int64_t{1} << 40), scatter_prefetches(k, 0));
     std::vector<float> want(static_cast<size_t>(planes * slots), 0.0f);

@@ -45,9 +45,10 @@ struct Kernel {
   Device device;
   int capability;             // CUDA kernels: the compute capability (70: sm_70); CPU: 0
   bool cell_vectors;          // a gather scheduled by vectors of cells (its `cell_vectors` knob)
-  // A kernel whose schedule prefetches out of cache only (pooling's `prefetch_rows`, the
-  // scatter's `prefetch_pixels` knob): it takes the out_of_cache flag (pooling's after its
-  // window, the scatter's before its output), set where prefetch_pays.
+  // A kernel whose schedule prefetches on some calls only (pooling's `prefetch_rows`, the
+  // scatter's `prefetch_pixels` and `prefetch_elements` knobs): it takes a flag (pooling's
+  // out_of_cache after its window, set where prefetch_pays; the scatter's prefetch before its
+  // output, set where scatter_prefetches).
   bool prefetches;
   int (*entry)(void** args);  // Halide's <name>_argv
   const char* name;
