@@ -371,8 +371,13 @@ Status max_unpool_output_shape(int nd, const Ints& input_shape, const UnpoolOpti
   Status st = by_indices ? check_nd(nd) : expand_unpool_options(nd, options, &w);
   if (!st.ok()) return st;
   if (by_indices && !options.stride.empty()) return invalid("stride: given without kernel_size");
-  for (int64_t p : by_indices ? options.padding : Ints{}) {
-    if (p != 0) return invalid("padding: given without kernel_size");
+  if (by_indices) {  // zeros allowed, in a list of the usual length
+    const Ints zeros(nd, 0);
+    Ints padding;
+    if (!(st = expand_list("padding", nd, options.padding, &zeros, &padding)).ok()) return st;
+    for (int64_t p : padding) {
+      if (p != 0) return invalid("padding: given without kernel_size");
+    }
   }
   // Other frameworks' conventions: known codes; ONNX's rules and the end padding need a window.
   const OutputSizeRule rule = options.output_size_rule;

@@ -228,6 +228,12 @@ TEST(Reference, OutputShapeErrors) {
   EXPECT_TRUE(ref::max_unpool_output_shape(1, {1, 2}, u, &shape).ok());
   u.output_size = {6};
   EXPECT_EQ(ref::max_unpool_output_shape(1, {1, 2}, u, &shape).code(), Code::invalid_argument);
+  // By the indices alone: zero padding, in a list of 1 or nd entries as everywhere else.
+  u.kernel_size.clear();
+  u.padding = {0};
+  EXPECT_TRUE(ref::max_unpool_output_shape(1, {1, 2}, u, &shape).ok());
+  u.padding = {0, 0, 0, 0};
+  EXPECT_EQ(ref::max_unpool_output_shape(1, {1, 2}, u, &shape).code(), Code::invalid_argument);
 }
 
 }  // namespace
