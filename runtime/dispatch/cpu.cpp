@@ -51,13 +51,21 @@ int do_par_for(void* user_context, halide_task_t task, int min, int size, uint8_
   if (size <= 1 || !context || !context->share) {
     return run_tasks_inline(user_context, task, min, size, closure);
   }
-  const int per_task = iterations_per_task(context->bytes, size);
+  // The loop in one place and a task body capturing only its address, which std::function
+  // keeps without allocating: a worker reads one line of the caller's for it (each line of
+  // the caller's that a worker reads is a transfer between cores on every call).
+  struct Loop {
+    void* user_context;
+    halide_task_t task;
+    uint8_t* closure;
+    int min, size, per_task;
+  } loop{user_context, task, closure, min, size, iterations_per_task(context->bytes, size)};
   return parallel_for(
-      (size - 1) / per_task + 1,
-      [&](int t) {
-        const int first = t * per_task;
-        return run_tasks_inline(user_context, task, min + first,
-                                std::min(per_task, size - first), closure);
+      (size - 1) / loop.per_task + 1,
+      [&loop](int t) {
+        const int first = t * loop.per_task;
+        return run_tasks_inline(loop.user_context, loop.task, loop.min + first,
+                                std::min(loop.per_task, loop.size - first), loop.closure);
       },
       context->bytes);
 }

@@ -56,8 +56,18 @@ bool spin_until(Done done) {
 // decrements it from above zero, the owner at `next`, a thief at `end`.
 class Ranges {
  public:
-  Ranges(int count, int ranges, const std::function<int(int)>& body)
-      : body_(body), size_(ranges), ranges_(new Range[ranges]) {
+  struct alignas(64) Range {  // a line each: owners and thieves write them
+    std::atomic<int> left{0};
+    std::atomic<int> next{0};  // atomic for a range that two joiners own one after the other
+    std::atomic<int> end{0};
+  };
+
+  // A call's loop over `ranges` of `storage`.
+  void start(int count, int ranges, Range* storage, const std::function<int(int)>& body) {
+    body_ = &body;
+    size_ = ranges;
+    ranges_ = storage;
+    failure_.store(0, std::memory_order_relaxed);
     for (int r = 0; r < ranges; ++r) {
       const int first = static_cast<int>(int64_t{count} * r / ranges);
       const int last = static_cast<int>(int64_t{count} * (r + 1) / ranges);
@@ -73,7 +83,7 @@ class Ranges {
       while (failure() == 0 && range.left.fetch_sub(1, std::memory_order_relaxed) > 0) {
         const int task = k == 0 ? range.next.fetch_add(1, std::memory_order_relaxed)
                                 : range.end.fetch_sub(1, std::memory_order_relaxed) - 1;
-        if (const int result = body_(task)) {
+        if (const int result = (*body_)(task)) {
           int none = 0;
           failure_.compare_exchange_strong(none, result);
         }
@@ -83,14 +93,9 @@ class Ranges {
   int failure() const { return failure_.load(std::memory_order_relaxed); }
 
  private:
-  struct alignas(64) Range {  // a line each: owners and thieves write them
-    std::atomic<int> left{0};
-    std::atomic<int> next{0};  // atomic for a range that two joiners own one after the other
-    std::atomic<int> end{0};
-  };
-  const std::function<int(int)>& body_;
-  const int size_;
-  std::unique_ptr<Range[]> ranges_;
+  const std::function<int(int)>* body_ = nullptr;
+  int size_ = 0;
+  Range* ranges_ = nullptr;
   std::atomic<int> failure_{0};
 };
 
@@ -146,8 +151,10 @@ class Workers {
   // The call, published to the workers (under call_).
   int share(int count, int threads, bool wake, const std::function<int(int)>& body) {
     threads = std::min(threads, kMostUsed);
-    Ranges ranges(count, threads, body);
-    job_ = &ranges;
+    if (threads > static_cast<int>(range_storage_.size())) {
+      range_storage_ = std::vector<Ranges::Range>(threads);
+    }
+    job_.start(count, threads, range_storage_.data(), body);
     state_.store(uint64_t{++generation_} << 32 | uint64_t(threads) << kUsedShift);
     if (wake && sleepers_.load() > 0) {
       std::lock_guard<std::mutex> lock(sleep_mutex_);
@@ -157,7 +164,7 @@ class Workers {
         for (int w = 1; w < threads; ++w) wake_.notify_one();
       }
     }
-    ranges.run(0);
+    job_.run(0);
     state_.fetch_or(kClosed);
     auto all_left = [this] { return joined(state_.load()) == 0; };
     if (!spin_until(all_left)) {
@@ -166,7 +173,7 @@ class Workers {
       done_.wait(lock, all_left);
       caller_waiting_ = false;
     }
-    return ranges.failure();
+    return job_.failure();
   }
 
   // Makes `pool - 1` workers run; false if the system refused a thread.
@@ -224,7 +231,7 @@ class Workers {
       seen = generation(state);
       while (!(state & kClosed) && generation(state) == seen && joined(state) + 1 < used(state)) {
         if (state_.compare_exchange_weak(state, state + 1)) {
-          job_->run(static_cast<int>(joined(state)) + 1);
+          job_.run(static_cast<int>(joined(state)) + 1);
           if (joined(state_.fetch_sub(1)) == 1 && caller_waiting_) {
             std::lock_guard<std::mutex> lock(done_mutex_);
             done_.notify_one();
@@ -236,10 +243,14 @@ class Workers {
   }
 
   // Sequentially consistent throughout: a sleeper's count and the state it checks pair with a
-  // caller's state and the count it checks, so one of the two always sees the other.
-  std::atomic<uint64_t> state_{0};
-  Ranges* job_ = nullptr;         // the open call's; read only by the workers that joined it
-  uint32_t generation_ = 0;       // under call_
+  // caller's state and the count it checks, so one of the two always sees the other. The state
+  // and the call's loop share a cache line, apart from the caller's own fields: each line of
+  // the caller's that a worker reads is a transfer between cores on every call (the loop on
+  // the caller's stack, allocated ranges and the fields beside the state each cost one).
+  alignas(64) std::atomic<uint64_t> state_{0};
+  Ranges job_;  // the open call's loop; read only by the workers that joined it
+  alignas(64) uint32_t generation_ = 0;       // under call_
+  std::vector<Ranges::Range> range_storage_;  // under call_: the ranges of job_
   Clock::time_point last_end_{};  // under call_: when the last call ended
   std::mutex call_;
   std::vector<std::thread> threads_;  // under call_
