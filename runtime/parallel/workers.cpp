@@ -9,7 +9,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <memory>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -62,11 +61,12 @@ class Ranges {
     std::atomic<int> end{0};
   };
 
-  // A call's loop over `ranges` of `storage`.
-  void start(int count, int ranges, Range* storage, const std::function<int(int)>& body) {
+  // A call's loop in `ranges` ranges, their lines kept from call to call (allocated anew for
+  // each call, they had cost the caller a malloc and a free and the workers new lines).
+  void start(int count, int ranges, const std::function<int(int)>& body) {
+    if (ranges > static_cast<int>(ranges_.size())) ranges_ = std::vector<Range>(ranges);
     body_ = &body;
     size_ = ranges;
-    ranges_ = storage;
     failure_.store(0, std::memory_order_relaxed);
     for (int r = 0; r < ranges; ++r) {
       const int first = static_cast<int>(int64_t{count} * r / ranges);
@@ -94,8 +94,8 @@ class Ranges {
 
  private:
   const std::function<int(int)>* body_ = nullptr;
-  int size_ = 0;
-  Range* ranges_ = nullptr;
+  int size_ = 0;  // the call's ranges, the first of ranges_
+  std::vector<Range> ranges_;
   std::atomic<int> failure_{0};
 };
 
@@ -151,10 +151,7 @@ class Workers {
   // The call, published to the workers (under call_).
   int share(int count, int threads, bool wake, const std::function<int(int)>& body) {
     threads = std::min(threads, kMostUsed);
-    if (threads > static_cast<int>(range_storage_.size())) {
-      range_storage_ = std::vector<Ranges::Range>(threads);
-    }
-    job_.start(count, threads, range_storage_.data(), body);
+    job_.start(count, threads, body);
     state_.store(uint64_t{++generation_} << 32 | uint64_t(threads) << kUsedShift);
     if (wake && sleepers_.load() > 0) {
       std::lock_guard<std::mutex> lock(sleep_mutex_);
@@ -249,8 +246,7 @@ class Workers {
   // the caller's stack, allocated ranges and the fields beside the state each cost one).
   alignas(64) std::atomic<uint64_t> state_{0};
   Ranges job_;  // the open call's loop; read only by the workers that joined it
-  alignas(64) uint32_t generation_ = 0;       // under call_
-  std::vector<Ranges::Range> range_storage_;  // under call_: the ranges of job_
+  alignas(64) uint32_t generation_ = 0;  // under call_
   Clock::time_point last_end_{};  // under call_: when the last call ended
   std::mutex call_;
   std::vector<std::thread> threads_;  // under call_
